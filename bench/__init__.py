@@ -1,0 +1,3 @@
+"""bench: the ingestwm CLI, scenarios, experiments and benchmarks."""
+
+__all__: list[str] = []

@@ -1,0 +1,91 @@
+"""segmentstore: the server side of ingestwm — a Pravega-style segment store with ingestion-time watermarks.
+
+Importing this package is cheap: numba kernels compile (or load from cache) on first use.
+"""
+
+from .attributes import (
+    CREATION_TIME,
+    LAST_WRITE_TIME,
+    AttributeUpdate,
+    AttributeUpdateType,
+)
+from .clock import Clock, ManualClock, WallClock
+from .config import StoreConfig
+from .errors import (
+    BadAttributeUpdateError,
+    BadOffsetError,
+    DataCorruptionError,
+    InvalidArgumentError,
+    InvalidScaleError,
+    NotATransactionError,
+    ReadTimeoutError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentNotSealedError,
+    SegmentSealedError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+    StoreClosedError,
+    StoreLockedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    StreamNotSealedError,
+    StreamSealedError,
+    WrongParentError,
+)
+from .future_read import FutureRead
+from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
+from .store import SegmentStore
+from .stream_metadata import (
+    StreamCut,
+    StreamInfo,
+    StreamSegment,
+    SuccessorInfo,
+    TransactionInfo,
+    TransactionSegment,
+)
+from .streams import StreamController
+
+__all__ = [
+    "CREATION_TIME",
+    "LAST_WRITE_TIME",
+    "AppendResult",
+    "AttributeUpdate",
+    "AttributeUpdateType",
+    "BadAttributeUpdateError",
+    "BadOffsetError",
+    "Clock",
+    "DataCorruptionError",
+    "FutureRead",
+    "InvalidArgumentError",
+    "ManualClock",
+    "MergeResult",
+    "NotATransactionError",
+    "ReadTimeoutError",
+    "SegmentExistsError",
+    "SegmentInfo",
+    "SegmentNotFoundError",
+    "SegmentNotSealedError",
+    "SegmentRead",
+    "SegmentSealedError",
+    "SegmentStore",
+    "SegmentStoreError",
+    "SegmentTruncatedError",
+    "StoreClosedError",
+    "StoreConfig",
+    "StoreLockedError",
+    "WallClock",
+    "WrongParentError",
+    "InvalidScaleError",
+    "StreamController",
+    "StreamCut",
+    "StreamExistsError",
+    "StreamInfo",
+    "StreamNotFoundError",
+    "StreamNotSealedError",
+    "StreamSealedError",
+    "StreamSegment",
+    "SuccessorInfo",
+    "TransactionInfo",
+    "TransactionSegment",
+]

@@ -1,0 +1,77 @@
+"""Ingestion clocks: the only place the project reads the system time.
+
+Time is an ``int`` of milliseconds since the epoch. Domain code receives a clock and
+calls ``now()``; it never reads the system time itself (DESIGN §1). ``WallClock``
+is real time; ``ManualClock`` is advanced, or set (also backwards, to simulate a
+wall-clock step back), by its owner: tests and the simulator.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Clock", "WallClock", "ManualClock", "monotonic_s"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Anything with ``now() -> int`` milliseconds since the epoch."""
+
+    def now(self) -> int: ...
+
+
+class WallClock:
+    """The system's real-time clock, read once per call. O(1)."""
+
+    __slots__ = ()
+
+    def now(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def __repr__(self) -> str:
+        return "WallClock()"
+
+
+class ManualClock:
+    """A clock that moves only when told to. Thread-safe; O(1) per call."""
+
+    __slots__ = ("_lock", "_now")
+
+    def __init__(self, start_ms: int = 0) -> None:
+        self._now = _check_ms("start_ms", start_ms)
+        self._lock = threading.Lock()
+
+    def now(self) -> int:
+        return self._now
+
+    def advance(self, ms: int) -> int:
+        """Move forward by ``ms`` (>= 0) and return the new time."""
+        _check_ms("ms", ms)
+        if ms < 0:
+            raise ValueError(f"ManualClock.advance: ms must be >= 0, got {ms}; use set() to step back")
+        with self._lock:
+            self._now += ms
+            return self._now
+
+    def set(self, ms: int) -> int:
+        """Set the time to ``ms``; going backwards is allowed (a wall-clock step back)."""
+        _check_ms("ms", ms)
+        with self._lock:
+            self._now = ms
+            return ms
+
+    def __repr__(self) -> str:
+        return f"ManualClock({self._now})"
+
+
+def monotonic_s() -> float:
+    """Seconds from a monotonic clock, for timeouts and pacing (never for ingestion time)."""
+    return time.monotonic()
+
+
+def _check_ms(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int of milliseconds, got {type(value).__name__} {value!r}")
+    return value

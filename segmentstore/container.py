@@ -1,0 +1,759 @@
+"""The segment container: every segment operation, validated, stamped, logged and applied.
+
+One lock serialises the container (Pravega serialises per container). Each operation
+validates everything first and raises before it changes anything; then the operation
+processor stamps it, the durable log (if any) records it, and it applies. Waiting
+future reads are completed after the lock is released, so their callbacks may call
+back into the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .attributes import (
+    CREATION_TIME,
+    INT64_MAX,
+    INT64_MIN,
+    LAST_WRITE_TIME,
+    AttributeUpdate,
+    is_core_attribute,
+    plan_attribute_updates,
+)
+from .clock import Clock
+from .config import StoreConfig
+from .errors import (
+    BadOffsetError,
+    InvalidArgumentError,
+    NotATransactionError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentNotSealedError,
+    SegmentSealedError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+    StoreClosedError,
+    WrongParentError,
+)
+from .future_read import FutureRead
+from .operations import (
+    Append,
+    CreateSegment,
+    Delete,
+    MergeTransaction,
+    Operation,
+    Seal,
+    Truncate,
+    UpdateAttributes,
+)
+from .processor import OperationProcessor, OperationSink
+from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
+from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
+from .storage import SegmentData
+
+if TYPE_CHECKING:
+    from .eviction import Evictor
+
+__all__ = ["SegmentContainer"]
+
+_Wakeup = tuple[FutureRead, SegmentRead | BaseException]
+
+
+class SegmentContainer:
+    """All segments of one store and the operations on them. Thread-safe."""
+
+    def __init__(self, clock: Clock, config: StoreConfig, log: OperationSink | None = None) -> None:
+        self._clock = clock
+        self._config = config
+        self._lock = threading.Lock()
+        self._segments: dict[str, Segment] = {}
+        self._processor = OperationProcessor(clock, log)
+        self._closed = False
+        self._evictor: Evictor | None = None  # set by eviction.Evictor
+        self._data_factory: Callable[[str, int], SegmentData] | None = None  # durable store
+
+    # ------------------------------------------------------------------ lookup
+    @property
+    def processor(self) -> OperationProcessor:
+        return self._processor
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
+
+    def _get(self, name: str, use: bool = True) -> Segment:
+        if self._closed:
+            raise StoreClosedError("the segment store is closed")
+        try:
+            seg = self._segments[name]
+        except KeyError:
+            seg = self._miss(name)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"segment name must be a str, got {type(name).__name__} {name!r}"
+            ) from None
+        if use:
+            seg.last_used = self._processor.last_timestamp
+        return seg
+
+    def _miss(self, name: str) -> Segment:
+        """Reactivate an evicted segment, or raise ``SegmentNotFoundError``."""
+        seg = self._evictor.reactivate(name) if self._evictor is not None else None
+        if seg is None:
+            raise SegmentNotFoundError(f"segment {_quote(name)} does not exist") from None
+        return seg
+
+    def _writable(self, name: str) -> Segment:
+        seg = self._get(name)
+        if seg.sealed:
+            raise SegmentSealedError(f"segment {name!r} is sealed")
+        return seg
+
+    def segment_names(self) -> list[str]:
+        """Names of all segments, transactions included. O(n)."""
+        with self._lock:
+            names = list(self._segments)
+            if self._evictor is not None:
+                names.extend(self._evictor.cold_names())
+            return names
+
+    def exists(self, name: str) -> bool:
+        """Whether the segment exists. O(1)."""
+        with self._lock:
+            if name in self._segments:
+                return True
+            return self._evictor is not None and self._evictor.is_cold(name)
+
+    # ------------------------------------------------------------------ create
+    def create_segment(self, name: str) -> SegmentInfo:
+        """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal."""
+        _check_name(name)
+        if TRANSACTION_SEPARATOR in name:
+            raise InvalidArgumentError(
+                f"segment name {name!r} contains {TRANSACTION_SEPARATOR!r}, which is reserved "
+                "for transaction segments (use create_transaction)"
+            )
+        with self._lock:
+            self._check_open()
+            if name in self._segments or (self._evictor and self._evictor.is_cold(name)):
+                raise SegmentExistsError(f"segment {name!r} exists already")
+            seq, ts = self._processor.stamp()
+            self._log(CreateSegment(seq, ts, name, None))
+            seg = self._apply_create(name, None, ts, seq)
+            return seg.info()
+
+    def create_transaction(self, parent: str) -> str:
+        """Create a transaction segment for ``parent`` and return its name. Temporal."""
+        with self._lock:
+            p = self._writable(parent)
+            if p.parent is not None:
+                raise NotATransactionError(
+                    f"segment {parent!r} is a transaction; transactions cannot nest"
+                )
+            seq, ts = self._processor.stamp()
+            name = f"{parent}{TRANSACTION_SEPARATOR}{seq:016x}"
+            self._log(CreateSegment(seq, ts, name, parent))
+            self._apply_create(name, parent, ts, seq)
+            return name
+
+    def _apply_create(self, name: str, parent: str | None, ts: int, seq: int = 0) -> Segment:
+        data = self._data_factory(name, seq) if self._data_factory is not None else None
+        seg = Segment(name, ts, parent, data)
+        self._segments[name] = seg
+        return seg
+
+    # ------------------------------------------------------------------ append
+    def append(
+        self,
+        name: str,
+        data: bytes,
+        expected_offset: int | None = None,
+        writer_id: int | None = None,
+        event_number: int | None = None,
+    ) -> AppendResult:
+        """Append ``data`` (bytes-like, non-empty). Temporal; O(len(data)) amortised.
+
+        With ``expected_offset`` the append happens only if the segment's length equals it.
+        With ``writer_id`` and ``event_number`` the store keeps the writer's last event
+        number as an attribute (key ``writer_id``); an append whose event number is not
+        above it is a retry: it is acknowledged with ``duplicate=True`` and not stored.
+        """
+        if type(data) is not bytes:
+            data = _as_bytes(name, data)
+        n = len(data)
+        if n == 0:
+            raise InvalidArgumentError(f"segment {_quote(name)}: append of 0 bytes")
+        if n > self._config.max_append_bytes:
+            raise InvalidArgumentError(
+                f"segment {_quote(name)}: append of {n} bytes exceeds max_append_bytes "
+                f"({self._config.max_append_bytes})"
+            )
+        if writer_id is not None or event_number is not None:
+            _check_writer(name, writer_id, event_number)
+        if expected_offset is not None and type(expected_offset) is not int:
+            _check_offset(name, "expected_offset", expected_offset)  # 0.0 or False equal 0, yet are bad
+        wakeups: list[_Wakeup] | None = None
+        lock = self._lock
+        lock.acquire()  # cheaper than `with` on this hot path
+        try:
+            seg = self._segments.get(name) if type(name) is str and not self._closed else None
+            if seg is None or seg.sealed:
+                seg = self._writable(name)  # raises, or reactivates an evicted segment
+            offset = seg.data.length
+            if expected_offset is not None and expected_offset != offset:
+                _check_offset(name, "expected_offset", expected_offset)
+                raise BadOffsetError(
+                    f"segment {name!r}: conditional append expected offset {expected_offset}, "
+                    f"but the segment's length is {offset}",
+                    expected=expected_offset,
+                    actual=offset,
+                )
+            if writer_id is not None:
+                last = seg.attributes.get(writer_id)
+                if last is not None and event_number is not None and event_number <= last:
+                    return AppendResult(offset, 0, seg.last_write_time, True)
+            seq, ts = self._processor.stamp()
+            if self._processor.log is not None:
+                self._processor.log.write(
+                    Append(seq, ts, name, offset, data, writer_id, event_number)
+                )
+            seg.data.append(data)
+            seg.windex.record_write(offset + n, ts)
+            seg.last_write_time = ts
+            seg.last_used = ts
+            if writer_id is not None:
+                seg.attributes[writer_id] = event_number  # type: ignore[assignment]
+            if seg.futures:
+                wakeups = self._wakeups(seg)
+        finally:
+            lock.release()
+        if wakeups:
+            _complete(wakeups)
+        return AppendResult(offset, n, ts)
+
+    def append_batch(
+        self, name: str, events: Sequence[bytes], expected_offset: int | None = None
+    ) -> AppendResult:
+        """Append many events as one operation with one timestamp. O(total bytes).
+
+        The events are stored back to back; the result's ``length`` is their total size.
+        """
+        if isinstance(events, (bytes, bytearray, memoryview, str)):
+            raise InvalidArgumentError(
+                f"segment {_quote(name)}: append_batch takes a sequence of bytes objects, "
+                f"got a single {type(events).__name__}"
+            )
+        try:
+            data = b"".join(events)
+        except TypeError:
+            bad = next((e for e in events if not isinstance(e, (bytes, bytearray, memoryview))), None)
+            raise InvalidArgumentError(
+                f"segment {_quote(name)}: events must be bytes, got {type(bad).__name__} {bad!r:.60}"
+            ) from None
+        for e in events:
+            if len(e) == 0:
+                raise InvalidArgumentError(f"segment {_quote(name)}: append_batch holds an empty event")
+        return self.append(name, data, expected_offset)
+
+    # ------------------------------------------------------------------ merge
+    def merge_transaction(self, txn: str, parent: str | None = None) -> MergeResult:
+        """Merge a sealed transaction into its parent, atomically, at the merge's own timestamp.
+
+        The merged bytes take the merge's timestamp, never the transaction's own times
+        (PDP-26: a merge is one large append). The transaction segment is gone afterwards.
+        """
+        wakeups: list[_Wakeup] = []
+        with self._lock:
+            t = self._get(txn)
+            if t.parent is None:
+                raise NotATransactionError(f"segment {txn!r} is not a transaction segment")
+            if parent is not None and parent != t.parent:
+                raise WrongParentError(
+                    f"transaction {txn!r} belongs to {t.parent!r}, not to {_quote(parent)}"
+                )
+            if not t.sealed:
+                raise SegmentNotSealedError(f"transaction {txn!r} must be sealed before it is merged")
+            if t.start_offset != 0:
+                raise SegmentTruncatedError(
+                    f"transaction {txn!r} was truncated (start offset {t.start_offset}); "
+                    "it cannot be merged"
+                )
+            p = self._get(t.parent)
+            if p.sealed:
+                raise SegmentSealedError(
+                    f"segment {t.parent!r} is sealed; transaction {txn!r} cannot be merged into it"
+                )
+            n = t.length
+            if p.length + n > INT64_MAX:
+                raise InvalidArgumentError(f"segment {t.parent!r} would exceed 2^63 bytes")
+            seq, ts = self._processor.stamp()
+            offset = p.length
+            self._log(MergeTransaction(seq, ts, txn, t.parent, offset, n))
+            self._apply_merge(t, p, ts, wakeups)
+            if p.futures:
+                wakeups.extend(self._wakeups(p))
+        _complete(wakeups)
+        return MergeResult(offset, n, ts)
+
+    def _apply_merge(self, t: Segment, p: Segment, ts: int, wakeups: list[_Wakeup]) -> None:
+        n = t.length
+        if n:
+            p.data.append(t.data.read(0, n))
+            p.windex.record_write(p.data.length, ts)
+        else:
+            p.windex.record_time(ts)
+        p.last_write_time = ts
+        p.last_used = ts
+        self._remove(t, wakeups, f"transaction {t.name!r} was merged into {p.name!r}")
+
+    # ------------------------------------------------------------------ attributes
+    def update_attributes(
+        self, name: str, updates: Iterable[AttributeUpdate], *, use: bool = True
+    ) -> int:
+        """Apply attribute updates atomically (all or none); return the operation's timestamp.
+
+        Temporal: ``LAST_WRITE_TIME`` moves even for an empty list (the watermark
+        advancer's trivial update). ``use=False`` is for the advancer: it does not count
+        as a client's use of the segment.
+        """
+        updates = tuple(updates)
+        with self._lock:
+            seg = self._get(name, use=use)
+            if seg.sealed:
+                raise SegmentSealedError(f"segment {name!r} is sealed")
+            planned = plan_attribute_updates(name, seg.attributes, updates)
+            wakeups = self._update_attributes_locked(seg, planned)
+        if wakeups:
+            _complete(wakeups)
+        return seg.last_write_time
+
+    def _update_attributes_locked(self, seg: Segment, planned: dict[int, int]) -> list[_Wakeup]:
+        seq, ts = self._processor.stamp()
+        self._log(UpdateAttributes(seq, ts, seg.name, tuple(planned.items())))
+        self._apply_attributes(seg, planned, ts)
+        return self._wakeups(seg) if seg.futures else []
+
+    def _apply_attributes(self, seg: Segment, values: dict[int, int], ts: int) -> None:
+        seg.attributes.update(values)
+        seg.last_write_time = ts
+        seg.windex.record_time(ts)
+
+    def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
+        """The segment's attributes, core ones included; only ``keys`` if given. O(k)."""
+        with self._lock:
+            attrs = self._get(name).all_attributes()
+        if keys is None:
+            return attrs
+        return {k: attrs[k] for k in keys if k in attrs}
+
+    # ------------------------------------------------------------------ seal, truncate, delete
+    def seal(self, name: str) -> int:
+        """Seal the segment; return its final length. Temporal: seal time - 1 is its final watermark."""
+        with self._lock:
+            seg = self._writable(name)
+            seq, ts = self._processor.stamp()
+            self._log(Seal(seq, ts, name))
+            self._apply_seal(seg, ts)
+            wakeups = self._wakeups(seg) if seg.futures else []
+            length = seg.length
+        _complete(wakeups)
+        return length
+
+    def _apply_seal(self, seg: Segment, ts: int) -> None:
+        seg.sealed = True
+        seg.last_write_time = ts
+        seg.windex.record_time(ts)
+
+    def truncate(self, name: str, offset: int) -> None:
+        """Move the start offset to ``offset`` (a no-op at or below the current start). Not temporal."""
+        with self._lock:
+            seg = self._get(name)
+            _check_offset(name, "truncate offset", offset)
+            if offset > seg.length:
+                raise BadOffsetError(
+                    f"segment {name!r}: truncate offset {offset} is beyond the length {seg.length}",
+                    expected=seg.length,
+                    actual=offset,
+                )
+            if offset <= seg.start_offset:
+                return
+            seq, ts = self._processor.stamp()
+            self._log(Truncate(seq, ts, name, offset))
+            self._apply_truncate(seg, offset)
+
+    def _apply_truncate(self, seg: Segment, offset: int) -> None:
+        seg.data.truncate(offset)
+        seg.windex.truncate(offset)
+
+    def delete(self, name: str) -> None:
+        """Delete the segment; reads waiting on it fail. Not temporal."""
+        wakeups: list[_Wakeup] = []
+        with self._lock:
+            seg = self._get(name)
+            seq, ts = self._processor.stamp()
+            self._log(Delete(seq, ts, name))
+            self._remove(seg, wakeups, f"segment {name!r} was deleted")
+        _complete(wakeups)
+
+    def _remove(self, seg: Segment, wakeups: list[_Wakeup], why: str) -> None:
+        del self._segments[seg.name]
+        for f in seg.futures:
+            wakeups.append((f, SegmentNotFoundError(why)))
+        seg.futures = []
+        seg.data.close()
+
+    # ------------------------------------------------------------------ info and reads
+    def get_info(self, name: str) -> SegmentInfo:
+        """Name, start offset, length, sealed, creation time, last write time. O(1)."""
+        with self._lock:
+            return self._get(name).info()
+
+    def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
+        """Read up to ``max_length`` bytes at ``offset``; never waits. O(bytes read).
+
+        At the tail (``offset == length``) the read is zero-length and carries the tail
+        watermark; at the end of a sealed segment it also has ``end_of_segment``.
+        """
+        with self._lock:
+            seg = self._get(name)
+            self._check_read(seg, offset, max_length)
+            return self._read_locked(seg, offset, max_length)
+
+    def _check_read(self, seg: Segment, offset: int, max_length: int) -> None:
+        if type(offset) is not int or offset < 0:
+            _check_offset(seg.name, "read offset", offset)
+        if type(max_length) is not int or max_length < 0:
+            _check_offset(seg.name, "max_length", max_length)
+        if offset < seg.start_offset:
+            raise SegmentTruncatedError(
+                f"segment {seg.name!r}: read offset {offset} is below the start offset "
+                f"{seg.start_offset} (truncated)"
+            )
+        if offset > seg.length:
+            raise BadOffsetError(
+                f"segment {seg.name!r}: read offset {offset} is beyond the length {seg.length}",
+                expected=seg.length,
+                actual=offset,
+            )
+
+    def _read_locked(self, seg: Segment, offset: int, max_length: int) -> SegmentRead:
+        length = seg.data.length
+        end = min(length, offset + max_length)
+        data = seg.data.read(offset, end - offset) if end > offset else b""
+        at_tail = end == length
+        wm = seg.last_write_time - 1 if at_tail else seg.windex.watermark_at(end)
+        return SegmentRead(offset, data, wm, at_tail and seg.sealed, at_tail)
+
+    def read_future(
+        self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
+    ) -> FutureRead:
+        """A read that waits at (or beyond) the tail; see ``FutureRead``. O(1) to register.
+
+        It is already complete if data exists at ``offset`` or the segment is sealed.
+        ``timeout_ms`` is measured on the ingestion clock (``expire_future_reads``);
+        ``FutureRead.wait(timeout_s)`` also bounds the wait in real time.
+        """
+        if timeout_ms is not None and (type(timeout_ms) is not int or timeout_ms < 0):
+            raise InvalidArgumentError(
+                f"segment {_quote(name)}: timeout_ms must be an int >= 0 or None, got {timeout_ms!r}"
+            )
+        with self._lock:
+            seg = self._get(name)
+            if type(offset) is not int or offset < 0:
+                _check_offset(name, "read offset", offset)
+            if type(max_length) is not int or max_length < 0:
+                _check_offset(name, "max_length", max_length)
+            if offset < seg.start_offset:
+                self._check_read(seg, offset, max_length)
+            now = self._clock.now()
+            deadline = None if timeout_ms is None else now + timeout_ms
+            fut = FutureRead(name, offset, max_length, seg.tail_watermark(), deadline, self._expire)
+            if offset < seg.length:
+                fut.set_result(self._read_locked(seg, offset, max_length))
+            elif seg.sealed or timeout_ms == 0:
+                fut.set_result(_tail_read(seg, offset))
+            else:
+                seg.futures.append(fut)
+            return fut
+
+    def _wakeups(self, seg: Segment) -> list[_Wakeup]:
+        """Future reads of ``seg`` that can complete now, removed from its list. O(waiting)."""
+        out: list[_Wakeup] = []
+        keep: list[FutureRead] = []
+        tail_wm = seg.last_write_time - 1
+        length = seg.data.length
+        for f in seg.futures:
+            if f.done():
+                continue
+            if f.offset < length:
+                out.append((f, self._read_locked(seg, f.offset, f.max_length)))
+            elif seg.sealed or tail_wm > f.watermark:
+                out.append((f, _tail_read(seg, f.offset)))
+            else:
+                keep.append(f)
+        seg.futures = keep
+        return out
+
+    def _expire(self, fut: FutureRead) -> None:
+        """Complete ``fut`` now with a zero-length read at the current tail watermark."""
+        with self._lock:
+            seg = self._segments.get(fut.segment)
+            if seg is not None and fut in seg.futures:
+                seg.futures.remove(fut)
+                wake: list[_Wakeup] = [(fut, _tail_read(seg, fut.offset))]
+            else:
+                wake = []
+        _complete(wake)
+
+    def expire_future_reads(self) -> int:
+        """Complete every future read whose ingestion-clock deadline has passed. O(waiting)."""
+        now = self._clock.now()
+        wake: list[_Wakeup] = []
+        with self._lock:
+            for seg in self._segments.values():
+                if not seg.futures:
+                    continue
+                keep = []
+                for f in seg.futures:
+                    if f.done():
+                        continue
+                    if f.deadline_ms is not None and f.deadline_ms <= now:
+                        wake.append((f, _tail_read(seg, f.offset)))
+                    else:
+                        keep.append(f)
+                seg.futures = keep
+        _complete(wake)
+        return len(wake)
+
+    # ------------------------------------------------------------------ watermarks
+    def watermark_at(self, name: str, offset: int) -> int:
+        """DESIGN §1 ``watermark_at``: ``ingestion_time_at(offset) - 1``, or the tail's. O(log n)."""
+        with self._lock:
+            seg = self._get(name, use=False)
+            _check_offset(name, "offset", offset)
+            if offset < seg.start_offset:
+                raise SegmentTruncatedError(
+                    f"segment {name!r}: offset {offset} is below the start offset {seg.start_offset}"
+                )
+            if offset > seg.length:
+                raise BadOffsetError(
+                    f"segment {name!r}: offset {offset} is beyond the length {seg.length}",
+                    expected=seg.length,
+                    actual=offset,
+                )
+            if offset == seg.length:
+                return seg.last_write_time - 1
+            return seg.windex.watermark_at(offset)
+
+    def ingestion_time_at(self, name: str, offset: int) -> int:
+        """Timestamp of the append or merge that wrote byte ``offset``. O(log n)."""
+        with self._lock:
+            seg = self._get(name, use=False)
+            _check_offset(name, "offset", offset)
+            if offset < seg.start_offset:
+                raise SegmentTruncatedError(
+                    f"segment {name!r}: offset {offset} is below the start offset {seg.start_offset}"
+                )
+            if offset >= seg.length:
+                raise BadOffsetError(
+                    f"segment {name!r}: offset {offset} is not below the length {seg.length}; "
+                    "no byte was written there yet",
+                    expected=seg.length,
+                    actual=offset,
+                )
+            return seg.windex.ingestion_time_at(offset)
+
+    def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
+        """Batch ``watermark_at`` over a numpy array of offsets (numba kernels). O(q log n) or O(q + n)."""
+        arr = np.asarray(offsets)
+        if arr.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"segment {_quote(name)}: offsets must be an integer array, got dtype {arr.dtype}"
+            )
+        arr = arr.astype(np.int64, copy=False)
+        with self._lock:
+            seg = self._get(name, use=False)
+            if arr.size:
+                lo, hi = int(arr.min()), int(arr.max())
+                if lo < seg.start_offset:
+                    raise SegmentTruncatedError(
+                        f"segment {name!r}: offset {lo} is below the start offset {seg.start_offset}"
+                    )
+                if hi > seg.length:
+                    raise BadOffsetError(
+                        f"segment {name!r}: offset {hi} is beyond the length {seg.length}",
+                        expected=seg.length,
+                        actual=hi,
+                    )
+            return seg.windex.watermarks_at(arr)
+
+    # ------------------------------------------------------------------ advancer
+    def advance_idle_watermarks(self) -> tuple[list[str], int]:
+        """One watermark-advancer pass: a trivial attribute update on every idle segment.
+
+        Candidates (PDP-26): non-transaction, not sealed, not system segments whose
+        ``LAST_WRITE_TIME`` is at least ``max_watermark_lag_ms`` old. Advancing does
+        not count as use (eviction still sees the segment as idle). Returns the names
+        advanced and the number of segments examined. O(segments).
+        """
+        wakeups: list[_Wakeup] = []
+        advanced: list[str] = []
+        with self._lock:
+            self._check_open()
+            threshold = self._processor.now() - self._config.max_watermark_lag_ms
+            examined = len(self._segments)
+            for seg in list(self._segments.values()):
+                if (
+                    seg.last_write_time <= threshold
+                    and not seg.sealed
+                    and seg.parent is None
+                    and not is_system_segment(seg.name)
+                ):
+                    wakeups.extend(self._update_attributes_locked(seg, {}))
+                    advanced.append(seg.name)
+        _complete(wakeups)
+        return advanced, examined
+
+    # ------------------------------------------------------------------ recovery
+    def replay(self, op: Operation) -> None:
+        """Apply a logged operation again (recovery), with its recorded timestamp."""
+        with self._lock:
+            if self._evictor is not None:
+                self._evictor.activate_for_replay(op)
+            self._replay_locked(op)
+            self._processor.restore(op.seq, op.timestamp)
+
+    def _replay_locked(self, op: Operation) -> None:
+        ts = op.timestamp
+        wake: list[_Wakeup] = []
+        if isinstance(op, Append):
+            seg = self._segments[op.name]
+            if seg.length != op.offset:
+                raise SegmentStoreError(
+                    f"replay: append to {op.name!r} at {op.offset}, but its length is {seg.length}"
+                )
+            seg.data.append(op.data)
+            seg.windex.record_write(seg.length, ts)
+            seg.last_write_time = ts
+            if op.writer_id is not None and op.event_number is not None:
+                seg.attributes[op.writer_id] = op.event_number
+        elif isinstance(op, CreateSegment):
+            self._apply_create(op.name, op.parent, ts, op.seq)
+        elif isinstance(op, MergeTransaction):
+            self._apply_merge(self._segments[op.txn], self._segments[op.parent], ts, wake)
+        elif isinstance(op, UpdateAttributes):
+            self._apply_attributes(self._segments[op.name], dict(op.values), ts)
+        elif isinstance(op, Seal):
+            self._apply_seal(self._segments[op.name], ts)
+        elif isinstance(op, Truncate):
+            self._apply_truncate(self._segments[op.name], op.offset)
+        elif isinstance(op, Delete):
+            self._remove(self._segments[op.name], wake, "deleted")
+        else:  # pragma: no cover - every operation type is handled above
+            raise SegmentStoreError(f"replay: unknown operation {op!r}")
+
+    # ------------------------------------------------------------------ lifecycle
+    def _log(self, op: Operation) -> None:
+        if self._processor.log is not None:
+            self._processor.log.write(op)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the segment store is closed")
+
+    def close(self) -> None:
+        """Fail every waiting read and refuse further operations."""
+        wake: list[_Wakeup] = []
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for seg in self._segments.values():
+                for f in seg.futures:
+                    wake.append((f, StoreClosedError("the segment store was closed")))
+                seg.futures = []
+        _complete(wake)
+
+    def _check(self) -> None:
+        """Assert the invariants of the container and every segment in it."""
+        with self._lock:
+            self._processor._check()
+            last_ts = self._processor.last_timestamp
+            for name, seg in self._segments.items():
+                assert seg.name == name, f"segment stored under {name!r} is named {seg.name!r}"
+                seg._check()
+                assert seg.last_write_time <= last_ts, (
+                    f"{name}: LAST_WRITE_TIME {seg.last_write_time} is after the processor's "
+                    f"last timestamp {last_ts}"
+                )
+                if seg.parent is not None:
+                    assert TRANSACTION_SEPARATOR in name, f"transaction {name!r} is misnamed"
+                for key in seg.attributes:
+                    assert not is_core_attribute(key) or key in (CREATION_TIME, LAST_WRITE_TIME)
+
+
+def _tail_read(seg: Segment, offset: int) -> SegmentRead:
+    return SegmentRead(offset, b"", seg.last_write_time - 1, seg.sealed, True)
+
+
+def _complete(wakeups: list[_Wakeup]) -> None:
+    for fut, result in wakeups:
+        if fut.done():
+            continue
+        try:
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
+        except Exception:  # cancelled or completed by another thread meanwhile
+            pass
+
+
+def _quote(name: object) -> str:
+    return repr(name)
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"segment name must be a str, got {type(name).__name__} {name!r}")
+    if not name or name.strip() != name or "\x00" in name:
+        raise InvalidArgumentError(
+            f"segment name {name!r} must be non-empty, without surrounding spaces or NUL"
+        )
+
+
+def _check_offset(name: str, what: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(
+            f"segment {name!r}: {what} must be an int, got {type(value).__name__} {value!r}"
+        )
+    if value < 0:
+        raise InvalidArgumentError(f"segment {name!r}: {what} must be >= 0, got {value}")
+
+
+def _check_writer(name: str, writer_id: object, event_number: object) -> None:
+    for what, v in (("writer_id", writer_id), ("event_number", event_number)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidArgumentError(
+                f"segment {name!r}: {what} must be an int when writer_id/event_number is given, "
+                f"got {v!r}"
+            )
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise InvalidArgumentError(f"segment {name!r}: {what} {v} does not fit in 64 bits")
+    assert isinstance(writer_id, int)
+    if is_core_attribute(writer_id):
+        raise InvalidArgumentError(
+            f"segment {name!r}: writer_id {writer_id} lies in the core attribute key range"
+        )
+
+
+def _as_bytes(name: str, data: object) -> bytes:
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgumentError(
+        f"segment {_quote(name)}: payload must be bytes, got {type(data).__name__}"
+    )

@@ -1,0 +1,66 @@
+"""Frozen results the store returns: segment info, append results and reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SegmentInfo", "AppendResult", "SegmentRead", "MergeResult"]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """What ``get_info`` says of a segment (Pravega's StreamSegmentInfo + creation time)."""
+
+    name: str
+    start_offset: int
+    length: int
+    sealed: bool
+    creation_time: int
+    last_write_time: int
+    is_transaction: bool = False
+    parent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Where an append landed and the ingestion time it was given.
+
+    ``duplicate`` is true for a retried append (writer id + event number not above the
+    last one stored): nothing was stored again, and ``offset`` is the current length.
+    """
+
+    offset: int
+    length: int
+    timestamp: int
+    duplicate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """Where a merged transaction landed in its parent, and the merge's timestamp."""
+
+    offset: int
+    length: int
+    timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """Bytes ``[offset, offset + len(data))`` of a segment and the watermark after them.
+
+    ``watermark`` is ``watermark_at(offset + len(data))``: every byte at or after the
+    end of this read, and in successor segments, has ingestion time > ``watermark``.
+    ``at_tail`` says the read reached the segment's current length; ``end_of_segment``
+    says the segment is sealed and nothing will follow. A zero-length read is legal: it
+    is how a tail read learns that time moved.
+    """
+
+    offset: int
+    data: bytes
+    watermark: int
+    end_of_segment: bool
+    at_tail: bool
+
+    @property
+    def end_offset(self) -> int:
+        return self.offset + len(self.data)

@@ -1,0 +1,66 @@
+"""Where a segment's bytes live. In memory here; the durable store adds a file-backed kind."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["SegmentData", "MemorySegmentData"]
+
+
+class SegmentData(Protocol):
+    """The bytes ``[start_offset, length)`` of one segment."""
+
+    @property
+    def start_offset(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
+
+    def append(self, data: bytes) -> None: ...
+
+    def read(self, offset: int, n: int) -> bytes: ...
+
+    def truncate(self, offset: int) -> None: ...
+
+    def close(self) -> None: ...
+
+    def nbytes(self) -> int: ...
+
+
+class MemorySegmentData:
+    """Segment bytes in one ``bytearray``. Append O(len) amortised, read O(n), truncate amortised O(1)."""
+
+    __slots__ = ("_base", "_buf", "_start")
+
+    def __init__(self, start_offset: int = 0) -> None:
+        self._buf = bytearray()
+        self._base = start_offset  # segment offset of self._buf[0]
+        self._start = start_offset
+
+    @property
+    def start_offset(self) -> int:
+        return self._start
+
+    @property
+    def length(self) -> int:
+        return self._base + len(self._buf)
+
+    def append(self, data: bytes) -> None:
+        self._buf += data
+
+    def read(self, offset: int, n: int) -> bytes:
+        i = offset - self._base
+        return bytes(self._buf[i : i + n])
+
+    def truncate(self, offset: int) -> None:
+        self._start = offset
+        dead = offset - self._base
+        if dead > 4096 and dead * 2 > len(self._buf):  # compact once half the buffer is dead
+            del self._buf[:dead]
+            self._base = offset
+
+    def close(self) -> None:
+        self._buf = bytearray()
+
+    def nbytes(self) -> int:
+        return len(self._buf)

@@ -1,0 +1,238 @@
+"""``SegmentStore``: the façade over the clock, config, container, read index and advancer (DESIGN §6)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .advancer import AdvancerStats, WatermarkAdvancer
+from .attributes import AttributeUpdate
+from .clock import Clock, WallClock
+from .config import StoreConfig
+from .container import SegmentContainer
+from .errors import InvalidArgumentError
+from .eviction import EvictionStats, Evictor, MemoryColdStore
+from .future_read import FutureRead
+from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
+
+if TYPE_CHECKING:
+    from .durable import DurableStats, DurableStore
+    from .streams import StreamController
+
+__all__ = ["SegmentStore"]
+
+_CONTROLLER_LOCK = threading.Lock()
+
+
+class SegmentStore:
+    """A Pravega-style segment store with ingestion-time watermarks.
+
+    ``clock`` is the ingestion clock (default ``WallClock()``); ``config`` a frozen
+    ``StoreConfig``; ``data_dir`` makes the store durable (a write-ahead log with
+    snapshots), ``None`` keeps everything in memory. Thread-safe. Use as a context
+    manager or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        config: StoreConfig | None = None,
+        data_dir: str | Path | None = None,
+    ) -> None:
+        if config is None:
+            config = StoreConfig()
+        elif not isinstance(config, StoreConfig):
+            raise InvalidArgumentError(f"config must be a StoreConfig, got {type(config).__name__}")
+        if clock is None:
+            clock = WallClock()
+        elif not callable(getattr(clock, "now", None)):
+            raise InvalidArgumentError(f"clock must have a now() method, got {clock!r}")
+        self.clock: Clock = clock
+        self.config = config
+        self.data_dir = Path(data_dir) if data_dir is not None else None
+        self._container = SegmentContainer(clock, config)
+        self._durable: DurableStore | None = None
+        if self.data_dir is None:
+            self._evictor = Evictor(self._container, config, MemoryColdStore())
+        else:
+            from .durable import DurableStore
+
+            self._durable = DurableStore(self.data_dir, self._container, config)
+            self._evictor = Evictor(self._container, config, self._durable.cold)
+            self._durable.recover()
+        self._advancer = WatermarkAdvancer(self._container, config, self._evictor)
+        threaded = config.advancer_thread
+        if threaded is None:
+            threaded = isinstance(clock, WallClock)
+        if threaded:
+            self._advancer.start()
+
+    # ------------------------------------------------------------------ segments
+    def create_segment(self, name: str) -> SegmentInfo:
+        """Create an empty segment. Temporal: sets CREATION_TIME and LAST_WRITE_TIME."""
+        return self._container.create_segment(name)
+
+    def create_transaction(self, parent: str) -> str:
+        """Create a transaction segment of ``parent``; returns its name."""
+        return self._container.create_transaction(parent)
+
+    def append(
+        self,
+        name: str,
+        data: bytes,
+        expected_offset: int | None = None,
+        *,
+        writer_id: int | None = None,
+        event_number: int | None = None,
+    ) -> AppendResult:
+        """Append ``data``; returns where it landed and its ingestion timestamp."""
+        return self._container.append(name, data, expected_offset, writer_id, event_number)
+
+    def append_batch(
+        self, name: str, events: Sequence[bytes], expected_offset: int | None = None
+    ) -> AppendResult:
+        """Append many events at once: one operation, one timestamp, one index entry."""
+        return self._container.append_batch(name, events, expected_offset)
+
+    def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
+        """Merge a sealed transaction into its parent; returns the offset it landed at."""
+        return self._container.merge_transaction(txn_name, parent).offset
+
+    def merge_transaction_result(self, txn_name: str, parent: str | None = None) -> MergeResult:
+        """Like ``merge_transaction``, returning offset, length and timestamp."""
+        return self._container.merge_transaction(txn_name, parent)
+
+    def seal(self, name: str) -> int:
+        """Seal the segment; returns its final length."""
+        return self._container.seal(name)
+
+    def truncate(self, name: str, offset: int) -> None:
+        """Drop the bytes below ``offset``."""
+        self._container.truncate(name, offset)
+
+    def delete(self, name: str) -> None:
+        """Delete the segment."""
+        self._container.delete(name)
+
+    def get_info(self, name: str) -> SegmentInfo:
+        """The segment's metadata, with creation time and last write time."""
+        return self._container.get_info(name)
+
+    def exists(self, name: str) -> bool:
+        """Whether a segment of that name exists."""
+        return self._container.exists(name)
+
+    def list_segments(self) -> list[str]:
+        """Names of every segment, transactions included."""
+        return self._container.segment_names()
+
+    # ------------------------------------------------------------------ streams
+    _stream_controller: StreamController | None = None
+
+    def stream_controller(self) -> StreamController:
+        """This store's one stream controller, created (replaying ``_system/_streams``) on first use."""
+        ctl = self._stream_controller
+        if ctl is None:
+            with _CONTROLLER_LOCK:
+                ctl = self._stream_controller
+                if ctl is None:
+                    from .streams import StreamController
+
+                    ctl = self._stream_controller = StreamController(self)
+        return ctl
+
+    # ------------------------------------------------------------------ attributes
+    def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
+        """Apply attribute updates atomically; returns the operation's timestamp. Temporal."""
+        return self._container.update_attributes(name, updates)
+
+    def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
+        """The segment's attributes, core ones (CREATION_TIME, LAST_WRITE_TIME) included."""
+        return self._container.get_attributes(name, keys)
+
+    # ------------------------------------------------------------------ reads and watermarks
+    def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
+        """Read without waiting; the result carries ``watermark_at(offset + len(data))``."""
+        return self._container.read(name, offset, max_length)
+
+    def read_future(
+        self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
+    ) -> FutureRead:
+        """A read that waits at the tail for data, a watermark increase, a seal or its timeout."""
+        return self._container.read_future(name, offset, max_length, timeout_ms)
+
+    def watermark_at(self, name: str, offset: int) -> int:
+        """Every byte at or after ``offset`` (and in successors) has ingestion time > this."""
+        return self._container.watermark_at(name, offset)
+
+    def ingestion_time_at(self, name: str, offset: int) -> int:
+        """The timestamp of the append or merge that wrote byte ``offset``."""
+        return self._container.ingestion_time_at(name, offset)
+
+    def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
+        """``watermark_at`` for a numpy array of offsets, in one numba call."""
+        return self._container.watermarks_at(name, offsets)
+
+    # ------------------------------------------------------------------ advancer
+    def advance_idle_watermarks(self) -> list[str]:
+        """One advancer pass on the store's clock; returns the names of the segments advanced."""
+        return self._advancer.run_pass()
+
+    def expire_future_reads(self) -> int:
+        """Complete future reads whose deadline on the ingestion clock has passed."""
+        return self._container.expire_future_reads()
+
+    @property
+    def advancer_stats(self) -> AdvancerStats:
+        return self._advancer.stats
+
+    @property
+    def eviction_stats(self) -> EvictionStats:
+        """Segments active and evicted now, evictions and reactivations so far."""
+        return self._evictor.stats
+
+    @property
+    def durable_stats(self) -> DurableStats | None:
+        """Log, snapshot, cache and recovery counters; ``None`` without a data directory."""
+        return self._durable.stats if self._durable is not None else None
+
+    def snapshot(self) -> None:
+        """Take a snapshot and truncate the log now (no-op without a data directory)."""
+        if self._durable is not None:
+            self._durable.snapshot()
+
+    @property
+    def last_timestamp(self) -> int:
+        """The last timestamp the operation processor handed out."""
+        return self._container.processor.last_timestamp
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Stop the advancer, fail waiting reads and release resources. Idempotent."""
+        self._advancer.stop()
+        self._container.close()
+        if self._durable is not None:
+            self._durable.close()
+
+    def __enter__(self) -> SegmentStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _check(self) -> None:
+        """Assert every invariant of the store's structures."""
+        self._container._check()
+        self._evictor._check()
+        if self._durable is not None:
+            self._durable._check()
