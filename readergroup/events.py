@@ -1,0 +1,348 @@
+"""Event framing: how events (and writer markers) are laid out in a stream segment.
+
+Each record is one frame: ``struct "<IBqH"`` = (``rest_length`` u32 — bytes after these
+4, ``kind`` u8, ``event_time`` i64 with ``INT64_MIN`` for "none", ``key_length`` u16),
+then the routing key (UTF-8), then the payload. Writers append whole frames, so a
+segment is a sequence of whole frames: an event's position is its frame's offset and
+the position after it is ``offset + length``. Kinds: ``KIND_EVENT``; ``KIND_WATERMARK``
+and ``KIND_IDLE`` are writer markers, never delivered as events.
+
+``decode_frames`` is the per-event decoder (a Python loop, a few µs per frame);
+``decode_columns`` the batch decoder for the engines: a numba kernel finds the frame
+boundaries and gathers keys and payloads into Arrow arrays (numba is imported on
+first use; small buffers take a Python path so they pay no compile or load cost).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import FrameFormatError, InvalidEventError
+
+__all__ = [
+    "KIND_EVENT",
+    "KIND_WATERMARK",
+    "KIND_IDLE",
+    "KINDS",
+    "NO_EVENT_TIME",
+    "HEADER_SIZE",
+    "MAX_KEY_BYTES",
+    "Frame",
+    "encode_event",
+    "frame_length",
+    "decode_frames",
+    "decode_columns",
+]
+
+KIND_EVENT = 0
+KIND_WATERMARK = 1
+KIND_IDLE = 2
+KINDS = (KIND_EVENT, KIND_WATERMARK, KIND_IDLE)
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+NO_EVENT_TIME = INT64_MIN
+"""``event_time`` on the wire when an event has none."""
+
+_HEADER = struct.Struct("<IBqH")
+HEADER_SIZE = _HEADER.size  # 15
+_FIXED = HEADER_SIZE - 4  # bytes of rest_length that are header: kind, event_time, key_length
+MAX_KEY_BYTES = 0xFFFF
+_MAX_REST = 0xFFFFFFFF
+
+_NUMBA_MIN_BYTES = 32 * 1024
+"""``decode_columns`` uses the numba kernels from this buffer size on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame: where it is in the segment, its kind, routing key, event time and payload."""
+
+    offset: int
+    length: int
+    kind: int
+    routing_key: str
+    event_time: int | None
+    payload: bytes
+
+    @property
+    def end_offset(self) -> int:
+        """The position after this frame."""
+        return self.offset + self.length
+
+    @property
+    def is_event(self) -> bool:
+        return self.kind == KIND_EVENT
+
+
+def encode_event(
+    routing_key: str,
+    payload: bytes | bytearray | memoryview,
+    event_time: int | None = None,
+    kind: int = KIND_EVENT,
+) -> bytes:
+    """One frame for an event (or a writer marker). O(len(payload))."""
+    if not isinstance(routing_key, str):
+        raise InvalidEventError(
+            f"routing key must be a str, got {type(routing_key).__name__} {routing_key!r:.60}"
+        )
+    key = routing_key.encode()
+    if len(key) > MAX_KEY_BYTES:
+        raise InvalidEventError(
+            f"routing key {routing_key[:40]!r}... is {len(key)} bytes; at most {MAX_KEY_BYTES}"
+        )
+    if type(payload) is not bytes:
+        if not isinstance(payload, (bytearray, memoryview)):
+            raise InvalidEventError(
+                f"event with routing key {routing_key!r}: payload must be bytes, got {type(payload).__name__}"
+            )
+        payload = bytes(payload)
+    if event_time is None:
+        et = NO_EVENT_TIME
+    elif isinstance(event_time, bool) or not isinstance(event_time, int):
+        raise InvalidEventError(
+            f"event with routing key {routing_key!r}: event_time must be an int (ms) or None, "
+            f"got {event_time!r}"
+        )
+    elif not INT64_MIN < event_time <= INT64_MAX:
+        raise InvalidEventError(
+            f"event with routing key {routing_key!r}: event_time {event_time} is outside (-2^63, 2^63)"
+        )
+    else:
+        et = event_time
+    if kind not in KINDS or isinstance(kind, bool):
+        raise InvalidEventError(
+            f"event with routing key {routing_key!r}: kind {kind!r} is not one of {KINDS}"
+        )
+    rest = _FIXED + len(key) + len(payload)
+    if rest > _MAX_REST:
+        raise InvalidEventError(
+            f"event with routing key {routing_key!r}: payload of {len(payload)} bytes is too big"
+        )
+    return _HEADER.pack(rest, kind, et, len(key)) + key + payload
+
+
+def frame_length(buf: bytes | bytearray | memoryview, pos: int = 0) -> int | None:
+    """The full length of the frame starting at ``buf[pos]``, or ``None`` if fewer than 4 bytes are there."""
+    if len(buf) - pos < 4:
+        return None
+    return 4 + int.from_bytes(buf[pos : pos + 4], "little")
+
+
+def decode_frames(buf: bytes | bytearray | memoryview, base_offset: int = 0) -> tuple[list[Frame], int]:
+    """Complete frames of ``buf`` (which starts at segment offset ``base_offset``) and the bytes consumed.
+
+    A partial frame at the end is left for the next read. O(len(buf)), a few µs per frame.
+    """
+    if not isinstance(buf, bytes):
+        buf = bytes(buf)
+    out: list[Frame] = []
+    n = len(buf)
+    pos = 0
+    unpack = _HEADER.unpack_from
+    while pos + HEADER_SIZE <= n:
+        rest, kind, et, klen = unpack(buf, pos)
+        end = pos + 4 + rest
+        if rest < _FIXED + klen or kind > KIND_IDLE:
+            raise _bad(base_offset + pos, rest, kind, klen)
+        if end > n:
+            break
+        k0 = pos + HEADER_SIZE
+        try:
+            key = buf[k0 : k0 + klen].decode()
+        except UnicodeDecodeError:
+            raise FrameFormatError(
+                f"frame at offset {base_offset + pos}: routing key is not valid UTF-8"
+            ) from None
+        out.append(
+            Frame(
+                base_offset + pos, 4 + rest, kind, key, None if et == INT64_MIN else et, buf[k0 + klen : end]
+            )
+        )
+        pos = end
+    return out, pos
+
+
+def decode_columns(
+    buf: bytes | bytearray | memoryview, base_offset: int = 0, *, events_only: bool = False
+) -> tuple[dict[str, Any], int]:
+    """Complete frames of ``buf`` as columns, and the bytes consumed. O(len(buf)).
+
+    Returns numpy arrays ``offset`` (int64, segment offsets), ``length`` (int64),
+    ``kind`` (uint8), ``event_time`` (int64, ``NO_EVENT_TIME`` for none), and Arrow
+    arrays ``routing_key`` (string) and ``payload`` (binary). ``events_only`` drops
+    writer markers. A partial frame at the end is left for the next read.
+    """
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    if arr.size >= _NUMBA_MIN_BYTES:
+        k = _kernels()
+        cap = arr.size // HEADER_SIZE + 1
+        starts = np.empty(cap, np.int64)
+        lengths = np.empty(cap, np.int64)
+        kinds = np.empty(cap, np.uint8)
+        times = np.empty(cap, np.int64)
+        klens = np.empty(cap, np.int64)
+        count, consumed, bad = k.scan(arr, starts, lengths, kinds, times, klens)
+        if bad >= 0:
+            rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
+            raise _bad(base_offset + bad, rest, kind, klen)
+        starts, lengths, kinds = starts[:count], lengths[:count], kinds[:count]
+        times, klens = times[:count], klens[:count]
+    else:
+        frames, consumed = _scan_py(arr, base_offset)
+        starts = np.array([f[0] for f in frames], np.int64)
+        lengths = np.array([f[1] for f in frames], np.int64)
+        kinds = np.array([f[2] for f in frames], np.uint8)
+        times = np.array([f[3] for f in frames], np.int64)
+        klens = np.array([f[4] for f in frames], np.int64)
+    if events_only:
+        keep = kinds == KIND_EVENT
+        if not keep.all():
+            starts, lengths, kinds, times, klens = (
+                starts[keep],
+                lengths[keep],
+                kinds[keep],
+                times[keep],
+                klens[keep],
+            )
+    key_starts = starts + HEADER_SIZE
+    pay_starts = key_starts + klens
+    pay_lens = lengths - HEADER_SIZE - klens
+    keys = _gather(arr, key_starts, klens, string=True)
+    payloads = _gather(arr, pay_starts, pay_lens, string=False)
+    if keys.null_count == 0 and len(keys):
+        try:
+            keys.validate(full=True)
+        except pa.ArrowInvalid:
+            raise FrameFormatError(
+                f"a routing key in the frames at offset {base_offset} is not valid UTF-8"
+            ) from None
+    cols: dict[str, Any] = {
+        "offset": starts + base_offset,
+        "length": lengths,
+        "kind": kinds,
+        "event_time": times,
+        "routing_key": keys,
+        "payload": payloads,
+    }
+    return cols, int(consumed)
+
+
+# ---------------------------------------------------------------------- internals
+def _bad(offset: int, rest: int, kind: int, klen: int) -> FrameFormatError:
+    if kind > KIND_IDLE:
+        return FrameFormatError(f"frame at offset {offset}: unknown kind {kind}")
+    return FrameFormatError(
+        f"frame at offset {offset}: rest_length {rest} is shorter than its header and {klen}-byte routing key"
+    )
+
+
+def _scan_py(arr: np.ndarray, base_offset: int) -> tuple[list[tuple[int, int, int, int, int]], int]:
+    """Frame boundaries by a Python loop: ``[(start, length, kind, event_time, key_length)]``, consumed."""
+    buf = arr.tobytes()
+    n = len(buf)
+    pos = 0
+    out: list[tuple[int, int, int, int, int]] = []
+    while pos + HEADER_SIZE <= n:
+        rest, kind, et, klen = _HEADER.unpack_from(buf, pos)
+        if rest < _FIXED + klen or kind > KIND_IDLE:
+            raise _bad(base_offset + pos, rest, kind, klen)
+        if pos + 4 + rest > n:
+            break
+        out.append((pos, 4 + rest, kind, et, klen))
+        pos += 4 + rest
+    return out, pos
+
+
+def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, string: bool) -> pa.Array:
+    """Copy ``arr[starts[i]:starts[i]+lens[i]]`` back to back into an Arrow string/binary array. O(bytes)."""
+    count = len(starts)
+    offsets = np.zeros(count + 1, np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    total = int(offsets[-1])
+    if total < 2**31:
+        typ = pa.string() if string else pa.binary()
+        off_buf = pa.py_buffer(offsets.astype(np.int32))
+    else:
+        typ = pa.large_string() if string else pa.large_binary()
+        off_buf = pa.py_buffer(offsets)
+    if count == 0 or total == 0:
+        data = np.empty(0, np.uint8)
+    elif arr.size >= _NUMBA_MIN_BYTES:
+        data = np.empty(total, np.uint8)
+        _kernels().gather(arr, starts, lens, offsets, data)
+    else:
+        idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
+        data = arr[idx]
+    return pa.Array.from_buffers(typ, count, [None, off_buf, pa.py_buffer(data)])
+
+
+class _Kernels:
+    """The numba kernels, compiled (or loaded from cache) on first use."""
+
+    def __init__(self) -> None:
+        import numba
+
+        self.scan = numba.njit(cache=True, nogil=True)(_scan_kernel)
+        self.gather = numba.njit(cache=True, nogil=True)(_gather_kernel)
+
+
+_KERNELS: _Kernels | None = None
+
+
+def _kernels() -> _Kernels:
+    global _KERNELS
+    if _KERNELS is None:
+        _KERNELS = _Kernels()
+    return _KERNELS
+
+
+def _scan_kernel(
+    buf: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    kinds: np.ndarray,
+    times: np.ndarray,
+    klens: np.ndarray,
+) -> tuple[int, int, int]:
+    """Walk the frames of ``buf``: fill the outputs; return (count, consumed, offset of a bad frame or -1)."""
+    n = buf.size
+    pos = 0
+    count = 0
+    while pos + 15 <= n:
+        rest = (
+            int(buf[pos]) | (int(buf[pos + 1]) << 8) | (int(buf[pos + 2]) << 16) | (int(buf[pos + 3]) << 24)
+        )
+        kind = buf[pos + 4]
+        klen = int(buf[pos + 13]) | (int(buf[pos + 14]) << 8)
+        if rest < 11 + klen or kind > 2:
+            return count, pos, pos
+        if pos + 4 + rest > n:
+            break
+        et = np.uint64(0)
+        for i in range(8):
+            et |= np.uint64(buf[pos + 5 + i]) << np.uint64(8 * i)
+        starts[count] = pos
+        lengths[count] = 4 + rest
+        kinds[count] = kind
+        times[count] = np.int64(et)
+        klens[count] = klen
+        count += 1
+        pos += 4 + rest
+    return count, pos, -1
+
+
+def _gather_kernel(
+    buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets: np.ndarray, out: np.ndarray
+) -> None:
+    """``out[offsets[i]:offsets[i+1]] = buf[starts[i]:starts[i]+lens[i]]`` for every i."""
+    for i in range(starts.size):
+        s = starts[i]
+        o = offsets[i]
+        for j in range(lens[i]):
+            out[o + j] = buf[s + j]

@@ -1,0 +1,191 @@
+"""Transactions: events written to a stream all at once, or not at all.
+
+``TransactionalEventWriter.begin_txn()`` creates one transaction segment per segment
+active at that moment (the transaction's epoch) and routes events by key over those
+segments' ranges. Nothing is visible to readers until ``commit()``: then the
+controller seals each transaction segment and merges it into its parent; a merge
+is one temporal operation, so the merged events take the merge's ingestion time.
+``abort()`` deletes the transaction segments.
+
+If the stream scaled after the transaction began (a parent is sealed), ``commit()``
+is handled as Pravega does (a *rolling* transaction): the controller seals the active
+segments, creates duplicates of the transaction's epoch (same key ranges) that take
+the transaction's events, seals those and creates duplicates of the previous active
+ranges. Readers see the committed events after every event written before the
+commit; per-routing-key order holds because a key maps to one segment in every epoch.
+Committing on a sealed stream raises ``StreamSealedError``; abort the transaction.
+
+Appends into transaction segments carry the writer id and event numbers like the
+``EventWriter``'s, so resends after transient errors never duplicate.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+
+from segmentstore import Clock, TransactionInfo
+from segmentstore.client import SegmentStoreClient
+
+from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
+from .events import encode_event
+from .routing import RoutingTable, key_hash
+from .writer import SegmentAppender, WriterConfig, check_writer_id, new_writer_id
+
+__all__ = ["TransactionStatus", "Transaction", "TransactionalEventWriter"]
+
+
+class TransactionStatus(enum.Enum):
+    """Where a transaction is in its life."""
+
+    OPEN = "open"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+
+
+class Transaction:
+    """An open transaction: ``write_event``, ``flush``, then ``commit`` or ``abort``. Thread-safe."""
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        info: TransactionInfo,
+        writer_id: int,
+        config: WriterConfig,
+    ) -> None:
+        self._client = client
+        self._info = info
+        self._config = config
+        self._table = RoutingTable(t.parent for t in info.segments)
+        self._txn_of = {t.parent.name: t.name for t in info.segments}
+        self._appenders = {t.name: SegmentAppender(client, t.name, writer_id) for t in info.segments}
+        for a in self._appenders.values():
+            a.last_number = 0  # a new transaction segment holds no events
+        self._status = TransactionStatus.OPEN
+        self._lock = threading.RLock()
+
+    @property
+    def info(self) -> TransactionInfo:
+        """The stream, the epoch the transaction began in, and its segments."""
+        return self._info
+
+    @property
+    def id(self) -> str:
+        """The transaction's identity: the name of its first transaction segment."""
+        return self._info.segments[0].name
+
+    @property
+    def status(self) -> TransactionStatus:
+        return self._status
+
+    def write_event(
+        self, routing_key: str, payload: bytes | bytearray | memoryview, event_time: int | None = None
+    ) -> None:
+        """Buffer one event for the transaction segment of its key's range; appended per ``WriterConfig``."""
+        frame = encode_event(routing_key, payload, event_time)
+        h = key_hash(routing_key)
+        with self._lock:
+            self._check_open("write to")
+            app = self._appenders[self._txn_of[self._table.segment_for_hash(h).name]]
+            app.add(h, frame)
+            if (
+                len(app.pending) >= self._config.max_batch_events
+                or app.pending_bytes >= self._config.max_batch_bytes
+            ):
+                app.flush(self._config)
+
+    def flush(self) -> None:
+        """Append everything buffered to the transaction segments (still invisible to readers)."""
+        with self._lock:
+            self._check_open("flush")
+            for app in self._appenders.values():
+                app.flush(self._config)
+
+    def commit(self) -> None:
+        """Flush, then make every event visible at once (see the module docstring for scaled streams)."""
+        with self._lock:
+            self.flush()
+            self._client.commit_transaction(self._info.stream, list(self._appenders))
+            self._status = TransactionStatus.COMMITTED
+
+    def abort(self) -> None:
+        """Drop every event of the transaction. Idempotent once aborted."""
+        with self._lock:
+            if self._status is TransactionStatus.ABORTED:
+                return
+            self._check_open("abort")
+            self._client.abort_transaction(self._info.stream, list(self._appenders))
+            for app in self._appenders.values():
+                app.pending.clear()
+                app.pending_bytes = 0
+                app.inflight = None
+            self._status = TransactionStatus.ABORTED
+
+    def _check_open(self, what: str) -> None:
+        if self._status is not TransactionStatus.OPEN:
+            raise TransactionClosedError(
+                f"cannot {what} transaction {self.id!r} of stream {self._info.stream!r}: "
+                f"it is {self._status.value}"
+            )
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        """Commit on success, abort on an exception (if still open)."""
+        if self._status is not TransactionStatus.OPEN:
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            try:
+                self.abort()
+            except Exception as e:  # keep the original exception
+                raise TransactionError(f"abort of transaction {self.id!r} failed: {e}") from e
+
+    def _check(self) -> None:
+        """Assert the routing covers [0, 1) and buffered events route to their transaction segment."""
+        with self._lock:
+            self._table._check()
+            for name, app in self._appenders.items():
+                for h, _ in app.pending:
+                    assert self._txn_of[self._table.segment_for_hash(h).name] == name
+
+
+class TransactionalEventWriter:
+    """Begins transactions on one stream for one writer id."""
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        stream: str,
+        writer_id: int | None = None,
+        clock: Clock | None = None,
+        config: WriterConfig | None = None,
+    ) -> None:
+        self._config = config if config is not None else WriterConfig()
+        if not isinstance(self._config, WriterConfig):
+            raise InvalidEventError(f"config must be a WriterConfig, got {config!r}")
+        self._client = client
+        self._stream = stream
+        self._clock = clock
+        self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
+        self._closed = False
+        client.get_stream(stream)  # fail early on a missing stream
+
+    def begin_txn(self) -> Transaction:
+        """A new open transaction over the stream's current segments."""
+        if self._closed:
+            raise WriterClosedError(f"transactional writer {self.writer_id} of {self._stream!r} is closed")
+        info = self._client.begin_transaction(self._stream)
+        return Transaction(self._client, info, self.writer_id, self._config)
+
+    def close(self) -> None:
+        """No further ``begin_txn``; open transactions stay usable."""
+        self._closed = True
+
+    def __enter__(self) -> TransactionalEventWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,295 @@
+"""``EventWriter``: routes events by key to stream segments, frames them, and appends them exactly once.
+
+- Routing: a stable hash of the routing key into [0, 1) over the current key ranges
+  (``routing.RoutingTable``); events of one key go to one segment, in order.
+- Exactly once: each writer has an id; every append carries the writer id and the
+  number of its last event (event numbers count up per segment, continuing from the
+  store's record of the writer, so a restarted writer with the same id goes on where it
+  stopped). The store acknowledges a resent append with ``duplicate=True`` and does not
+  store it again; an append is resent byte for byte with the same number until it is
+  acknowledged (after ``ConnectionError``/``TimeoutError``, up to ``retry_attempts``).
+- Batching: ``max_batch_events`` events per segment are buffered before an append
+  (default 1: every ``write_event`` appends at once, so an event's ingestion time is
+  the clock's time at its write); ``flush()`` sends everything buffered;
+  ``linger_ms`` (with a clock) flushes a segment whose oldest buffered event waited
+  that long, checked at each write.
+- Scaling: when an append raises ``SegmentSealedError`` the writer asks the store
+  whether its in-flight append landed (the writer's event number attribute), fetches
+  the successors, re-routes the segment's unwritten events to them in their original
+  order, and resends. Events of one routing key thus keep their order across scaling.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from dataclasses import dataclass, fields
+
+from segmentstore import Clock, SegmentSealedError, StreamSegment
+from segmentstore.client import SegmentStoreClient
+
+from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
+from .events import encode_event
+from .routing import RoutingTable, key_hash
+
+__all__ = ["WriterConfig", "EventWriter", "SegmentAppender", "new_writer_id", "check_writer_id"]
+
+_TRANSIENT = (ConnectionError, TimeoutError)
+_MAX_WRITER_ID = 2**63 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class WriterConfig:
+    """Writer settings: batch limits per segment, resends after transient errors, optional linger."""
+
+    max_batch_events: int = 1
+    max_batch_bytes: int = 1 << 20
+    retry_attempts: int = 3
+    linger_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None and f.name == "linger_ms":
+                continue
+            low = 0 if f.name in ("retry_attempts", "linger_ms") else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InvalidEventError(f"WriterConfig.{f.name} must be an int >= {low}, got {v!r}")
+
+
+def new_writer_id() -> int:
+    """A random writer id in [1, 2^62]."""
+    return secrets.randbits(62) + 1
+
+
+def check_writer_id(writer_id: object) -> int:
+    """Validate a writer id: an int in [1, 2^63)."""
+    if isinstance(writer_id, bool) or not isinstance(writer_id, int) or not 0 < writer_id <= _MAX_WRITER_ID:
+        raise InvalidEventError(f"writer_id must be an int in [1, 2^63), got {writer_id!r}")
+    return writer_id
+
+
+_Pending = tuple[float, bytes]  # (key hash, frame)
+
+
+class _Batch:
+    __slots__ = ("data", "events", "number")
+
+    def __init__(self, events: list[_Pending], number: int) -> None:
+        self.events = events
+        self.number = number
+        self.data = b"".join(f for _, f in events)
+
+
+class SegmentAppender:
+    """One segment's buffered events and its in-flight append, with exactly-once resends."""
+
+    __slots__ = (
+        "client",
+        "first_ms",
+        "inflight",
+        "last_number",
+        "pending",
+        "pending_bytes",
+        "segment",
+        "writer_id",
+    )
+
+    def __init__(self, client: SegmentStoreClient, segment: str, writer_id: int) -> None:
+        self.client = client
+        self.segment = segment
+        self.writer_id = writer_id
+        self.last_number: int | None = None  # last acknowledged event number; None until asked
+        self.inflight: _Batch | None = None
+        self.pending: list[_Pending] = []
+        self.pending_bytes = 0
+        self.first_ms = 0
+
+    def add(self, h: float, frame: bytes, now_ms: int = 0) -> None:
+        if not self.pending:
+            self.first_ms = now_ms
+        self.pending.append((h, frame))
+        self.pending_bytes += len(frame)
+
+    @property
+    def unsent(self) -> int:
+        return len(self.pending) + (len(self.inflight.events) if self.inflight else 0)
+
+    def stored_number(self) -> int:
+        """The writer's last event number the store holds for this segment (0 if none). One call."""
+        return self.client.get_attributes(self.segment, [self.writer_id]).get(self.writer_id, 0)
+
+    def flush(self, config: WriterConfig) -> None:
+        """Send the in-flight batch, then the buffered events, until none is left; store errors propagate."""
+        while self.inflight is not None or self.pending:
+            if self.inflight is None:
+                if self.last_number is None:
+                    self.last_number = self.stored_number()
+                take, size = 0, 0
+                while take < len(self.pending) and (
+                    take == 0 or size + len(self.pending[take][1]) <= config.max_batch_bytes
+                ):
+                    size += len(self.pending[take][1])
+                    take += 1
+                self.inflight = _Batch(self.pending[:take], self.last_number + take)
+                del self.pending[:take]
+                self.pending_bytes -= size
+            batch = self.inflight
+            for attempt in range(config.retry_attempts + 1):
+                try:
+                    self.client.append(
+                        self.segment, batch.data, writer_id=self.writer_id, event_number=batch.number
+                    )
+                    break
+                except _TRANSIENT as e:
+                    if attempt == config.retry_attempts:
+                        raise WriterError(
+                            f"segment {self.segment!r}: append of {len(batch.events)} events "
+                            f"(event number {batch.number}) failed {attempt + 1} times; kept for flush(): {e}"
+                        ) from e
+            self.last_number = batch.number
+            self.inflight = None
+
+    def take_unwritten(self) -> list[_Pending]:
+        """After a seal: the events not stored here, in order (asks the store about the in-flight ones)."""
+        out: list[_Pending] = []
+        if self.inflight is not None and self.stored_number() < self.inflight.number:
+            out.extend(self.inflight.events)
+        out.extend(self.pending)
+        self.inflight = None
+        self.pending = []
+        self.pending_bytes = 0
+        return out
+
+
+class EventWriter:
+    """Writes events of a stream by routing key; thread-safe. ``close()`` flushes.
+
+    ``writer_id`` identifies the writer to the store for deduplication (random if
+    ``None``; give the same id to a restarted writer). ``clock`` is needed only for
+    ``config.linger_ms``.
+    """
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        stream: str,
+        writer_id: int | None = None,
+        clock: Clock | None = None,
+        config: WriterConfig | None = None,
+    ) -> None:
+        self._config = config if config is not None else WriterConfig()
+        if not isinstance(self._config, WriterConfig):
+            raise InvalidEventError(f"config must be a WriterConfig, got {config!r}")
+        if self._config.linger_ms is not None and clock is None:
+            raise InvalidEventError("WriterConfig.linger_ms needs a clock")
+        self._client = client
+        self._stream = stream
+        self._clock = clock
+        self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
+        self._table = RoutingTable(client.get_stream(stream).active_segments)
+        self._appenders: dict[str, SegmentAppender] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+
+    @property
+    def stream(self) -> str:
+        return self._stream
+
+    def write_event(
+        self, routing_key: str, payload: bytes | bytearray | memoryview, event_time: int | None = None
+    ) -> None:
+        """Frame and route one event; appended now or once its segment's batch is full (``WriterConfig``)."""
+        frame = encode_event(routing_key, payload, event_time)
+        h = key_hash(routing_key)
+        with self._lock:
+            if self._closed:
+                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+            now = self._clock.now() if self._clock is not None else 0
+            app = self._appender(self._table.segment_for_hash(h))
+            app.add(h, frame, now)
+            cfg = self._config
+            if (
+                len(app.pending) >= cfg.max_batch_events
+                or app.pending_bytes >= cfg.max_batch_bytes
+                or (cfg.linger_ms is not None and now - app.first_ms >= cfg.linger_ms)
+            ):
+                self._drain([app])
+
+    def flush(self) -> None:
+        """Append every buffered event and wait for the acknowledgements."""
+        with self._lock:
+            self._drain([a for a in self._appenders.values() if a.unsent])
+
+    def close(self) -> None:
+        """Flush and close; idempotent. If the flush fails the writer stays open (retry ``close``)."""
+        with self._lock:
+            if not self._closed:
+                self.flush()
+                self._closed = True
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pending_events(self) -> int:
+        """Events buffered or in flight (not yet acknowledged)."""
+        with self._lock:
+            return sum(a.unsent for a in self._appenders.values())
+
+    @property
+    def segments(self) -> tuple[StreamSegment, ...]:
+        """The segments the writer currently routes to, by key order."""
+        with self._lock:
+            return self._table.segments
+
+    # ------------------------------------------------------------------ internals
+    def _appender(self, seg: StreamSegment) -> SegmentAppender:
+        app = self._appenders.get(seg.name)
+        if app is None:
+            app = self._appenders[seg.name] = SegmentAppender(self._client, seg.name, self.writer_id)
+        return app
+
+    def _drain(self, queue: list[SegmentAppender]) -> None:
+        """Flush ``queue``; a sealed segment's events move to its successors, which join the queue."""
+        while queue:
+            app = queue.pop(0)
+            try:
+                app.flush(self._config)
+            except SegmentSealedError:
+                queue.extend(self._reroute(app))
+
+    def _reroute(self, app: SegmentAppender) -> list[SegmentAppender]:
+        successors = self._client.get_successors(app.segment)
+        if not successors:
+            raise NoSuccessorsError(
+                f"segment {app.segment!r} of stream {self._stream!r} is sealed without successors "
+                f"(stream sealed?); {app.unsent} events were not written"
+            )
+        events = app.take_unwritten()
+        self._table.replace(app.segment, successors)
+        del self._appenders[app.segment]
+        touched: dict[str, SegmentAppender] = {}
+        for h, frame in events:
+            nxt = self._appender(self._table.segment_for_hash(h))
+            nxt.add(h, frame, app.first_ms)
+            touched[nxt.segment] = nxt
+        return list(touched.values())
+
+    def _check(self) -> None:
+        """Assert the routing table tiles [0, 1) and every buffered event routes to its appender."""
+        with self._lock:
+            self._table._check()
+            routed = {s.name for s in self._table.segments}
+            for name, app in self._appenders.items():
+                assert app.segment == name
+                assert app.pending_bytes == sum(len(f) for _, f in app.pending)
+                if app.unsent:
+                    assert name in routed, f"{name} holds events but is no longer routed to"
+                for h, _ in app.pending:
+                    assert self._table.segment_for_hash(h).name == name
+                if app.inflight is not None and app.last_number is not None:
+                    assert app.inflight.number > app.last_number
