@@ -31,7 +31,7 @@ class StoreConfig:
     - ``eviction_age_ms`` / ``max_active_segments``: segments unused for that long, or
       the least recently used beyond that count, leave the in-memory active set.
     - ``cache_bytes``: segment bytes kept in memory when there is a data directory.
-    - ``max_append_bytes``: the largest single append (and read) accepted.
+    - ``max_append_bytes``: the largest single append accepted.
     """
 
     max_watermark_lag_ms: int = 10_000

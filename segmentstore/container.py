@@ -320,16 +320,23 @@ class SegmentContainer:
         advancer's trivial update). ``use=False`` is for the advancer: it does not count
         as a client's use of the segment.
         """
-        updates = tuple(updates)
+        try:
+            updates = tuple(updates)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"segment {_quote(name)}: attribute updates must be an iterable of AttributeUpdate, "
+                f"got {type(updates).__name__} {updates!r:.60}"
+            ) from None
         with self._lock:
             seg = self._get(name, use=use)
             if seg.sealed:
                 raise SegmentSealedError(f"segment {name!r} is sealed")
             planned = plan_attribute_updates(name, seg.attributes, updates)
             wakeups = self._update_attributes_locked(seg, planned)
+            ts = seg.last_write_time  # read under the lock: woken callbacks may write next
         if wakeups:
             _complete(wakeups)
-        return seg.last_write_time
+        return ts
 
     def _update_attributes_locked(self, seg: Segment, planned: dict[int, int]) -> list[_Wakeup]:
         seq, ts = self._processor.stamp()
@@ -579,6 +586,8 @@ class SegmentContainer:
             seg = self._get(name, use=False)
             if arr.size:
                 lo, hi = int(arr.min()), int(arr.max())
+                if lo < 0:
+                    raise InvalidArgumentError(f"segment {name!r}: offset must be >= 0, got {lo}")
                 if lo < seg.start_offset:
                     raise SegmentTruncatedError(
                         f"segment {name!r}: offset {lo} is below the start offset {seg.start_offset}"

@@ -1,0 +1,239 @@
+"""Store throughput, measured side by side with a bare-Python baseline in the same run.
+
+- ``append``: 100-byte events through ``SegmentStore.append`` vs a bare
+  ``bytearray.extend`` + ``list.append`` loop (goal: within 3x of the loop).
+- ``append_batch``: the same events through ``SegmentStore.append_batch`` in batches
+  of 1000 (goal: >= 1 M events/s).
+- ``read``: sequential 64 KiB reads through ``SegmentStore.read`` vs slicing the bytes
+  out of a ``bytearray`` (MB/s), and 100-byte event reads per second.
+
+Contenders run in turns on small chunks (about 1 ms each) and each keeps its best
+per-chunk rate, so a busy machine slows all of them alike instead of skewing one.
+Run ``python -m bench.bench_store [--quick]``; ``run(quick)`` returns the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
+from segmentstore.clock import Clock, monotonic_s
+
+__all__ = ["run", "main", "EVENT_BYTES", "BATCH_EVENTS", "READ_CHUNK"]
+
+EVENT_BYTES = 100
+BATCH_EVENTS = 1_000
+READ_CHUNK = 64 * 1024
+BATCH_GOAL_EVENTS_PER_S = 1_000_000
+APPEND_GOAL_SLOWDOWN = 3.0
+
+Row = dict[str, Any]
+_Runner = Callable[[list[Any]], None]
+_Factory = Callable[[ExitStack], _Runner]
+
+
+def _race(contenders: dict[str, _Factory], items: list[Any], chunk: int, rounds: int) -> dict[str, float]:
+    """Best seconds per item of each contender; chunks of ``items`` are timed in turns. O(rounds * items)."""
+    best = dict.fromkeys(contenders, float("inf"))
+    chunks = [items[i : i + chunk] for i in range(0, len(items), chunk)]
+    for _ in range(rounds):
+        with ExitStack() as stack:
+            runners = {name: make(stack) for name, make in contenders.items()}
+            gc.collect()
+            gc.disable()
+            try:
+                for c in chunks:
+                    for name, runner in runners.items():
+                        t0 = monotonic_s()
+                        runner(c)
+                        best[name] = min(best[name], (monotonic_s() - t0) / len(c))
+            finally:
+                gc.enable()
+    return best
+
+
+def _events(n: int) -> list[bytes]:
+    """``n`` distinct 100-byte events (distinct objects, as a producer would hand them over)."""
+    return [(i.to_bytes(8, "little") * 13)[:EVENT_BYTES] for i in range(n)]
+
+
+def _store(stack: ExitStack, clock: Clock) -> SegmentStore:
+    store = stack.enter_context(SegmentStore(clock=clock, config=StoreConfig(advancer_thread=False)))
+    store.create_segment("bench")
+    return store
+
+
+def _bare(stack: ExitStack) -> _Runner:
+    buf = bytearray()
+    offsets: list[int] = []
+
+    def go(events: list[bytes]) -> None:
+        extend, add = buf.extend, offsets.append
+        for e in events:
+            extend(e)
+            add(len(buf))
+
+    return go
+
+
+def _appends(clock_kind: type[Clock]) -> _Factory:
+    def make(stack: ExitStack) -> _Runner:
+        append = _store(stack, ManualClock(1) if clock_kind is ManualClock else WallClock()).append
+
+        def go(events: list[bytes]) -> None:
+            for e in events:
+                append("bench", e)
+
+        return go
+
+    return make
+
+
+def _batches(stack: ExitStack) -> _Runner:
+    append_batch = _store(stack, ManualClock(1)).append_batch
+
+    def go(events: list[bytes]) -> None:
+        for i in range(0, len(events), BATCH_EVENTS):
+            append_batch("bench", events[i : i + BATCH_EVENTS])
+
+    return go
+
+
+def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
+    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
+
+
+def _append_rows(n: int, rounds: int) -> list[Row]:
+    best = _race(
+        {
+            "bare": _bare,
+            "manual": _appends(ManualClock),
+            "wall": _appends(WallClock),
+            "batch": _batches,
+        },
+        _events(n),
+        chunk=BATCH_EVENTS,  # ~2 ms for the slowest contender: short enough to often run unpreempted
+        rounds=rounds,
+    )
+    bare = best["bare"]
+    vs = f"bare bytearray.extend+list.append loop ({1 / bare:,.0f} events/s); x slower, goal <= 3"
+    return [
+        _row("bare loop: bytearray.extend + list.append", 1 / bare, "events/s", "itself", 1.0),
+        _row("store.append 100 B (ManualClock)", 1 / best["manual"], "events/s", vs, best["manual"] / bare),
+        _row("store.append 100 B (WallClock)", 1 / best["wall"], "events/s", vs, best["wall"] / bare),
+        _row(
+            f"store.append_batch {BATCH_EVENTS} x 100 B",
+            1 / best["batch"],
+            "events/s",
+            "goal 1M events/s; x the goal",
+            (1 / best["batch"]) / BATCH_GOAL_EVENTS_PER_S,
+        ),
+    ]
+
+
+def _read_rows(total_bytes: int, rounds: int) -> list[Row]:
+    block = bytes(range(256)) * (EVENT_BYTES * 4)  # 100 KiB per append
+    with ExitStack() as stack:
+        store = _store(stack, ManualClock(1))
+        buf = bytearray()
+        for i in range(max(1, total_bytes // len(block))):
+            store.append("bench", block)
+            buf += block
+            if i % 16 == 0:
+                store.update_attributes("bench", [])
+        length = store.get_info("bench").length
+        read = store.read
+
+        def store_reads(size: int) -> _Factory:
+            def make(_: ExitStack) -> _Runner:
+                def go(offsets: list[int]) -> None:
+                    for off in offsets:
+                        read("bench", off, size)
+
+                return go
+
+            return make
+
+        def bare_reads(size: int) -> _Factory:
+            def make(_: ExitStack) -> _Runner:
+                def go(offsets: list[int]) -> None:
+                    for off in offsets:
+                        bytes(buf[off : off + size])
+
+                return go
+
+            return make
+
+        big = _race(
+            {"store": store_reads(READ_CHUNK), "bare": bare_reads(READ_CHUNK)},
+            list(range(0, length, READ_CHUNK)),
+            chunk=8,
+            rounds=rounds,
+        )
+        n_events = min(500_000, length // EVENT_BYTES)
+        small = _race(
+            {"store": store_reads(EVENT_BYTES), "bare": bare_reads(EVENT_BYTES)},
+            list(range(0, n_events * EVENT_BYTES, EVENT_BYTES)),
+            chunk=1_000,
+            rounds=rounds,
+        )
+    mb = READ_CHUNK / 1e6
+    return [
+        _row(
+            "store.read 64 KiB sequential",
+            mb / big["store"],
+            "MB/s",
+            f"bytearray slice copy ({mb / big['bare']:,.0f} MB/s); x slower",
+            big["store"] / big["bare"],
+        ),
+        _row(
+            "store.read 100 B events",
+            1 / small["store"],
+            "events/s",
+            f"bytearray slice copy ({1 / small['bare']:,.0f} events/s); x slower",
+            small["store"] / small["bare"],
+        ),
+    ]
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Measure every figure in one process and return the rows (``quick``: ~10x less work)."""
+    n = 100_000 if quick else 500_000
+    rounds = 3 if quick else 5
+    total_read = 16 * 1024 * 1024 if quick else 64 * 1024 * 1024
+    return _append_rows(n, rounds) + _read_rows(total_read, rounds)
+
+
+def _format(rows: list[Row]) -> str:
+    lines = [f"{'benchmark':<44} {'value':>16} {'unit':<9} {'ratio':>7}  vs"]
+    for r in rows:
+        lines.append(
+            f"{r['name']:<44} {r['value']:>16,.1f} {r['unit']:<9} {r['ratio']:>7.2f}  {r['ratio_vs']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the store benchmark table."""
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_store", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="about 10x less work")
+    args = parser.parse_args(argv)
+    rows = run(args.quick)
+    print(_format(rows))
+    append = next(r for r in rows if r["name"].startswith("store.append 100 B (ManualClock)"))
+    batch = next(r for r in rows if r["name"].startswith("store.append_batch"))
+    print(
+        f"\nsingle append: {append['ratio']:.2f}x the bare loop (goal <= {APPEND_GOAL_SLOWDOWN:.0f}x: "
+        f"{'met' if append['ratio'] <= APPEND_GOAL_SLOWDOWN else 'NOT met'}); "
+        f"append_batch: {batch['value'] / 1e6:.2f} M events/s (goal >= 1 M: "
+        f"{'met' if batch['value'] >= BATCH_GOAL_EVENTS_PER_S else 'NOT met'})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""The project's set-up contract: README commands, CI script, and a cheap package import."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def _readme_commands() -> list[str]:
+    blocks = _FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8"))
+    return [b.strip() for b in blocks]
+
+
+def _script_commands(path: Path) -> list[str]:
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    return [ln for ln in lines if ln and not ln.startswith("#")]
+
+
+def test_readme_has_exactly_two_single_line_set_up_commands() -> None:
+    commands = _readme_commands()
+    assert len(commands) == 2, commands
+    assert all("\n" not in c for c in commands), commands
+    main, tests = commands
+    assert "ingestwm" in main and "pytest" not in main
+    assert "pytest" in tests and "[test]" in tests
+    assert all(c.startswith("python3 -m venv") for c in commands)
+
+
+def test_ci_runs_exactly_the_readme_test_command_and_fails_with_it() -> None:
+    ci = ROOT / ".ci" / "run"
+    assert ci.stat().st_mode & 0o111, ".ci/run is not executable"
+    commands = _script_commands(ci)
+    test_command = _readme_commands()[1]
+    assert commands.count(test_command) == 1
+    # its exit status is the script's: it is the last command, and errors stop the script
+    assert commands[-1] == test_command
+    assert any(c.startswith("set -") and "e" in c.split()[1] for c in commands)
+    pytest_runs = [c for c in commands if "pytest" in c]
+    assert pytest_runs == [test_command]
+
+
+def test_importing_segmentstore_does_not_import_numba() -> None:
+    code = "import segmentstore, sys; assert 'numba' not in sys.modules, 'numba imported'"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
