@@ -1,0 +1,111 @@
+"""flink_compat: what a Flink job sees from an ingestion-watermarked Pravega source (DESIGN §2).
+
+Flink's contracts reproduced without a Flink cluster, with the names Flink users know:
+``Watermark``, ``WatermarkStatus`` (IDLE/ACTIVE), ``StreamRecord``, ``TimestampAssigner``,
+``WatermarkStrategy.for_bounded_out_of_orderness(...).with_idleness(...)``, side outputs
+(``OutputTag``), ``TumblingEventTimeWindows``/``SlidingEventTimeWindows`` with allowed
+lateness, and the PDP-26 prototype's ``EventTimeOrderingOperator``.
+
+- ``watermark``: stream elements and ``StatusWatermarkValve`` (combining channels).
+- ``strategies``: timestamp assigners and heuristic watermark strategies.
+- ``source``: ``PravegaSource`` — subtasks are readers of one reader group; watermarks
+  are ``ingestion watermark - max_event_time_lag``, strictly ascending per subtask.
+- ``operators`` / ``windows``: event-time operators.
+- ``runner``: ``JobRunner``, a deterministic job runner with aligned checkpoints.
+- ``checkpoint``: ``JobCheckpoint`` (JSON, never pickle).
+- ``transcripts``: engine-neutral YAML watermark transcripts and their runner.
+"""
+
+from .checkpoint import JobCheckpoint, OperatorState, SubtaskState
+from .errors import (
+    CheckpointError,
+    FlinkCompatError,
+    InvalidConfigError,
+    MissingTimestampError,
+    TranscriptError,
+)
+from .operators import (
+    LATE_DATA,
+    CollectingOutput,
+    EventTimeOrderingOperator,
+    MapOperator,
+    Output,
+    OutputTag,
+    StreamOperator,
+)
+from .runner import JobRunner, PollResult
+from .source import DEFAULT_MAX_EVENT_TIME_LAG, PravegaSource, PravegaSourceConfig, PravegaSourceSubtask
+from .strategies import (
+    BoundedOutOfOrdernessWatermarks,
+    RecordTimestampAssigner,
+    TimestampAssigner,
+    WatermarkGenerator,
+    WatermarkOutput,
+    WatermarkStrategy,
+    WatermarksWithIdleness,
+)
+from .watermark import (
+    MAX_TIMESTAMP,
+    MIN_TIMESTAMP,
+    StatusWatermarkValve,
+    StreamRecord,
+    Watermark,
+    WatermarkStatus,
+)
+from .windows import (
+    AggregateFunction,
+    CountAggregate,
+    ListAggregate,
+    SlidingEventTimeWindows,
+    SumAggregate,
+    TimeWindow,
+    TumblingEventTimeWindows,
+    WindowOperator,
+    WindowResult,
+)
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_TIME_LAG",
+    "LATE_DATA",
+    "MAX_TIMESTAMP",
+    "MIN_TIMESTAMP",
+    "AggregateFunction",
+    "BoundedOutOfOrdernessWatermarks",
+    "CheckpointError",
+    "CollectingOutput",
+    "CountAggregate",
+    "EventTimeOrderingOperator",
+    "FlinkCompatError",
+    "InvalidConfigError",
+    "JobCheckpoint",
+    "JobRunner",
+    "ListAggregate",
+    "MapOperator",
+    "MissingTimestampError",
+    "OperatorState",
+    "Output",
+    "OutputTag",
+    "PollResult",
+    "PravegaSource",
+    "PravegaSourceConfig",
+    "PravegaSourceSubtask",
+    "RecordTimestampAssigner",
+    "SlidingEventTimeWindows",
+    "StatusWatermarkValve",
+    "StreamOperator",
+    "StreamRecord",
+    "SubtaskState",
+    "SumAggregate",
+    "TimeWindow",
+    "TimestampAssigner",
+    "TranscriptError",
+    "TumblingEventTimeWindows",
+    "Watermark",
+    "WatermarkGenerator",
+    "WatermarkOutput",
+    "WatermarkStatus",
+    "WatermarkStrategy",
+    "WatermarksWithIdleness",
+    "WindowOperator",
+    "WindowResult",
+]
