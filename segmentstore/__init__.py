@@ -12,12 +12,15 @@ from .attributes import (
 from .clock import Clock, ManualClock, WallClock
 from .config import StoreConfig
 from .errors import (
+    AuthenticationError,
     BadAttributeUpdateError,
     BadOffsetError,
+    ConnectionLostError,
     DataCorruptionError,
     InvalidArgumentError,
     InvalidScaleError,
     NotATransactionError,
+    ProtocolError,
     ReadTimeoutError,
     SegmentExistsError,
     SegmentNotFoundError,
@@ -88,4 +91,7 @@ __all__ = [
     "SuccessorInfo",
     "TransactionInfo",
     "TransactionSegment",
+    "AuthenticationError",
+    "ConnectionLostError",
+    "ProtocolError",
 ]

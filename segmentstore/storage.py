@@ -50,7 +50,8 @@ class MemorySegmentData:
 
     def read(self, offset: int, n: int) -> bytes:
         i = offset - self._base
-        return bytes(self._buf[i : i + n])
+        with memoryview(self._buf) as view:  # one copy (a bytearray slice would copy twice)
+            return bytes(view[i : i + n])
 
     def truncate(self, offset: int) -> None:
         self._start = offset

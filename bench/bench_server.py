@@ -1,0 +1,233 @@
+"""Segment store server throughput on loopback against raw sockets, measured side by side in one run.
+
+- ``append``: 100-byte events appended with ``RemoteClient.append_many`` (each event its
+  own append with its own offset, pipelined, many per frame) to ``ingestwm serve`` in
+  another process, against a raw-socket echo server in another process that sends the
+  same bytes straight back (no framing, no store): events per second.
+- ``append_async``: the same with one future per event.
+- ``read``: sequential 1 MiB reads of a 64 MiB segment (``--quick``: 16 MiB), against a
+  raw-socket server that answers each 4-byte request with that many bytes: MB/s.
+- ``call``: synchronous ``get_info`` round trips against raw 8-byte ping-pongs.
+
+``ratio`` is the server's figure divided by the raw socket's (1.0 = as fast as raw).
+Goals: >= 200k appends/s and reads within 3x of raw (ratio >= 0.33). The CPU time
+per append of the client and of the server process (Linux) shows what the rates would
+be on idle cores when other work shares the machine.
+Run ``python -m bench.bench_server [--quick]``; ``run(quick)`` returns the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from segmentstore.clock import monotonic_s
+from segmentstore.remote import RemoteClient
+
+__all__ = ["run", "main"]
+
+EVENT_BYTES = 100
+READ_BYTES = 1 << 20
+Row = dict[str, Any]
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
+    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
+
+
+# ---------------------------------------------------------------------- raw baseline server
+def _raw_serve_connection(conn: socket.socket) -> None:
+    """First byte picks the mode: ``E`` echo everything, ``R`` answer u32 requests with that many bytes."""
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    mode = conn.recv(1)
+    buf = bytearray(4 << 20)
+    view = memoryview(buf)
+    blob = b"r" * (READ_BYTES * 2)
+    with conn:
+        while True:
+            n = conn.recv_into(buf) if mode == b"E" else conn.recv_into(view[:4])
+            if n == 0:
+                return
+            if mode == b"E":
+                conn.sendall(view[:n])
+            else:
+                while n < 4:
+                    n += conn.recv_into(view[n:4])
+                conn.sendall(memoryview(blob)[: int.from_bytes(view[:4], "big")])
+
+
+def _raw_server_main() -> None:
+    """Entry point of the baseline process: prints its port, serves until killed."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    print(listener.getsockname()[1], flush=True)
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=_raw_serve_connection, args=(conn,), daemon=True).start()
+
+
+def _raw_connect(port: int, mode: bytes) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(mode)
+    return s
+
+
+def _raw_echo_events_per_s(port: int, n: int) -> float:
+    """Stream ``n`` 100-byte events in 400 KB writes and read the echo back (a reader thread)."""
+    chunk = b"e" * (EVENT_BYTES * 4096)
+    total = n * EVENT_BYTES
+    with _raw_connect(port, b"E") as s:
+        buf = bytearray(1 << 20)
+
+        def drain() -> None:
+            got = 0
+            while got < total:
+                got += s.recv_into(buf)
+
+        t0 = monotonic_s()
+        reader = threading.Thread(target=drain)
+        reader.start()
+        sent = 0
+        while sent < total:
+            k = min(len(chunk), total - sent)
+            s.sendall(chunk[:k])
+            sent += k
+        reader.join()
+        return n / (monotonic_s() - t0)
+
+
+def _raw_read_mb_per_s(port: int, total: int) -> float:
+    with _raw_connect(port, b"R") as s:
+        buf = bytearray(READ_BYTES)
+        view = memoryview(buf)
+        t0 = monotonic_s()
+        done = 0
+        while done < total:
+            s.sendall(READ_BYTES.to_bytes(4, "big"))
+            got = 0
+            while got < READ_BYTES:
+                got += s.recv_into(view[got:])
+            data = bytes(buf)  # the client keeps the bytes, as a SegmentRead does
+            done += len(data)
+        return total / (monotonic_s() - t0) / 1e6
+
+
+def _raw_round_trips_per_s(port: int, n: int) -> float:
+    with _raw_connect(port, b"E") as s:
+        t0 = monotonic_s()
+        for _ in range(n):
+            s.sendall(b"12345678")
+            got = 0
+            while got < 8:
+                got += len(s.recv(8 - got))
+        return n / (monotonic_s() - t0)
+
+
+# ---------------------------------------------------------------------- the server
+def _start(args: list[str]) -> tuple[subprocess.Popen[str], int]:
+    p = subprocess.Popen([sys.executable, *args], cwd=_ROOT, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    line = p.stdout.readline().strip()
+    if not line:
+        p.kill()
+        raise RuntimeError(f"{args} did not start")
+    return p, int(line.rsplit(":", 1)[-1])
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _measure(server_pid: int, port: int, raw_port: int, quick: bool) -> list[Row]:
+    n = 200_000 if quick else 1_000_000
+    n_async = 20_000 if quick else 100_000
+    read_total = (16 if quick else 64) << 20
+    calls = 2_000 if quick else 10_000
+    event = b"a" * EVENT_BYTES
+    rows: list[Row] = []
+    with RemoteClient(("127.0.0.1", port), timeout_s=120) as c:
+        c.create_segment("bench/append")
+        c.append_many("bench/append", [event] * 20_000)  # warm up
+        cpu0, srv0, t0 = _cpu_s(os.getpid()), _cpu_s(server_pid), monotonic_s()
+        c.append_many("bench/append", [event] * n)
+        appends = n / (monotonic_s() - t0)
+        client_us = (_cpu_s(os.getpid()) - cpu0) / n * 1e6
+        server_us = (_cpu_s(server_pid) - srv0) / n * 1e6
+        raw_events = _raw_echo_events_per_s(raw_port, n)
+        rows.append(_row("server append_many 100 B", appends, "appends/s", "raw echo", appends / raw_events))
+        t0 = monotonic_s()
+        futures = [c.append_async("bench/append", event) for _ in range(n_async)]
+        for f in futures:
+            f.result()
+        per_future = n_async / (monotonic_s() - t0)
+        ratio = per_future / raw_events
+        rows.append(_row("server append_async 100 B", per_future, "appends/s", "raw echo", ratio))
+        rows.append(_row("raw socket echo 100 B", raw_events, "events/s", "itself", 1.0))
+        if server_us:  # CPU per append: what the rates would be on idle cores
+            rows.append(_row("append_many client CPU", client_us, "us/append", "itself", 1.0))
+            ratio = server_us / client_us
+            rows.append(_row("append_many server CPU", server_us, "us/append", "client CPU", ratio))
+
+        c.create_segment("bench/read")
+        c.append_many("bench/read", [b"r" * READ_BYTES] * (read_total // READ_BYTES))
+        t0 = monotonic_s()
+        offset = 0
+        while offset < read_total:
+            offset += len(c.read("bench/read", offset, READ_BYTES).data)
+        reads = read_total / (monotonic_s() - t0) / 1e6
+        raw_reads = _raw_read_mb_per_s(raw_port, read_total)
+        rows.append(_row("server read 1 MiB", reads, "MB/s", "raw socket", reads / raw_reads))
+        rows.append(_row("raw socket read 1 MiB", raw_reads, "MB/s", "itself", 1.0))
+
+        t0 = monotonic_s()
+        for _ in range(calls):
+            c.get_info("bench/read")
+        rate = calls / (monotonic_s() - t0)
+        raw_rate = _raw_round_trips_per_s(raw_port, calls)
+        rows.append(_row("server get_info round trip", rate, "calls/s", "raw 8 B ping-pong", rate / raw_rate))
+    return rows
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Start ``ingestwm serve`` and the raw baseline server, measure, stop them; return the rows."""
+    server, port = _start(["-m", "bench.cli", "serve", "--port", "0"])
+    raw, raw_port = _start(["-c", "from bench.bench_server import _raw_server_main; _raw_server_main()"])
+    try:
+        return _measure(server.pid, port, raw_port, quick)
+    finally:
+        for p in (server, raw):
+            p.terminate()
+            p.wait(30)
+
+
+def _format(rows: list[Row]) -> str:
+    lines = [f"{'benchmark':<34} {'value':>14} {'unit':<10} {'ratio':>8}  vs"]
+    for r in rows:
+        ratio = f"{r['ratio']:>8.3f}"
+        lines.append(f"{r['name']:<34} {r['value']:>14,.2f} {r['unit']:<10} {ratio}  {r['ratio_vs']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the server benchmark table."""
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_server", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer events and bytes")
+    args = parser.parse_args(argv)
+    print(_format(run(args.quick)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,245 @@
+"""The command registry of the wire protocol: every command, its arguments, and how they travel.
+
+Dispatch on both sides is driven by ``COMMANDS``: the server calls the
+``EmbeddedClient`` method of the command's name (or a special handler), and
+``RemoteClient`` encodes a call with ``encode_args``. A command's arguments default to
+the parameters of the ``SegmentStoreClient`` method of the same name, and every frozen
+dataclass or enum its type hints mention is registered as a wire type. So adding a
+client method to the remote side is one ``register_command`` line here plus a one-line
+``RemoteClient`` method. See ``segmentstore.protocol`` for the frame format.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import typing
+from dataclasses import dataclass, is_dataclass
+from typing import Any
+
+from .client import SegmentStoreClient
+from .errors import ProtocolError
+from .protocol import decode_error, error_header, register_type, wire_type
+from .results import AppendResult, SegmentRead
+
+__all__ = [
+    "Command",
+    "COMMANDS",
+    "register_command",
+    "encode_args",
+    "decode_args",
+    "encode_append_result",
+    "decode_append_item",
+    "decode_append_items",
+    "encode_read",
+    "decode_read",
+]
+
+
+def _register_hinted(hint: Any, seen: set[int] | None = None) -> None:
+    """Register every frozen dataclass / enum a type hint mentions, and their fields' types."""
+    seen = set() if seen is None else seen
+    if id(hint) in seen:
+        return
+    seen.add(id(hint))
+    for arg in typing.get_args(hint):
+        _register_hinted(arg, seen)
+    if wire_type(hint):
+        register_type(hint)
+        if is_dataclass(hint):
+            for h in typing.get_type_hints(hint).values():
+                _register_hinted(h, seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One wire command: its argument names, which are required, and how it travels.
+
+    ``payload`` names a bytes argument sent raw as the payload; ``payload_list`` a
+    sequence-of-bytes argument sent raw, split by ``=sizes``. ``idempotent`` commands
+    are retried by the remote client after a lost connection.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    required: frozenset[str]
+    idempotent: bool = False
+    payload: str | None = None
+    payload_list: str | None = None
+    raw_payload: bool = False
+
+
+COMMANDS: dict[str, Command] = {}
+
+
+def register_command(
+    name: str,
+    *,
+    idempotent: bool = False,
+    payload: str | None = None,
+    payload_list: str | None = None,
+    raw_payload: bool = False,
+    params: dict[str, bool] | None = None,
+) -> Command:
+    """Add a command; by default its args are the ``SegmentStoreClient`` method's parameters."""
+    if params is None:
+        method = getattr(SegmentStoreClient, name)
+        for hint in typing.get_type_hints(method).values():
+            _register_hinted(hint)
+        sig = inspect.signature(method)
+        ps = [p for p in sig.parameters.values() if p.name != "self"]
+        params = {p.name: p.default is inspect.Parameter.empty for p in ps}
+    cmd = Command(
+        name,
+        tuple(params),
+        frozenset(k for k, req in params.items() if req),
+        idempotent,
+        payload,
+        payload_list,
+        raw_payload,
+    )
+    COMMANDS[name] = cmd
+    return cmd
+
+
+def encode_args(cmd: Command, args: dict[str, Any]) -> tuple[dict[str, Any], bytes | memoryview]:
+    """Split ``args`` into the header map and the raw payload (for bytes-like payload args)."""
+    payload: bytes | memoryview = b""
+    if cmd.payload is not None:
+        v = args.get(cmd.payload)
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            args = dict(args)
+            payload = v if type(v) is bytes else bytes(v)
+            del args[cmd.payload]
+            args["=payload"] = True
+    if cmd.payload_list is not None:
+        v = args.get(cmd.payload_list)
+        if isinstance(v, (list, tuple)) and all(isinstance(e, (bytes, bytearray, memoryview)) for e in v):
+            args = dict(args)
+            payload = b"".join(v)
+            args["=sizes"] = [len(e) if not isinstance(e, memoryview) else e.nbytes for e in v]
+            del args[cmd.payload_list]
+    return args, payload
+
+
+def decode_args(cmd: Command, args: Any, payload: memoryview) -> dict[str, Any]:
+    """Check the argument names of a request and put its payload back; ``ProtocolError`` if malformed."""
+    if not isinstance(args, dict):
+        raise ProtocolError(f"{cmd.name}: args must be a map, got {type(args).__name__}")
+    out: dict[str, Any] = {}
+    used_payload = False
+    for k, v in args.items():
+        if k in cmd.params:
+            out[k] = v
+        elif k == "=payload" and cmd.payload is not None and v is True:
+            out[cmd.payload] = bytes(payload)
+            used_payload = True
+        elif k == "=sizes" and cmd.payload_list is not None:
+            out[cmd.payload_list] = _split(cmd.name, payload, v)
+            used_payload = True
+        else:
+            raise ProtocolError(f"{cmd.name}: unknown argument {k!r:.60}")
+    if len(payload) and not used_payload and not cmd.raw_payload:
+        raise ProtocolError(f"{cmd.name}: unexpected payload of {len(payload)} bytes")
+    missing = cmd.required.difference(out)
+    if missing:
+        raise ProtocolError(f"{cmd.name}: missing argument(s) {sorted(missing)}")
+    return out
+
+
+def _split(command: str, payload: memoryview, sizes: Any) -> list[bytes]:
+    if not isinstance(sizes, list) or not all(type(n) is int and n >= 0 for n in sizes):
+        raise ProtocolError(f"{command}: sizes must be a list of ints >= 0")
+    if sum(sizes) != len(payload):
+        raise ProtocolError(f"{command}: sizes add up to {sum(sizes)}, payload has {len(payload)}")
+    out, pos = [], 0
+    for n in sizes:
+        out.append(bytes(payload[pos : pos + n]))
+        pos += n
+    return out
+
+
+def encode_append_result(r: AppendResult | BaseException) -> list[Any]:
+    """One item of an ``append`` reply."""
+    if isinstance(r, BaseException):
+        return [None, *error_header(0, r)[2:5]]
+    return [r.offset, r.length, r.timestamp, r.duplicate]
+
+
+def decode_append_item(item: Any) -> AppendResult | BaseException:
+    """The ``AppendResult`` (or exception) of one item of an ``append`` reply."""
+    if isinstance(item, list) and len(item) == 4:
+        if item[0] is None:
+            return decode_error(item[1], item[2], item[3])
+        return AppendResult(item[0], item[1], item[2], item[3])
+    return ProtocolError(f"malformed append result {item!r:.80}")
+
+
+def decode_append_items(entries: Any, sizes: list[int]) -> list[AppendResult | BaseException]:
+    """The results of an ``append`` reply whose items had ``sizes``; runs expand in C-level passes."""
+    if not isinstance(entries, list):
+        return [ProtocolError(f"malformed append reply {entries!r:.80}")] * len(sizes)
+    out: list[AppendResult | BaseException] = []
+    for e in entries:
+        if type(e) is list and len(e) == 3:  # a run: [offset, timestamp, count]
+            offset, ts, count = e
+            if type(offset) is not int or type(count) is not int or not 0 < count <= len(sizes) - len(out):
+                return [ProtocolError(f"malformed append run {e!r:.80}")] * len(sizes)
+            run = sizes[len(out) : len(out) + count]
+            offsets = itertools.accumulate(run, initial=offset)
+            out.extend(map(AppendResult, offsets, run, itertools.repeat(ts)))
+        else:
+            out.append(decode_append_item(e))
+    if len(out) != len(sizes):
+        return [ProtocolError(f"append reply covers {len(out)} items, sent {len(sizes)}")] * len(sizes)
+    return out
+
+
+def encode_read(r: SegmentRead) -> tuple[list[Any], bytes]:
+    """A ``read`` reply: the metadata for the header, the data for the payload."""
+    return [r.offset, r.watermark, r.end_of_segment, r.at_tail], r.data
+
+
+def decode_read(result: Any, payload: bytes) -> SegmentRead:
+    """Rebuild a ``SegmentRead`` from a ``read`` reply."""
+    if not isinstance(result, list) or len(result) != 4:
+        raise ProtocolError(f"malformed read result {result!r:.80}")
+    return SegmentRead(result[0], payload, result[1], result[2], result[3])
+
+
+register_command("hello", params={"version": True, "token": False, "client": False, "max_frame_bytes": False})
+register_command("ping", idempotent=True, params={})
+register_command(
+    "append",
+    raw_payload=True,
+    params={"name": True, "sizes": True, "eo": False, "wid": False, "ev": False},
+)
+register_command("create_segment")
+register_command("create_transaction")
+register_command("append_batch", payload_list="events")
+register_command("merge_transaction")
+register_command("seal")
+register_command("truncate", idempotent=True)
+register_command("delete")
+register_command("get_info", idempotent=True)
+register_command("exists", idempotent=True)
+register_command("update_attributes")
+register_command("get_attributes", idempotent=True)
+register_command("read", idempotent=True)
+register_command("watermark_at", idempotent=True)
+register_command("ingestion_time_at", idempotent=True)
+register_command("watermarks_at", idempotent=True)
+# stream metadata (Pravega's controller); the result types register from the method hints
+register_command("create_stream")
+register_command("get_stream", idempotent=True)
+register_command("list_streams", idempotent=True)
+register_command("scale_stream")
+register_command("get_segment", idempotent=True)
+register_command("get_successors", idempotent=True)
+register_command("get_head_cut", idempotent=True)
+register_command("get_tail_cut", idempotent=True)
+register_command("seal_stream", idempotent=True)
+register_command("delete_stream")
+register_command("begin_transaction")
+register_command("commit_transaction")
+register_command("abort_transaction", idempotent=True)

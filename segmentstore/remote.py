@@ -1,0 +1,504 @@
+"""``RemoteClient``: the ``SegmentStoreClient`` interface over the wire protocol to ``ingestwm serve``.
+
+Same frozen results, same ``SegmentStoreError`` subclasses as ``EmbeddedClient``.
+Calls other than appends go over a small pool of connections; a call whose
+connection breaks is retried on a new one until its timeout when it is idempotent
+(reads, info, attributes, watermarks, truncate) or certainly not executed. Appends
+go through one pipeline: ``append_async`` and ``append_many`` keep many appends in
+flight (coalesced into few frames, acknowledged in order); after a lost connection
+the pipeline resends every unacknowledged append that carries a writer id and event
+number, in order (the store drops the duplicates), and fails the others with
+``ConnectionLostError`` (their outcome is unknown). Every call has a timeout
+(``ReadTimeoutError``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import concurrent.futures
+import contextlib
+import itertools
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .attributes import AttributeUpdate
+from .client import SegmentStoreClient
+from .clock import monotonic_s
+from .commands import COMMANDS, decode_read, encode_args
+from .connection import Connection, ConnectionPool, NotSentError
+from .errors import (
+    ConnectionLostError,
+    InvalidArgumentError,
+    ReadTimeoutError,
+    SegmentStoreError,
+    StoreClosedError,
+)
+from .pipeline import AppendPipeline, Chunk
+from .protocol import DEFAULT_MAX_FRAME_BYTES, pack
+from .results import AppendResult, SegmentInfo, SegmentRead
+from .stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
+
+__all__ = ["RemoteClient", "parse_address"]
+
+_log = logging.getLogger(__name__)
+_BYTES = (bytes, bytearray, memoryview)
+
+
+def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
+    """``"host:port"``, ``"[v6]:port"`` or ``(host, port)`` as ``(host, port)``."""
+    if isinstance(address, tuple) and len(address) == 2:
+        host, port = address
+    elif isinstance(address, str) and ":" in address:
+        host, _, p = address.rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        try:
+            port = int(p)
+        except ValueError:
+            port = -1
+    else:
+        raise InvalidArgumentError(f"address must be 'host:port' or (host, port), got {address!r}")
+    if not isinstance(host, str) or not host or type(port) is not int or not 0 < port <= 65535:
+        raise InvalidArgumentError(f"bad server address {address!r}: need a host and a port in 1..65535")
+    return host, port
+
+
+class RemoteClient(SegmentStoreClient):
+    """A ``SegmentStoreClient`` talking to a ``SegmentStoreServer``. Thread-safe.
+
+    ``timeout_s`` bounds every call (waiting reads: ``wait_ms`` more); ``pool_size``
+    connections serve the non-append calls; appends are batched up to
+    ``max_batch_events`` / ``max_batch_bytes`` per frame with ``window`` frames in flight.
+
+    ``read_ahead``: after a read that returned ``max_length`` bytes short of the tail,
+    the next chunk is fetched in the background (as Pravega's segment input stream
+    does), so sequential reads do not wait a round trip each. Bytes below the tail never
+    change, so the result is what the read would return, except that a segment truncated
+    or deleted by another client meanwhile may still yield the chunk fetched before;
+    this client's own truncate/delete/merge/stream calls drop what was read ahead.
+    """
+
+    def __init__(
+        self,
+        address: str | tuple[str, int],
+        token: str | None = None,
+        ssl_context: Any = None,
+        timeout_s: float = 30.0,
+        pool_size: int = 2,
+        *,
+        connect_timeout_s: float = 5.0,
+        server_hostname: str | None = None,
+        max_batch_events: int = 4096,
+        max_batch_bytes: int = 1 << 20,
+        window: int = 8,
+        max_queued_events: int = 1 << 17,
+        read_ahead: bool = True,
+    ) -> None:
+        self.host, self.port = parse_address(address)
+        for what, v in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise InvalidArgumentError(f"RemoteClient {what} must be > 0, got {v!r}")
+        for what, n in (
+            ("pool_size", pool_size),
+            ("max_batch_events", max_batch_events),
+            ("max_batch_bytes", max_batch_bytes),
+            ("window", window),
+            ("max_queued_events", max_queued_events),
+        ):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise InvalidArgumentError(f"RemoteClient {what} must be an int >= 1, got {n!r}")
+        self.timeout_s = float(timeout_s)
+        self.max_batch_events = max_batch_events
+        self.max_batch_bytes = max_batch_bytes
+        self.window = window
+        self.max_queued_events = max_queued_events
+        self.read_ahead = bool(read_ahead)
+        self._max_data = DEFAULT_MAX_FRAME_BYTES - 65536
+
+        def connect() -> Connection:
+            return Connection(
+                self.host,
+                self.port,
+                token=token,
+                ssl_context=ssl_context,
+                server_hostname=server_hostname,
+                connect_timeout_s=connect_timeout_s,
+            )
+
+        self._connect = connect
+        self.pool_size = pool_size
+        self._closed = False
+        self._start()
+
+    def _start(self) -> None:
+        self._pid = os.getpid()
+        self._ahead = _ReadAhead()
+        self._pool = ConnectionPool(self._connect, self.pool_size)
+        self._pipeline = AppendPipeline(
+            self._connect,
+            self.timeout_s,
+            self.max_batch_events,
+            self.max_batch_bytes,
+            self.window,
+            self.max_queued_events,
+        )
+
+    def _after_fork(self) -> None:
+        """In a forked child (Spark's Python workers): new connections and threads, not the parent's."""
+        if self._pid != os.getpid():
+            self._start()
+
+    # ------------------------------------------------------------------ plumbing
+    def _invoke(
+        self, command: str, args: dict[str, Any], extra_s: float = 0.0, copy_payload: bool = False
+    ) -> tuple[Any, bytes]:
+        self._after_fork()
+        cmd = COMMANDS[command]
+        try:
+            hargs, payload = encode_args(cmd, args)
+            packed = pack(hargs)
+        except TypeError as e:
+            raise InvalidArgumentError(f"{command}: cannot send the arguments: {e}") from None
+        deadline = monotonic_s() + self.timeout_s + extra_s
+        delay = 0.02
+        while True:
+            if self._closed:
+                raise StoreClosedError(f"{command}: the remote client is closed")
+            try:
+                conn = self._pool.get()
+                return conn.call(command, packed, payload, deadline, copy_payload)
+            except ConnectionLostError as e:
+                retry = cmd.idempotent or isinstance(e, NotSentError)
+                if not retry or self._closed or monotonic_s() + delay >= deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(2 * delay, 0.5)
+
+    def _call(self, command: str, /, **args: Any) -> Any:
+        return self._invoke(command, args)[0]
+
+    def ping(self) -> bool:
+        """Round trip to the server."""
+        return bool(self._call("ping"))
+
+    # ------------------------------------------------------------------ segments
+    def create_segment(self, name: str) -> SegmentInfo:
+        return self._call("create_segment", name=name)  # type: ignore[no-any-return]
+
+    def create_transaction(self, parent: str) -> str:
+        return self._call("create_transaction", parent=parent)  # type: ignore[no-any-return]
+
+    def append(
+        self,
+        name: str,
+        data: bytes,
+        expected_offset: int | None = None,
+        *,
+        writer_id: int | None = None,
+        event_number: int | None = None,
+    ) -> AppendResult:
+        fut = self.append_async(name, data, expected_offset, writer_id=writer_id, event_number=event_number)
+        try:
+            return fut.result(2 * self.timeout_s + 1.0)
+        except concurrent.futures.TimeoutError:
+            raise ReadTimeoutError(f"append to {name!r}: no acknowledgement in time") from None
+
+    def append_async(
+        self,
+        name: str,
+        data: bytes,
+        expected_offset: int | None = None,
+        *,
+        writer_id: int | None = None,
+        event_number: int | None = None,
+    ) -> concurrent.futures.Future[AppendResult]:
+        """Queue an append on the pipeline; the future gets its ``AppendResult`` or error.
+
+        Appends queued by one thread are stored and acknowledged in queue order.
+        """
+        fut: concurrent.futures.Future[AppendResult] = concurrent.futures.Future()
+
+        def done(results: list[Any]) -> None:
+            r = results[0]
+            if isinstance(r, BaseException):
+                fut.set_exception(r)
+            else:
+                fut.set_result(r)
+
+        try:
+            data = self._check_item(name, data, expected_offset, writer_id, event_number)
+            retriable = type(writer_id) is int and type(event_number) is int
+            eos = None if expected_offset is None else [expected_offset]
+            wids = None if writer_id is None else [writer_id]
+            evs = None if event_number is None else [event_number]
+            self._after_fork()
+            self._pipeline.submit(Chunk(name, [data], eos, wids, evs, retriable, done))
+        except SegmentStoreError as e:
+            fut.set_exception(e)
+        return fut
+
+    def append_many(
+        self,
+        name: str,
+        events: Sequence[bytes],
+        *,
+        writer_id: int | None = None,
+        first_event_number: int | None = None,
+    ) -> list[AppendResult]:
+        """Append each event as its own append, pipelined; results in order.
+
+        With ``writer_id``, event ``i`` carries event number ``first_event_number + i``
+        (retries after a lost connection are deduplicated). Raises the first item's
+        error after all items completed (the items before it are stored). O(total bytes).
+        """
+        if (writer_id is None) != (first_event_number is None):
+            raise InvalidArgumentError(
+                f"segment {name!r}: append_many needs writer_id and first_event_number together"
+            )
+        events = list(events)
+        if set(map(type, events)) - {bytes}:
+            events = [self._check_item(name, e, None, None, None) for e in events]
+        if events and max(map(len, events)) > self._max_data:
+            self._check_item(name, max(events, key=len), None, None, None)
+        self._check_item(name, b"", None, writer_id, first_event_number)
+        n = len(events)
+        ends = list(itertools.accumulate(map(len, events)))
+        results: list[Any] = [None] * n
+        left = [0]
+        lock = threading.Lock()
+        finished = threading.Event()
+        chunks = []
+        i = 0
+        while i < n:
+            base = ends[i - 1] if i else 0  # a chunk: up to max_batch_events and max_batch_bytes
+            j = min(i + self.max_batch_events, bisect.bisect_right(ends, base + self.max_batch_bytes, i + 1))
+            j = max(j, i + 1)
+            evs = None
+            if first_event_number is not None:
+                evs = list(range(first_event_number + i, first_event_number + j))
+            wids = None if writer_id is None else [writer_id] * (j - i)
+
+            def done(res: list[Any], at: int = i) -> None:
+                results[at : at + len(res)] = res
+                with lock:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        finished.set()
+
+            chunks.append(Chunk(name, events[i:j], None, wids, evs, writer_id is not None, done))
+            i = j
+        if not chunks:
+            return []
+        left[0] = len(chunks)
+        self._after_fork()
+        for ch in chunks:
+            self._pipeline.submit(ch)
+        if not finished.wait(self.timeout_s * (2 + len(chunks) / self.window)):
+            raise ReadTimeoutError(f"append_many to {name!r}: no acknowledgement in time")
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return results
+
+    def _check_item(self, name: Any, data: Any, eo: Any, w: Any, e: Any) -> bytes:
+        if type(data) is not bytes:
+            if not isinstance(data, _BYTES):
+                raise InvalidArgumentError(
+                    f"segment {name!r}: payload must be bytes, got {type(data).__name__}"
+                )
+            data = bytes(data)
+        if len(data) > self._max_data:
+            raise InvalidArgumentError(
+                f"segment {name!r}: append of {len(data)} bytes does not fit in a frame"
+            )
+        if (
+            type(name) is not str
+            or (eo is not None and type(eo) is not int)
+            or (w is not None and type(w) is not int)
+            or (e is not None and type(e) is not int)
+        ):
+            try:
+                pack([name, eo, w, e])
+            except TypeError as ex:
+                raise InvalidArgumentError(f"segment {name!r}: cannot send the append: {ex}") from None
+        return data  # type: ignore[no-any-return]
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Wait until every queued append is acknowledged; ``False`` on timeout."""
+        return self._pipeline.flush(self.timeout_s if timeout_s is None else timeout_s)
+
+    def append_batch(
+        self, name: str, events: Sequence[bytes], expected_offset: int | None = None
+    ) -> AppendResult:
+        if not isinstance(events, (*_BYTES, str, list, tuple)) and isinstance(events, Iterable):
+            events = list(events)
+        return self._call("append_batch", name=name, events=events, expected_offset=expected_offset)  # type: ignore[no-any-return]
+
+    def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
+        self._ahead.clear()
+        return self._call("merge_transaction", txn_name=txn_name, parent=parent)  # type: ignore[no-any-return]
+
+    def seal(self, name: str) -> int:
+        return self._call("seal", name=name)  # type: ignore[no-any-return]
+
+    def truncate(self, name: str, offset: int) -> None:
+        self._ahead.clear()
+        self._call("truncate", name=name, offset=offset)
+
+    def delete(self, name: str) -> None:
+        self._ahead.clear()
+        self._call("delete", name=name)
+
+    def get_info(self, name: str) -> SegmentInfo:
+        return self._call("get_info", name=name)  # type: ignore[no-any-return]
+
+    def exists(self, name: str) -> bool:
+        return self._call("exists", name=name)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ attributes
+    def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
+        return self._call("update_attributes", name=name, updates=list(updates))  # type: ignore[no-any-return]
+
+    def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
+        keys = None if keys is None else list(keys)
+        return self._call("get_attributes", name=name, keys=keys)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ reads and watermarks
+    def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
+        self._after_fork()
+        ahead = self.read_ahead and type(name) is str and type(offset) is int and type(max_length) is int
+        r = self._ahead.take((name, offset, max_length), self.timeout_s) if ahead else None
+        if r is None:
+            extra = wait_ms / 1000.0 if type(wait_ms) is int and wait_ms > 0 else 0.0
+            args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": wait_ms}
+            result, data = self._invoke("read", args, extra, copy_payload=True)
+            r = decode_read(result, data)
+        if ahead and 0 < max_length == len(r.data) and not r.at_tail:
+            self._prefetch(name, r.end_offset, max_length)
+        return r
+
+    def _prefetch(self, name: str, offset: int, max_length: int) -> None:
+        fetch = _Fetch()
+        args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": 0}
+        try:
+            self._pool.get().request("read", pack(args), b"", fetch.done, monotonic_s() + self.timeout_s)
+        except SegmentStoreError:
+            return  # the read itself will try (and report)
+        self._ahead.put((name, offset, max_length), fetch)
+
+    def watermark_at(self, name: str, offset: int) -> int:
+        return self._call("watermark_at", name=name, offset=offset)  # type: ignore[no-any-return]
+
+    def ingestion_time_at(self, name: str, offset: int) -> int:
+        return self._call("ingestion_time_at", name=name, offset=offset)  # type: ignore[no-any-return]
+
+    def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
+        if not isinstance(offsets, np.ndarray):
+            offsets = np.asarray(offsets)
+        return self._call("watermarks_at", name=name, offsets=offsets)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------ streams (controller)
+    def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
+        return self._call("create_stream", stream=stream, initial_segments=initial_segments)  # type: ignore[no-any-return]
+
+    def get_stream(self, stream: str) -> StreamInfo:
+        return self._call("get_stream", stream=stream)  # type: ignore[no-any-return]
+
+    def list_streams(self, pattern: str | None = None) -> list[str]:
+        return self._call("list_streams", pattern=pattern)  # type: ignore[no-any-return]
+
+    def scale_stream(
+        self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
+    ) -> tuple[StreamSegment, ...]:
+        return self._call("scale_stream", stream=stream, seal=seal, new_ranges=new_ranges)  # type: ignore[no-any-return]
+
+    def get_segment(self, segment_name: str) -> StreamSegment:
+        return self._call("get_segment", segment_name=segment_name)  # type: ignore[no-any-return]
+
+    def get_successors(self, segment_name: str) -> tuple[SuccessorInfo, ...]:
+        return self._call("get_successors", segment_name=segment_name)  # type: ignore[no-any-return]
+
+    def get_head_cut(self, stream: str) -> StreamCut:
+        return self._call("get_head_cut", stream=stream)  # type: ignore[no-any-return]
+
+    def get_tail_cut(self, stream: str) -> StreamCut:
+        return self._call("get_tail_cut", stream=stream)  # type: ignore[no-any-return]
+
+    def seal_stream(self, stream: str) -> None:
+        self._call("seal_stream", stream=stream)
+
+    def delete_stream(self, stream: str) -> None:
+        self._ahead.clear()
+        self._call("delete_stream", stream=stream)
+
+    def begin_transaction(self, stream: str) -> TransactionInfo:
+        return self._call("begin_transaction", stream=stream)  # type: ignore[no-any-return]
+
+    def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
+        self._ahead.clear()
+        self._call("commit_transaction", stream=stream, txn_segments=txn_segments)
+
+    def abort_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
+        self._ahead.clear()
+        self._call("abort_transaction", stream=stream, txn_segments=txn_segments)
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> RemoteClient:
+        return self
+
+    def close(self) -> None:
+        """Flush the queued appends (up to the timeout), then close every connection. Idempotent."""
+        if self._closed:
+            return
+        self._pipeline.close(self.timeout_s)
+        self._closed = True
+        self._pool.close()
+
+
+class _Fetch:
+    """A read fetched ahead: set once its reply (or failure) arrived."""
+
+    __slots__ = ("event", "read")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.read: SegmentRead | None = None
+
+    def done(self, ok: bool, result: Any, payload: memoryview) -> None:
+        if ok:
+            with contextlib.suppress(SegmentStoreError):
+                self.read = decode_read(result, bytes(payload))
+        self.event.set()
+
+
+class _ReadAhead:
+    """Reads fetched ahead, by ``(segment, offset, max_length)``; at most ``limit`` kept."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self._lock = threading.Lock()
+        self._fetches: dict[tuple[str, int, int], _Fetch] = {}
+        self._limit = limit
+
+    def put(self, key: tuple[str, int, int], fetch: _Fetch) -> None:
+        with self._lock:
+            self._fetches[key] = fetch
+            if len(self._fetches) > self._limit:
+                del self._fetches[next(iter(self._fetches))]
+
+    def take(self, key: tuple[str, int, int], timeout_s: float) -> SegmentRead | None:
+        """The read fetched ahead for ``key`` if it succeeded short of the tail, else ``None``."""
+        with self._lock:
+            fetch = self._fetches.pop(key, None)
+        if fetch is None or not fetch.event.wait(timeout_s):
+            return None
+        r = fetch.read
+        return r if r is not None and not r.at_tail else None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._fetches.clear()

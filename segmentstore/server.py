@@ -1,0 +1,451 @@
+"""The segment store server: the wire protocol (``segmentstore.protocol``) over a ``SegmentStore``.
+
+One asyncio event loop on a background thread serves every connection; store calls
+are fast and run inline on it, so appends on a connection execute and are
+acknowledged in arrival order. A read with ``wait_ms`` registers a future read and
+answers when it completes (data, a tail watermark increase, seal) or when its timer
+fires (a zero-length read), never holding up the connection's other requests.
+Dispatch is table-driven: ``commands.COMMANDS`` names every command and
+``handlers.handlers()`` maps each to its handler (most call the ``EmbeddedClient``
+method of the same name).
+
+A misbehaving connection (malformed or oversized frame, unknown command, bad version or
+token, too many waiting reads, idle too long) gets a fatal error frame and is closed;
+the others and the stored data are not affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import logging
+import signal
+import ssl
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .client import EmbeddedClient
+from .clock import monotonic_s
+from .commands import COMMANDS, decode_args, encode_read
+from .config import StoreConfig, SyncPolicy
+from .errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
+from .future_read import FutureRead
+from .handlers import Handler, handlers
+from .protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    REPLY,
+    REQUEST,
+    FrameReader,
+    encode_frame,
+    error_header,
+    unpack,
+)
+from .store import SegmentStore
+
+__all__ = ["SegmentStoreServer", "serve"]
+
+_log = logging.getLogger(__name__)
+_SMALL = 64 * 1024  # output parts below this are coalesced into one write
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class SegmentStoreServer:
+    """Serves ``store`` on ``host:port`` (port 0 picks a free one) from a background thread.
+
+    Binding to a non-loopback address requires ``token``; clients must present it in
+    their hello. ``ssl_context`` (a server-side ``ssl.SSLContext``) turns on TLS.
+    ``stop()`` closes the server and its connections, not the store.
+    """
+
+    def __init__(
+        self,
+        store: SegmentStore,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        max_in_flight: int = 1024,
+        idle_timeout_s: float = 600.0,
+    ) -> None:
+        if not isinstance(host, str) or not host:
+            raise InvalidArgumentError(f"server host must be a non-empty str, got {host!r}")
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise InvalidArgumentError(f"server port must be an int in [0, 65535], got {port!r}")
+        if token is not None and (not isinstance(token, str) or not token):
+            raise InvalidArgumentError("server token must be a non-empty str or None")
+        if token is None and not _is_loopback(host):
+            raise InvalidArgumentError(
+                f"binding to the non-loopback address {host!r} requires a token (--token or INGESTWM_TOKEN)"
+            )
+        for what, v, lo in (("max_frame_bytes", max_frame_bytes, 65536), ("max_in_flight", max_in_flight, 1)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise InvalidArgumentError(f"server {what} must be an int >= {lo}, got {v!r}")
+        if not isinstance(idle_timeout_s, (int, float)) or not idle_timeout_s > 0:
+            raise InvalidArgumentError(f"server idle_timeout_s must be > 0, got {idle_timeout_s!r}")
+        self.store = store
+        self.host = host
+        self.token = token
+        self.ssl_context = ssl_context
+        self.max_frame_bytes = max_frame_bytes
+        self.max_in_flight = max_in_flight
+        self.idle_timeout_s = float(idle_timeout_s)
+        self.client = EmbeddedClient(store)
+        self.max_append_bytes = store.config.max_append_bytes
+        self._port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[_Connection] = set()
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self.handlers: dict[str, Handler] = handlers()
+
+    @property
+    def port(self) -> int:
+        """The bound port (after ``start()``)."""
+        return self._port
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self._port
+
+    @property
+    def connection_count(self) -> int:
+        """Open connections right now."""
+        return len(self._connections)
+
+    def start(self) -> int:
+        """Bind and serve on a background thread; returns the bound port."""
+        if self._thread is not None:
+            raise InvalidArgumentError("the server is started already")
+        self._thread = threading.Thread(target=self._run, name="ingestwm-server", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._thread.join()
+            raise self._error
+        return self._port
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            self._server = loop.run_until_complete(
+                loop.create_server(
+                    lambda: _Connection(self),
+                    self.host,
+                    self._port,
+                    ssl=self.ssl_context,
+                    reuse_address=True,
+                )
+            )
+            self._port = self._server.sockets[0].getsockname()[1]
+        except BaseException as e:  # bind errors go to start()'s caller
+            self._error = e
+            self._ready.set()
+            loop.close()
+            return
+        loop.call_later(self._tick_s, self._idle_check)
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            for c in list(self._connections):
+                c.abort()
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
+
+    @property
+    def _tick_s(self) -> float:
+        return min(1.0, self.idle_timeout_s / 4)
+
+    def _idle_check(self) -> None:
+        now = monotonic_s()
+        for c in list(self._connections):
+            if not c.waiting and now - c.last_activity > self.idle_timeout_s:
+                err = ProtocolError(f"connection idle for more than {self.idle_timeout_s:g} s")
+                err.reason = "idle"  # type: ignore[attr-defined]
+                c.fatal(0, err)
+        assert self._loop is not None
+        self._loop.call_later(self._tick_s, self._idle_check)
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop serving and close every connection (the store stays open). Idempotent."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or not thread.is_alive():
+            return
+
+        def shutdown() -> None:
+            if self._server is not None:
+                self._server.close()
+            loop.stop()
+
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(shutdown)
+        thread.join(timeout_s)
+
+    def __enter__(self) -> SegmentStoreServer:
+        if self._thread is None:
+            self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Connection(asyncio.BufferedProtocol):
+    """One client connection: frame parsing, dispatch, ordered replies, waiting reads."""
+
+    def __init__(self, server: SegmentStoreServer) -> None:
+        self.server = server
+        self.store = server.store
+        self.client = server.client
+        self.max_append_bytes = server.max_append_bytes
+        self.reader = FrameReader(server.max_frame_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.hello = False
+        self.closed = False
+        self.paused = False
+        self.max_reply = server.max_frame_bytes
+        self.waiting: dict[FutureRead, tuple[int, asyncio.TimerHandle]] = {}
+        self.last_activity = monotonic_s()
+        self._out: list[bytes | memoryview] = []
+        self._out_n = 0
+
+    # ------------------------------------------------------------------ transport callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self.server._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server._connections.discard(self)
+        self._drop_waiting()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.writable(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.reader.commit(nbytes)
+        self.last_activity = monotonic_s()
+        self._process()
+
+    def eof_received(self) -> bool | None:
+        self._flush()
+        return None  # close
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self.transport is not None and not self.closed:
+            self.transport.resume_reading()
+            self._process()
+
+    # ------------------------------------------------------------------ frames
+    def _process(self) -> None:
+        if self.closed:
+            return
+        try:
+            for header, payload in self.reader.frames():
+                self._dispatch(header, payload)
+                if self.closed or self.paused:
+                    break
+        except ProtocolError as e:
+            self.fatal(0, e)
+        except Exception as e:  # a bug must not take the server down
+            _log.exception("segment store server: connection failed")
+            self.fatal(0, e)
+        self._flush()
+
+    def _dispatch(self, hview: memoryview, payload: memoryview) -> None:
+        header = unpack(hview)
+        if type(header) is not list or len(header) != 4 or header[0] != REQUEST:
+            raise ProtocolError(
+                f"a request header must be [0, request_id, command, args], got {header!r:.80}"
+            )
+        _, rid, name, args = header
+        if type(rid) is not int or not 0 < rid < 2**64:
+            raise ProtocolError(f"request id must be an int in [1, 2^64), got {rid!r:.40}")
+        if not self.hello:
+            if name != "hello":
+                raise ProtocolError(f"the first request must be hello, got {name!r:.40}")
+            self._hello(rid, args, payload)
+            return
+        handler = self.server.handlers.get(name) if type(name) is str else None
+        if handler is None:
+            raise ProtocolError(f"unknown command {name!r:.60}")
+        handler(self, rid, args, payload)
+
+    def _hello(self, rid: int, args: Any, payload: memoryview) -> None:
+        kw = decode_args(COMMANDS["hello"], args, payload)
+        version = kw["version"]
+        if version != PROTOCOL_VERSION:
+            raise ProtocolError(
+                f"unsupported protocol version {version!r:.20}; this server speaks {PROTOCOL_VERSION}"
+            )
+        token = self.server.token
+        if token is not None:
+            got = kw.get("token")
+            if not isinstance(got, str) or not hmac.compare_digest(got.encode(), token.encode()):
+                self.fatal(rid, AuthenticationError("wrong or missing token"))
+                return
+        mf = kw.get("max_frame_bytes")
+        if type(mf) is int and mf >= 65536:
+            self.max_reply = min(self.max_reply, mf)
+        self.hello = True
+        s = self.server
+        self.reply(
+            rid,
+            {
+                "version": PROTOCOL_VERSION,
+                "server": "ingestwm",
+                "max_frame_bytes": s.max_frame_bytes,
+                "max_in_flight": s.max_in_flight,
+                "idle_timeout_s": s.idle_timeout_s,
+            },
+        )
+
+    # ------------------------------------------------------------------ output
+    def reply(self, rid: int, result: Any, payload: bytes = b"") -> None:
+        """Queue a reply frame (an error frame if the result cannot be encoded)."""
+        try:
+            parts = encode_frame([REPLY, rid, result], payload)
+        except TypeError as e:
+            parts = encode_frame(error_header(rid, SegmentStoreError(f"cannot encode the result: {e}")))
+        self._emit(parts)
+
+    def error(self, rid: int, exc: BaseException) -> None:
+        self._emit(encode_frame(error_header(rid, exc)))
+
+    def fatal(self, rid: int, exc: BaseException) -> None:
+        """Send a fatal error frame and close the connection."""
+        if self.closed:
+            return
+        self._emit(encode_frame(error_header(rid, exc, fatal=True)))
+        self._flush()
+        self.closed = True
+        self._drop_waiting()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort(self) -> None:
+        self.closed = True
+        self._drop_waiting()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def _emit(self, parts: list[bytes | memoryview]) -> None:
+        if self.closed:
+            return
+        for p in parts:
+            if len(p) >= _SMALL:
+                self._flush()
+                assert self.transport is not None
+                self.transport.write(p)
+            else:
+                self._out.append(p)
+                self._out_n += len(p)
+        if self._out_n >= _SMALL:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._out and self.transport is not None and not self.transport.is_closing():
+            self.transport.write(self._out[0] if len(self._out) == 1 else b"".join(self._out))
+        self._out.clear()
+        self._out_n = 0
+
+    # ------------------------------------------------------------------ waiting reads
+    def wait_read(self, rid: int, fut: FutureRead, wait_ms: int) -> None:
+        if len(self.waiting) >= self.server.max_in_flight:
+            fut.wait(0)
+            raise ProtocolError(f"more than max_in_flight={self.server.max_in_flight} requests in flight")
+        loop = self.server._loop
+        assert loop is not None
+        timer = loop.call_later(wait_ms / 1000.0, _expire, fut)
+        self.waiting[fut] = (rid, timer)
+
+        def done(f: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
+                loop.call_soon_threadsafe(self._read_done, f)
+
+        fut.add_done_callback(done)
+
+    def _read_done(self, fut: FutureRead) -> None:
+        entry = self.waiting.pop(fut, None)
+        if entry is None or self.closed:
+            return
+        rid, timer = entry
+        timer.cancel()
+        exc = fut.exception()
+        if exc is not None:
+            self.error(rid, exc)
+        else:
+            self.reply(rid, *encode_read(fut.result()))
+        self._flush()
+
+    def _drop_waiting(self) -> None:
+        waiting, self.waiting = self.waiting, {}
+        for fut, (_, timer) in waiting.items():
+            timer.cancel()
+            _expire(fut)
+
+
+def _expire(fut: FutureRead) -> None:
+    if not fut.done():
+        fut.wait(0)
+
+
+# ---------------------------------------------------------------------- serve (CLI)
+def serve(
+    data_dir: str | Path | None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+    sync: SyncPolicy | None = None,
+    echo: Callable[[str], None] = print,
+) -> None:
+    """Run ``ingestwm serve`` until SIGINT/SIGTERM; then stop and close the store (log synced)."""
+    ctx = None
+    if certfile is not None:
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(certfile, keyfile)
+    config = StoreConfig(sync=sync) if sync is not None else StoreConfig()
+    store = SegmentStore(config=config, data_dir=data_dir)
+    try:
+        server = SegmentStoreServer(store, host, port, token=token, ssl_context=ctx)
+        stop = threading.Event()
+        old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            bound = server.start()
+            echo(f"listening on {host}:{bound}")
+            while not stop.wait(0.5):
+                pass
+        finally:
+            server.stop()
+            for s, h in old.items():
+                signal.signal(s, h)
+    finally:
+        store.close()  # syncs the log
+    echo("stopped")

@@ -1,0 +1,407 @@
+"""The client-facing contract, run against both clients: embedded (in-process) and remote (the server).
+
+Every test gets a fresh in-memory store on a ManualClock; "remote" serves it from an
+in-process ``SegmentStoreServer`` on port 0 and talks to it through ``RemoteClient``.
+Both must return equal frozen results and raise the same ``SegmentStoreError`` classes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from segmentstore import (
+    CREATION_TIME,
+    LAST_WRITE_TIME,
+    AppendResult,
+    AttributeUpdate,
+    AttributeUpdateType,
+    BadAttributeUpdateError,
+    BadOffsetError,
+    InvalidArgumentError,
+    ManualClock,
+    NotATransactionError,
+    SegmentExistsError,
+    SegmentInfo,
+    SegmentNotFoundError,
+    SegmentNotSealedError,
+    SegmentRead,
+    SegmentSealedError,
+    SegmentStore,
+    SegmentStoreError,
+    SegmentTruncatedError,
+    WrongParentError,
+)
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.commands import COMMANDS
+from segmentstore.errors import InvalidScaleError, StreamExistsError, StreamNotFoundError
+from segmentstore.remote import RemoteClient
+from segmentstore.server import SegmentStoreServer
+
+_WAIT_MS = 10_000  # a wait that something else ends long before; never reached when all is fine
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[SegmentStoreClient]:
+    """A client of the ``store`` fixture: direct calls, or through a server on loopback."""
+    if request.param == "embedded":
+        yield EmbeddedClient(store)
+        return
+    server = SegmentStoreServer(store)
+    port = server.start()
+    remote = RemoteClient(("127.0.0.1", port), timeout_s=20)
+    try:
+        yield remote
+    finally:
+        remote.close()
+        server.stop()
+        store._check()
+
+
+def test_every_client_method_is_a_remote_command() -> None:
+    """A method added to the interface must be registered as a command and implemented remotely."""
+    methods = set(SegmentStoreClient.__abstractmethods__) - {"close"}
+    assert methods <= set(COMMANDS), sorted(methods - set(COMMANDS))
+    assert not RemoteClient.__abstractmethods__
+
+
+def _in_thread(fn: Callable[[], Any], delay_s: float = 0.05) -> threading.Thread:
+    t = threading.Thread(target=lambda: (threading.Event().wait(delay_s), fn()))
+    t.start()
+    return t
+
+
+# ---------------------------------------------------------------- segments
+def test_create_and_info(client: SegmentStoreClient, clock: ManualClock) -> None:
+    info = client.create_segment("a/b")
+    assert info == SegmentInfo("a/b", 0, 0, False, clock.now(), clock.now())
+    assert client.get_info("a/b") == info
+    assert client.exists("a/b") and not client.exists("nope")
+    with pytest.raises(SegmentExistsError):
+        client.create_segment("a/b")
+    for bad in ("", " x", "a#transaction.1"):
+        with pytest.raises(InvalidArgumentError):
+            client.create_segment(bad)
+    with pytest.raises(SegmentNotFoundError):
+        client.get_info("nope")
+
+
+def test_appends_land_in_order_with_their_timestamps(client: SegmentStoreClient, clock: ManualClock) -> None:
+    client.create_segment("s")
+    r1 = client.append("s", b"abc")
+    clock.advance(5)
+    r2 = client.append("s", bytearray(b"de"))  # type: ignore[arg-type]
+    assert (r1, r2) == (AppendResult(0, 3, clock.now() - 5), AppendResult(3, 2, clock.now()))
+    assert client.read("s", 0, 100) == SegmentRead(0, b"abcde", clock.now() - 1, False, True)
+    assert client.read("s", 1, 3) == SegmentRead(1, b"bcd", clock.now() - 1, False, False)
+    assert client.read("s", 0, 2).watermark == r1.timestamp - 1
+    info = client.get_info("s")
+    assert (info.length, info.last_write_time) == (5, clock.now())
+
+
+def test_bad_appends_raise_the_same_errors(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    with pytest.raises(InvalidArgumentError):
+        client.append("s", b"")
+    with pytest.raises(InvalidArgumentError):
+        client.append("s", "text")  # type: ignore[arg-type]
+    with pytest.raises(SegmentNotFoundError):
+        client.append("nope", b"x")
+    with pytest.raises(InvalidArgumentError):
+        client.append("s", b"x", writer_id=1)
+    with pytest.raises(BadOffsetError) as e:
+        client.append("s", b"x", expected_offset=7)
+    assert (e.value.expected, e.value.actual) == (7, 0)
+    assert client.append("s", b"x", expected_offset=0).offset == 0
+    assert client.get_info("s").length == 1
+
+
+def test_append_batch_is_one_operation(client: SegmentStoreClient, clock: ManualClock) -> None:
+    client.create_segment("s")
+    r = client.append_batch("s", [b"ab", b"c", b"def"])
+    assert r == AppendResult(0, 6, clock.now())
+    assert client.read("s", 0, 10).data == b"abcdef"
+    with pytest.raises(InvalidArgumentError):
+        client.append_batch("s", [b"a", b""])
+    with pytest.raises(InvalidArgumentError):
+        client.append_batch("s", b"abc")  # type: ignore[arg-type]
+    with pytest.raises(BadOffsetError):
+        client.append_batch("s", [b"a"], expected_offset=0)
+    assert client.get_info("s").length == 6
+
+
+def test_retried_append_is_not_stored_twice(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    first = client.append("s", b"e1", writer_id=42, event_number=1)
+    again = client.append("s", b"e1", writer_id=42, event_number=1)
+    older = client.append("s", b"e0", writer_id=42, event_number=0)
+    assert not first.duplicate and again.duplicate and older.duplicate
+    assert (again.offset, again.length) == (2, 0)
+    assert client.append("s", b"e2", writer_id=42, event_number=2).offset == 2
+    assert client.append("s", b"x", writer_id=7, event_number=1).offset == 4  # another writer
+    assert client.read("s", 0, 100).data == b"e1e2x"
+    assert client.get_attributes("s", [42, 7]) == {42: 2, 7: 1}
+
+
+def test_append_async(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    futs = [client.append_async("s", b"%03d" % i, writer_id=5, event_number=i) for i in range(50)]
+    assert [f.result(20).offset for f in futs] == [3 * i for i in range(50)]
+    dup = client.append_async("s", b"000", writer_id=5, event_number=0)
+    assert dup.result(20).duplicate
+    for bad in (b"", "text"):
+        with pytest.raises(InvalidArgumentError):
+            client.append_async("s", bad).result(20)  # type: ignore[arg-type]
+    with pytest.raises(SegmentNotFoundError):
+        client.append_async("nope", b"x").result(20)
+    assert client.get_info("s").length == 150
+
+
+# ---------------------------------------------------------------- reads and watermarks
+def test_read_errors(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.append("s", b"0123456789")
+    with pytest.raises(BadOffsetError):
+        client.read("s", 11, 1)
+    with pytest.raises(InvalidArgumentError):
+        client.read("s", -1, 1)
+    with pytest.raises(InvalidArgumentError):
+        client.read("s", 0, 1, wait_ms=-5)
+    with pytest.raises(SegmentNotFoundError):
+        client.read("nope", 0, 1)
+    client.truncate("s", 4)
+    with pytest.raises(SegmentTruncatedError):
+        client.read("s", 3, 1)
+    assert client.read("s", 4, 3).data == b"456"
+
+
+def test_watermarks(client: SegmentStoreClient, store: SegmentStore, clock: ManualClock) -> None:
+    created = client.create_segment("s").creation_time
+    assert client.watermark_at("s", 0) == created - 1
+    ts = []
+    for chunk in (b"aaa", b"bb", b"c"):
+        clock.advance(10)
+        ts.append(client.append("s", chunk).timestamp)
+    assert [client.ingestion_time_at("s", o) for o in range(6)] == [ts[0]] * 3 + [ts[1]] * 2 + [ts[2]]
+    offsets = np.arange(7, dtype=np.int64)
+    expected = np.array([client.watermark_at("s", int(p)) for p in offsets])
+    got = client.watermarks_at("s", offsets)
+    assert isinstance(got, np.ndarray) and np.array_equal(got, expected)
+    assert np.array_equal(client.watermarks_at("s", [0, 3]), expected[[0, 3]])
+    with pytest.raises(BadOffsetError):
+        client.ingestion_time_at("s", 6)
+    with pytest.raises(InvalidArgumentError):
+        client.watermarks_at("s", np.array([0.5]))
+    clock.advance(store.config.max_watermark_lag_ms)
+    assert store.advance_idle_watermarks() == ["s"]
+    tail = client.read("s", 6, 10)
+    assert tail == SegmentRead(6, b"", clock.now() - 1, False, True)
+
+
+def test_sequential_chunked_reads(
+    client: SegmentStoreClient, store: SegmentStore, clock: ManualClock
+) -> None:
+    """Reading a segment chunk by chunk (the remote client reads ahead) gives exactly the store's reads."""
+    client.create_segment("s")
+    for i in range(20):
+        clock.advance(1)
+        client.append("s", bytes([65 + i]) * 10)
+    offset, data = 0, b""
+    while True:
+        r = client.read("s", offset, 7)
+        assert r == store.read("s", offset, 7)
+        data += r.data
+        offset = r.end_offset
+        if r.at_tail:
+            break
+    assert data == store.read("s", 0, 1000).data and offset == 200
+    client.read("s", 63, 7)  # a full chunk short of the tail: the next one may be read ahead
+    client.truncate("s", 100)
+    with pytest.raises(SegmentTruncatedError):  # the client's own truncate is never hidden
+        client.read("s", 70, 7)
+    client.read("s", 186, 7)  # the chunk after it reaches the tail, whose watermark moves on
+    threading.Event().wait(0.05)
+    clock.advance(store.config.max_watermark_lag_ms)
+    store.advance_idle_watermarks()
+    assert client.read("s", 193, 7) == store.read("s", 193, 7)  # a fresh tail watermark
+
+
+def test_wait_returns_on_data(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.append("s", b"ab")
+    t = _in_thread(lambda: client.append("s", b"cd"))
+    r = client.read("s", 2, 10, wait_ms=_WAIT_MS)
+    t.join()
+    assert (r.offset, r.data) == (2, b"cd")
+
+
+def test_wait_returns_on_watermark_increase(
+    client: SegmentStoreClient, store: SegmentStore, clock: ManualClock
+) -> None:
+    client.create_segment("s")
+    before = client.read("s", 0, 10).watermark
+
+    def advance() -> None:
+        clock.advance(store.config.max_watermark_lag_ms)
+        store.advance_idle_watermarks()
+
+    t = _in_thread(advance)
+    r = client.read("s", 0, 10, wait_ms=_WAIT_MS)
+    t.join()
+    assert r.data == b"" and r.at_tail and r.watermark == clock.now() - 1 > before
+
+
+def test_wait_times_out_with_a_zero_length_read(client: SegmentStoreClient, clock: ManualClock) -> None:
+    client.create_segment("s")
+    client.append("s", b"x")
+    assert client.read("s", 1, 10, wait_ms=30) == SegmentRead(1, b"", clock.now() - 1, False, True)
+
+
+def test_wait_ends_on_seal_and_fails_on_delete(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.create_segment("t")
+    t = _in_thread(lambda: client.seal("s"))
+    r = client.read("s", 0, 10, wait_ms=_WAIT_MS)
+    t.join()
+    assert r.end_of_segment and r.data == b""
+    t = _in_thread(lambda: client.delete("t"))
+    with pytest.raises(SegmentNotFoundError):
+        client.read("t", 0, 10, wait_ms=_WAIT_MS)
+    t.join()
+
+
+def test_waiting_read_does_not_block_other_calls(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.create_segment("t")
+    result: list[SegmentRead] = []
+    waiter = threading.Thread(target=lambda: result.append(client.read("s", 0, 10, wait_ms=_WAIT_MS)))
+    waiter.start()
+    for i in range(20):  # these complete while the read waits
+        client.append("t", b"%d" % i)
+        client.get_info("t")
+    client.append("s", b"go")
+    waiter.join()
+    assert result[0].data == b"go"
+    assert client.read("t", 0, 100).data == b"".join(b"%d" % i for i in range(20))
+
+
+# ---------------------------------------------------------------- attributes
+def test_attributes(client: SegmentStoreClient, clock: ManualClock) -> None:
+    created = client.create_segment("s").creation_time
+    clock.advance(3)
+    ts = client.update_attributes("s", [AttributeUpdate(1, 10), AttributeUpdate(2, 5)])
+    assert ts == clock.now()
+    assert client.get_attributes("s") == {1: 10, 2: 5, CREATION_TIME: created, LAST_WRITE_TIME: ts}
+    assert client.get_attributes("s", iter([2, 99])) == {2: 5}
+    with pytest.raises(BadAttributeUpdateError):
+        client.update_attributes("s", [AttributeUpdate(1, 3, AttributeUpdateType.REPLACE_IF_GREATER)])
+    with pytest.raises(BadAttributeUpdateError):
+        client.update_attributes("s", [AttributeUpdate(LAST_WRITE_TIME, 1)])
+    with pytest.raises(BadAttributeUpdateError):  # all or nothing: the first update is not applied
+        client.update_attributes(
+            "s",
+            [AttributeUpdate(2, 6), AttributeUpdate(1, 0, AttributeUpdateType.REPLACE_IF_EQUALS, 7)],
+        )
+    client.update_attributes("s", [AttributeUpdate(1, 5, AttributeUpdateType.ACCUMULATE)])
+    assert client.get_attributes("s", [1, 2]) == {1: 15, 2: 5}
+    with pytest.raises(SegmentNotFoundError):
+        client.get_attributes("nope")
+
+
+# ---------------------------------------------------------------- transactions, seal, truncate, delete
+def test_transactions(client: SegmentStoreClient, clock: ManualClock) -> None:
+    client.create_segment("p")
+    client.create_segment("q")
+    client.append("p", b"head")
+    txn = client.create_transaction("p")
+    assert client.get_info(txn).is_transaction and client.get_info(txn).parent == "p"
+    client.append(txn, b"txn-data")
+    with pytest.raises(SegmentNotSealedError):
+        client.merge_transaction(txn)
+    client.seal(txn)
+    with pytest.raises(WrongParentError):
+        client.merge_transaction(txn, "q")
+    with pytest.raises(NotATransactionError):
+        client.merge_transaction("q")
+    clock.advance(7)
+    assert client.merge_transaction(txn, "p") == 4
+    assert client.read("p", 0, 100).data == b"headtxn-data"
+    assert client.ingestion_time_at("p", 4) == clock.now()
+    assert not client.exists(txn)
+    with pytest.raises(SegmentNotFoundError):
+        client.merge_transaction(txn)
+
+
+def test_seal_truncate_delete(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.append("s", b"0123456789")
+    client.truncate("s", 3)
+    client.truncate("s", 2)  # below the start: a no-op
+    assert client.get_info("s").start_offset == 3
+    with pytest.raises(BadOffsetError):
+        client.truncate("s", 11)
+    assert client.seal("s") == 10
+    with pytest.raises(SegmentSealedError):
+        client.append("s", b"x")
+    with pytest.raises(SegmentSealedError):
+        client.seal("s")
+    end = client.read("s", 8, 100)
+    assert end.data == b"89" and end.end_of_segment and end.at_tail
+    client.delete("s")
+    assert not client.exists("s")
+    with pytest.raises(SegmentNotFoundError):
+        client.delete("s")
+
+
+# ---------------------------------------------------------------- streams (controller)
+def test_streams(client: SegmentStoreClient) -> None:
+    info = client.create_stream("sc/st", 2)
+    assert client.get_stream("sc/st") == info and len(info.active_segments) == 2
+    assert client.list_streams("sc/*") == ["sc/st"]
+    with pytest.raises(StreamExistsError):
+        client.create_stream("sc/st")
+    with pytest.raises(StreamNotFoundError):
+        client.get_stream("sc/none")
+    low = info.active_segments[0]
+    with pytest.raises(InvalidScaleError):
+        client.scale_stream("sc/st", [low.name], [(0.0, 0.3)])
+    new = client.scale_stream("sc/st", [low.name], [(0.0, 0.25), (0.25, 0.5)])
+    assert [(s.key_low, s.key_high) for s in new] == [(0.0, 0.25), (0.25, 0.5)]
+    succ = client.get_successors(low.name)
+    assert {s.segment for s in succ} == set(new) and all(s.predecessors == (low.name,) for s in succ)
+    assert client.get_segment(new[0].name) == new[0]
+    client.append(new[0].name, b"xyz")
+    tail = client.get_tail_cut("sc/st")
+    assert tail.as_dict()[new[0].name] == 3
+    assert client.get_head_cut("sc/st").as_dict() == {s.name: 0 for s in info.active_segments}
+    txn = client.begin_transaction("sc/st")
+    client.abort_transaction("sc/st", txn.segment_names)
+    client.seal_stream("sc/st")
+    client.delete_stream("sc/st")
+    assert client.list_streams() == []
+
+
+# ---------------------------------------------------------------- same errors, same classes
+_ERROR_CASES: list[tuple[str, Callable[[SegmentStoreClient], Any], type[BaseException]]] = [
+    ("read of a missing segment", lambda c: c.read("nope", 0, 1), SegmentNotFoundError),
+    ("info with a non-str name", lambda c: c.get_info(["x"]), InvalidArgumentError),  # type: ignore[arg-type]
+    ("negative truncate", lambda c: c.truncate("s", -1), InvalidArgumentError),
+    ("float offset", lambda c: c.watermark_at("s", 1.5), InvalidArgumentError),  # type: ignore[arg-type]
+    ("update with a non-update", lambda c: c.update_attributes("s", [1]), InvalidArgumentError),  # type: ignore[list-item]
+    ("transaction of a missing parent", lambda c: c.create_transaction("nope"), SegmentNotFoundError),
+    ("bool max_length", lambda c: c.read("s", 0, True), InvalidArgumentError),
+]
+
+
+@pytest.mark.parametrize("case", _ERROR_CASES, ids=[c[0] for c in _ERROR_CASES])
+def test_same_error_class(client: SegmentStoreClient, case: tuple[str, Any, type[BaseException]]) -> None:
+    client.create_segment("s")
+    _, call, cls = case
+    with pytest.raises(SegmentStoreError) as e:
+        call(client)
+    assert type(e.value) is cls
+    assert client.get_info("s").length == 0  # and nothing changed

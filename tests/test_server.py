@@ -1,0 +1,502 @@
+"""The segment store server on loopback: concurrency, ordering, bad input, limits, security, reconnects."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from segmentstore import (
+    InvalidArgumentError,
+    ReadTimeoutError,
+    SegmentStore,
+    StoreConfig,
+)
+from segmentstore.errors import AuthenticationError, ConnectionLostError, SegmentNotFoundError
+from segmentstore.protocol import PROTOCOL_VERSION, encode_frame, unpack
+from segmentstore.remote import RemoteClient
+from segmentstore.server import SegmentStoreServer
+
+ROOT = Path(__file__).resolve().parents[1]
+_REC = 24  # bytes per test event record
+
+
+def _rec(writer: int, i: int) -> bytes:
+    return (b"w%03d:%08d" % (writer, i)).ljust(_REC, b".")
+
+
+def _parse(data: bytes) -> list[tuple[int, int]]:
+    assert len(data) % _REC == 0
+    return [(int(data[k + 1 : k + 4]), int(data[k + 5 : k + 13])) for k in range(0, len(data), _REC)]
+
+
+@pytest.fixture
+def server(store: SegmentStore) -> Iterator[SegmentStoreServer]:
+    s = SegmentStoreServer(store, idle_timeout_s=60)
+    s.start()
+    try:
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def remote(server: SegmentStoreServer) -> Iterator[RemoteClient]:
+    c = RemoteClient(("127.0.0.1", server.port), timeout_s=20)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+# ---------------------------------------------------------------- raw protocol helpers
+def _connect(port: int, hello: bool = True, token: str | None = None) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    if hello:
+        _send(s, [0, 1, "hello", {"version": PROTOCOL_VERSION, "token": token}])
+        header, _ = _recv(s)  # type: ignore[misc]
+        assert header[:2] == [1, 1], header
+    return s
+
+
+def _frame(header: Any, payload: bytes = b"") -> bytes:
+    return b"".join(bytes(p) for p in encode_frame(header, payload))
+
+
+def _send(s: socket.socket, header: Any, payload: bytes = b"") -> None:
+    s.sendall(_frame(header, payload))
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            return None
+        buf += chunk
+    return buf
+
+
+def _recv(s: socket.socket) -> tuple[Any, bytes] | None:
+    """One frame, or None at EOF."""
+    prefix = _recv_exact(s, 8)
+    if prefix is None:
+        return None
+    n, h = int.from_bytes(prefix[:4], "big"), int.from_bytes(prefix[4:], "big")
+    body = _recv_exact(s, n - 4)
+    assert body is not None
+    return unpack(body[:h]), body[h:]
+
+
+def _until_closed(s: socket.socket) -> list[Any]:
+    """Headers of every frame until the server closes the connection."""
+    out = []
+    try:
+        while (f := _recv(s)) is not None:
+            out.append(f[0])
+    except ConnectionResetError:
+        pass
+    s.close()
+    return out
+
+
+def _fatal_error(headers: list[Any], cls: str) -> Any:
+    assert headers, "the server closed without an error frame"
+    last = headers[-1]
+    assert last[0] == 2 and last[2] == cls and last[5] is True, last
+    return last
+
+
+# ---------------------------------------------------------------- concurrency
+_CHILD = """
+import json, sys
+from segmentstore.remote import RemoteClient
+port, writer, n = (int(a) for a in sys.argv[1:4])
+rec = lambda i: (b"w%03d:%08d" % (writer, i)).ljust(24, b".")
+with RemoteClient(("127.0.0.1", port), timeout_s=60) as c:
+    half = n // 2
+    res = c.append_many("seg%d" % (writer % 2), [rec(i) for i in range(half)], writer_id=writer,
+                        first_event_number=0)
+    res += [c.append("seg%d" % (writer % 2), rec(i), writer_id=writer, event_number=i)
+            for i in range(half, n)]
+print(json.dumps([[r.offset, r.length, r.duplicate] for r in res]))
+"""
+
+
+def test_concurrent_writers_threads_and_processes(
+    server: SegmentStoreServer, remote: RemoteClient, store: SegmentStore
+) -> None:
+    """Every acknowledged append is read back exactly once, in order per writer and segment."""
+    for seg in ("seg0", "seg1"):
+        remote.create_segment(seg)
+    n = 400
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(server.port), str(w), str(n)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for w in (100, 101)
+    ]
+    acked: dict[int, list[tuple[str, int, int]]] = {}
+    errors: list[BaseException] = []
+
+    def thread_writer(w: int) -> None:
+        seg = f"seg{w % 2}"
+        try:
+            own = RemoteClient(("127.0.0.1", server.port), timeout_s=30) if w % 2 else None
+            c = own or remote  # some threads share one client
+            futs = [c.append_async(seg, _rec(w, i), writer_id=w, event_number=i) for i in range(n // 2)]
+            res = [f.result(30) for f in futs]
+            res += c.append_many(seg, [_rec(w, i) for i in range(n // 2, n)])
+            acked[w] = [(seg, r.offset, r.length) for r in res]
+            if own is not None:
+                own.close()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    tailed: dict[str, bytearray] = {"seg0": bytearray(), "seg1": bytearray()}
+    stop = threading.Event()
+
+    def tail(seg: str) -> None:
+        with RemoteClient(("127.0.0.1", server.port), timeout_s=30) as c:
+            while True:
+                r = c.read(seg, len(tailed[seg]), 1 << 16, wait_ms=50)
+                tailed[seg] += r.data
+                if stop.is_set() and not r.data and r.at_tail:
+                    return
+
+    threads = [threading.Thread(target=thread_writer, args=(w,)) for w in range(4)]
+    readers = [threading.Thread(target=tail, args=(s,)) for s in tailed]
+    for t in threads + readers:
+        t.start()
+    for t in threads:
+        t.join()
+    for w, p in zip((100, 101), procs, strict=True):
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0
+        acked[w] = [(f"seg{w % 2}", off, ln) for off, ln, dup in json.loads(out) if not dup]
+    stop.set()
+    for t in readers:
+        t.join()
+    assert not errors, errors
+    store._check()
+    for seg in ("seg0", "seg1"):
+        data = remote.read(seg, 0, 1 << 24).data
+        assert bytes(tailed[seg]) == data
+        records = _parse(data)
+        writers = [w for w in acked if f"seg{w % 2}" == seg]
+        assert sorted(records) == sorted((w, i) for w in writers for i in range(n))  # each exactly once
+        for w in writers:
+            mine = [i for ww, i in records if ww == w]
+            assert mine == list(range(n)), f"writer {w} out of order in {seg}"
+            for k, (s, off, ln) in enumerate(acked[w]):
+                assert s == seg and ln == _REC and data[off : off + ln] == _rec(w, k)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_client_keeps_working_in_a_forked_child(remote: RemoteClient) -> None:
+    """Spark forks its Python workers: a client made before the fork must work in the child."""
+    remote.create_segment("s")
+    remote.append("s", b"parent")
+    remote.read("s", 0, 2)  # reads ahead on a connection the child does not inherit
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if everything worked
+        ok = False
+        try:
+            ok = remote.read("s", 2, 2).data == b"re"  # read again, not from the parent's read-ahead
+            ok = ok and remote.append("s", b"child").offset == 6
+            ok = ok and remote.read("s", 0, 20).data == b"parentchild"
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert remote.append("s", b"!").offset == 11
+
+
+def test_pipelined_appends_are_acknowledged_in_order(remote: RemoteClient) -> None:
+    remote.create_segment("s")
+    futs = [remote.append_async("s", b"%05d" % i) for i in range(3000)]
+    offsets = [f.result(30).offset for f in futs]
+    assert offsets == [5 * i for i in range(3000)]
+    assert remote.flush(10)
+    res = remote.append_many("s", [b"x" * (i % 7 + 1) for i in range(5000)])
+    assert [r.offset for r in res[1:]] == [r.offset + r.length for r in res[:-1]]
+    with pytest.raises(SegmentNotFoundError):
+        remote.append_many("nope", [b"a", b"b"])
+
+
+# ---------------------------------------------------------------- bad input
+def _deep_ext(depth: int) -> Any:
+    v: Any = 1
+    for _ in range(depth):
+        v = msgpack.ExtType(2, msgpack.packb([v]))
+    return v
+
+
+_BAD_FRAMES: list[tuple[str, bytes, bool, str]] = [
+    # (case, bytes sent, after a hello, expected error class)
+    ("length below 4", b"\x00\x00\x00\x02\x00\x00\x00\x00", True, "ProtocolError"),
+    ("header longer than frame", b"\x00\x00\x00\x05\x00\x00\x00\x09\x90", True, "ProtocolError"),
+    ("oversized frame", b"\x7f\xff\xff\xff\x00\x00\x00\x01", True, "ProtocolError"),
+    ("not msgpack", b"\x00\x00\x00\x06\x00\x00\x00\x02\xc1\xc1", True, "ProtocolError"),
+    ("no hello", _frame([0, 1, "ping", {}]), False, "ProtocolError"),
+    ("bad version", _frame([0, 1, "hello", {"version": 99}]), False, "ProtocolError"),
+    ("unknown command", _frame([0, 2, "format_disk", {}]), True, "ProtocolError"),
+    ("unknown argument", _frame([0, 2, "get_info", {"name": "s", "x": 1}]), True, "ProtocolError"),
+    ("missing argument", _frame([0, 2, "seal", {}]), True, "ProtocolError"),
+    ("request id 0", _frame([0, 0, "ping", {}]), True, "ProtocolError"),
+    ("a reply, not a request", _frame([1, 5, None]), True, "ProtocolError"),
+    (
+        "unknown wire type",
+        _frame([0, 2, "get_info", {"name": msgpack.ExtType(1, msgpack.packb(["Nope", 1]))}]),
+        True,
+        "ProtocolError",
+    ),
+    (
+        "ext nested too deep",
+        _frame([0, 2, "get_info", {"name": _deep_ext(40)}]),
+        True,
+        "ProtocolError",
+    ),
+    ("append sizes off", _frame([0, 2, "append", {"name": "s", "sizes": [9]}], b"ab"), True, "ProtocolError"),
+]
+
+
+@pytest.mark.parametrize("case", _BAD_FRAMES, ids=[c[0] for c in _BAD_FRAMES])
+def test_bad_frames_close_only_their_connection(
+    server: SegmentStoreServer, remote: RemoteClient, store: SegmentStore, case: tuple[str, bytes, bool, str]
+) -> None:
+    _, raw, hello, cls = case
+    remote.create_segment("s")
+    remote.append("s", b"before")
+    s = _connect(server.port, hello=hello)
+    s.sendall(raw)
+    _fatal_error(_until_closed(s), cls)
+    assert remote.append("s", b"after").offset == 6  # the good client kept its connection
+    assert remote.read("s", 0, 100).data == b"beforeafter"
+    store._check()
+
+
+def test_truncated_frame_then_eof(server: SegmentStoreServer, remote: RemoteClient) -> None:
+    remote.create_segment("s")
+    s = _connect(server.port)
+    s.sendall(_frame([0, 2, "append", {"name": "s", "sizes": [4]}], b"data")[:-2])
+    s.shutdown(socket.SHUT_WR)
+    assert _until_closed(s) == []
+    assert remote.get_info("s").length == 0  # the partial append was not applied
+
+
+def test_error_replies_keep_the_connection(server: SegmentStoreServer) -> None:
+    s = _connect(server.port)
+    _send(s, [0, 2, "get_info", {"name": "missing"}])
+    _send(s, [0, 3, "ping", {}])
+    e, ok = _recv(s), _recv(s)
+    assert e is not None and e[0][:3] == [2, 2, "SegmentNotFoundError"] and e[0][5] is False
+    assert ok is not None and ok[0] == [1, 3, True]
+    s.close()
+
+
+def test_too_many_waiting_reads(store: SegmentStore) -> None:
+    store.create_segment("s")
+    with SegmentStoreServer(store, max_in_flight=2) as srv:
+        s = _connect(srv.port)
+        for rid in (2, 3, 4):
+            _send(s, [0, rid, "read", {"name": "s", "offset": 0, "max_length": 10, "wait_ms": 60_000}])
+        err = _fatal_error(_until_closed(s), "ProtocolError")
+        assert "max_in_flight" in err[3]
+        with RemoteClient(("127.0.0.1", srv.port), timeout_s=10) as c:
+            assert c.read("s", 0, 10, wait_ms=1).data == b""
+
+
+def test_idle_connections_are_closed_and_clients_reconnect(store: SegmentStore) -> None:
+    store.create_segment("s")
+    with SegmentStoreServer(store, idle_timeout_s=0.2) as srv:
+        err = _fatal_error(_until_closed(_connect(srv.port)), "ProtocolError")
+        assert err[4] == {"reason": "idle"}
+        with RemoteClient(("127.0.0.1", srv.port), timeout_s=10) as c:
+            c.append("s", b"a")
+            threading.Event().wait(0.5)  # every connection of c is closed as idle meanwhile
+            assert c.append("s", b"b").offset == 1  # not idempotent, yet safe: never executed
+            assert c.create_transaction("s")
+            threading.Event().wait(0.5)
+            assert c.read("s", 0, 10).data == b"ab"
+
+
+# ---------------------------------------------------------------- security
+def test_token(store: SegmentStore) -> None:
+    store.create_segment("s")
+    with pytest.raises(InvalidArgumentError):
+        SegmentStoreServer(store, host="0.0.0.0")  # not loopback: a token is required
+    with SegmentStoreServer(store, token="s3cret") as srv:
+        for token in (None, "wrong"):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            _send(s, [0, 1, "hello", {"version": PROTOCOL_VERSION, "token": token}])
+            _fatal_error(_until_closed(s), "AuthenticationError")
+            c = RemoteClient(("127.0.0.1", srv.port), token, timeout_s=5)
+            with pytest.raises(AuthenticationError):
+                c.get_info("s")
+            c.close()
+        with RemoteClient(("127.0.0.1", srv.port), token="s3cret", timeout_s=5) as c:
+            assert c.get_info("s").name == "s"
+
+
+def test_serve_refuses_a_public_address_without_token(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bench.cli import main
+
+    monkeypatch.delenv("INGESTWM_TOKEN", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 1
+    assert "requires a token" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command to make a certificate")
+def test_tls(store: SegmentStore, tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=str(cert))
+    with SegmentStoreServer(store, ssl_context=server_ctx) as srv:
+        with RemoteClient(("127.0.0.1", srv.port), ssl_context=client_ctx, timeout_s=10) as c:
+            c.create_segment("s")
+            c.append_many("s", [b"x" * 1000] * 300)
+            assert c.read("s", 0, 1 << 20).data == b"x" * 300_000
+        with pytest.raises(ConnectionLostError), RemoteClient(("127.0.0.1", srv.port), timeout_s=1) as plain:
+            plain.get_info("s")  # no TLS: the handshake fails
+
+
+# ---------------------------------------------------------------- failures: lost connections, timeouts
+def test_appends_with_writer_ids_survive_a_server_restart(store: SegmentStore) -> None:
+    store.create_segment("s")
+    srv = SegmentStoreServer(store)
+    port = srv.start()
+    with RemoteClient(("127.0.0.1", port), timeout_s=20) as c:
+        c.append_many("s", [_rec(1, i) for i in range(100)], writer_id=1, first_event_number=0)
+        srv.stop()
+        restarted = SegmentStoreServer(store, port=port)
+        threading.Timer(0.3, restarted.start).start()
+        res = c.append_many("s", [_rec(1, i) for i in range(100, 300)], writer_id=1, first_event_number=100)
+        assert [r.offset for r in res] == [_REC * i for i in range(100, 300)]
+        assert _parse(c.read("s", 0, 1 << 20).data) == [(1, i) for i in range(300)]
+        assert c.get_info("s").length == 300 * _REC
+    restarted.stop()
+
+
+def _fake_server(behaviour: str) -> tuple[socket.socket, int]:
+    """A server that says hello back, then never answers ("silent") or drops the connection ("drop")."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.recv(4096)
+            conn.sendall(_frame([1, 1, {"version": 1, "max_in_flight": 8}]))
+            conn.recv(1 << 20)  # the first request
+            if behaviour == "drop":
+                conn.close()
+            else:
+                threading.Timer(5, conn.close).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, listener.getsockname()[1]
+
+
+def _close_listener(listener: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the fake server's thread
+    listener.close()
+
+
+def test_lost_appends_are_resent_only_with_writer_ids() -> None:
+    listener, port = _fake_server("drop")
+    with RemoteClient(("127.0.0.1", port), timeout_s=1) as c:
+        plain = c.append_async("s", b"plain")
+        with pytest.raises(ConnectionLostError, match="may or may not"):
+            plain.result(10)
+        keyed = c.append_async("s", b"keyed", writer_id=1, event_number=1)
+        with pytest.raises(ConnectionLostError):  # resent on every new connection until the timeout
+            keyed.result(10)
+    _close_listener(listener)
+
+
+def test_calls_time_out_and_non_idempotent_ones_are_not_retried(store: SegmentStore) -> None:
+    silent, port = _fake_server("silent")
+    with RemoteClient(("127.0.0.1", port), timeout_s=0.5, pool_size=1) as c:
+        with pytest.raises(ReadTimeoutError):
+            c.get_info("s")
+        with pytest.raises(ReadTimeoutError):
+            c.append("s", b"x")
+    _close_listener(silent)
+    with RemoteClient(("127.0.0.1", port), timeout_s=0.5) as c, pytest.raises(ConnectionLostError):
+        c.create_segment("s")  # nobody listens any more
+
+
+# ---------------------------------------------------------------- kill -9 and restart
+def _start_serve(data_dir: Path, port: int) -> tuple[subprocess.Popen[str], int]:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
+         "--sync", "interval"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line.startswith("listening on "), line
+    return p, int(line.rsplit(":", 1)[1])
+
+
+@pytest.mark.slow
+def test_kill_9_and_restart_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    try:
+        SegmentStore(data_dir=tmp_path / "probe", config=StoreConfig()).close()
+    except InvalidArgumentError as e:
+        pytest.skip(f"the durable store is not available yet: {e}")
+    server, port = _start_serve(tmp_path / "data", 0)
+    n = 3000
+    acked: list[Any] = []
+    with RemoteClient(("127.0.0.1", port), timeout_s=60) as c:
+        c.create_segment("s")
+
+        def write() -> None:
+            for i in range(n):
+                acked.append(c.append("s", _rec(1, i), writer_id=1, event_number=i))
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        while len(acked) < 300 and writer.is_alive():
+            threading.Event().wait(0.01)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait()
+        before = len(acked)
+        server, _ = _start_serve(tmp_path / "data", port)
+        writer.join(120)
+        assert len(acked) == n and before < n
+        data = c.read("s", 0, 1 << 24).data
+        assert _parse(data) == [(1, i) for i in range(n)]  # each event exactly once, in order
+        for i, r in enumerate(acked):
+            if not r.duplicate:
+                assert data[r.offset : r.offset + _REC] == _rec(1, i)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(30) == 0
