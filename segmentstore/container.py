@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .attributes import (
     CREATION_TIME,
     INT64_MAX,
-    INT64_MIN,
     LAST_WRITE_TIME,
     AttributeUpdate,
     is_core_attribute,
@@ -39,7 +36,6 @@ from .errors import (
     StoreClosedError,
     WrongParentError,
 )
-from .future_read import FutureRead
 from .operations import (
     Append,
     CreateSegment,
@@ -51,19 +47,20 @@ from .operations import (
     UpdateAttributes,
 )
 from .processor import OperationProcessor, OperationSink
-from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
+from .read_index import ReadIndex, Wakeup, complete
+from .results import AppendResult, MergeResult, SegmentInfo
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
 from .storage import SegmentData
+from .validation import as_bytes, check_name, check_offset, check_writer, quote
 
 if TYPE_CHECKING:
     from .eviction import Evictor
 
 __all__ = ["SegmentContainer"]
 
-_Wakeup = tuple[FutureRead, SegmentRead | BaseException]
 
 
-class SegmentContainer:
+class SegmentContainer(ReadIndex):
     """All segments of one store and the operations on them. Thread-safe."""
 
     def __init__(self, clock: Clock, config: StoreConfig, log: OperationSink | None = None) -> None:
@@ -104,7 +101,7 @@ class SegmentContainer:
         """Reactivate an evicted segment, or raise ``SegmentNotFoundError``."""
         seg = self._evictor.reactivate(name) if self._evictor is not None else None
         if seg is None:
-            raise SegmentNotFoundError(f"segment {_quote(name)} does not exist") from None
+            raise SegmentNotFoundError(f"segment {quote(name)} does not exist") from None
         return seg
 
     def _writable(self, name: str) -> Segment:
@@ -131,7 +128,7 @@ class SegmentContainer:
     # ------------------------------------------------------------------ create
     def create_segment(self, name: str) -> SegmentInfo:
         """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal."""
-        _check_name(name)
+        check_name(name)
         if TRANSACTION_SEPARATOR in name:
             raise InvalidArgumentError(
                 f"segment name {name!r} contains {TRANSACTION_SEPARATOR!r}, which is reserved "
@@ -183,20 +180,20 @@ class SegmentContainer:
         above it is a retry: it is acknowledged with ``duplicate=True`` and not stored.
         """
         if type(data) is not bytes:
-            data = _as_bytes(name, data)
+            data = as_bytes(name, data)
         n = len(data)
         if n == 0:
-            raise InvalidArgumentError(f"segment {_quote(name)}: append of 0 bytes")
+            raise InvalidArgumentError(f"segment {quote(name)}: append of 0 bytes")
         if n > self._config.max_append_bytes:
             raise InvalidArgumentError(
-                f"segment {_quote(name)}: append of {n} bytes exceeds max_append_bytes "
+                f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes "
                 f"({self._config.max_append_bytes})"
             )
         if writer_id is not None or event_number is not None:
-            _check_writer(name, writer_id, event_number)
+            check_writer(name, writer_id, event_number)
         if expected_offset is not None and type(expected_offset) is not int:
-            _check_offset(name, "expected_offset", expected_offset)  # 0.0 or False equal 0, yet are bad
-        wakeups: list[_Wakeup] | None = None
+            check_offset(name, "expected_offset", expected_offset)  # 0.0 or False equal 0, yet are bad
+        wakeups: list[Wakeup] | None = None
         lock = self._lock
         lock.acquire()  # cheaper than `with` on this hot path
         try:
@@ -205,7 +202,7 @@ class SegmentContainer:
                 seg = self._writable(name)  # raises, or reactivates an evicted segment
             offset = seg.data.length
             if expected_offset is not None and expected_offset != offset:
-                _check_offset(name, "expected_offset", expected_offset)
+                check_offset(name, "expected_offset", expected_offset)
                 raise BadOffsetError(
                     f"segment {name!r}: conditional append expected offset {expected_offset}, "
                     f"but the segment's length is {offset}",
@@ -232,7 +229,7 @@ class SegmentContainer:
         finally:
             lock.release()
         if wakeups:
-            _complete(wakeups)
+            complete(wakeups)
         return AppendResult(offset, n, ts)
 
     def append_batch(
@@ -244,7 +241,7 @@ class SegmentContainer:
         """
         if isinstance(events, (bytes, bytearray, memoryview, str)):
             raise InvalidArgumentError(
-                f"segment {_quote(name)}: append_batch takes a sequence of bytes objects, "
+                f"segment {quote(name)}: append_batch takes a sequence of bytes objects, "
                 f"got a single {type(events).__name__}"
             )
         try:
@@ -252,11 +249,11 @@ class SegmentContainer:
         except TypeError:
             bad = next((e for e in events if not isinstance(e, (bytes, bytearray, memoryview))), None)
             raise InvalidArgumentError(
-                f"segment {_quote(name)}: events must be bytes, got {type(bad).__name__} {bad!r:.60}"
+                f"segment {quote(name)}: events must be bytes, got {type(bad).__name__} {bad!r:.60}"
             ) from None
         for e in events:
             if len(e) == 0:
-                raise InvalidArgumentError(f"segment {_quote(name)}: append_batch holds an empty event")
+                raise InvalidArgumentError(f"segment {quote(name)}: append_batch holds an empty event")
         return self.append(name, data, expected_offset)
 
     # ------------------------------------------------------------------ merge
@@ -266,14 +263,14 @@ class SegmentContainer:
         The merged bytes take the merge's timestamp, never the transaction's own times
         (PDP-26: a merge is one large append). The transaction segment is gone afterwards.
         """
-        wakeups: list[_Wakeup] = []
+        wakeups: list[Wakeup] = []
         with self._lock:
             t = self._get(txn)
             if t.parent is None:
                 raise NotATransactionError(f"segment {txn!r} is not a transaction segment")
             if parent is not None and parent != t.parent:
                 raise WrongParentError(
-                    f"transaction {txn!r} belongs to {t.parent!r}, not to {_quote(parent)}"
+                    f"transaction {txn!r} belongs to {t.parent!r}, not to {quote(parent)}"
                 )
             if not t.sealed:
                 raise SegmentNotSealedError(f"transaction {txn!r} must be sealed before it is merged")
@@ -296,10 +293,10 @@ class SegmentContainer:
             self._apply_merge(t, p, ts, wakeups)
             if p.futures:
                 wakeups.extend(self._wakeups(p))
-        _complete(wakeups)
+        complete(wakeups)
         return MergeResult(offset, n, ts)
 
-    def _apply_merge(self, t: Segment, p: Segment, ts: int, wakeups: list[_Wakeup]) -> None:
+    def _apply_merge(self, t: Segment, p: Segment, ts: int, wakeups: list[Wakeup]) -> None:
         n = t.length
         if n:
             p.data.append(t.data.read(0, n))
@@ -324,7 +321,7 @@ class SegmentContainer:
             updates = tuple(updates)
         except TypeError:
             raise InvalidArgumentError(
-                f"segment {_quote(name)}: attribute updates must be an iterable of AttributeUpdate, "
+                f"segment {quote(name)}: attribute updates must be an iterable of AttributeUpdate, "
                 f"got {type(updates).__name__} {updates!r:.60}"
             ) from None
         with self._lock:
@@ -335,10 +332,10 @@ class SegmentContainer:
             wakeups = self._update_attributes_locked(seg, planned)
             ts = seg.last_write_time  # read under the lock: woken callbacks may write next
         if wakeups:
-            _complete(wakeups)
+            complete(wakeups)
         return ts
 
-    def _update_attributes_locked(self, seg: Segment, planned: dict[int, int]) -> list[_Wakeup]:
+    def _update_attributes_locked(self, seg: Segment, planned: dict[int, int]) -> list[Wakeup]:
         seq, ts = self._processor.stamp()
         self._log(UpdateAttributes(seq, ts, seg.name, tuple(planned.items())))
         self._apply_attributes(seg, planned, ts)
@@ -367,7 +364,7 @@ class SegmentContainer:
             self._apply_seal(seg, ts)
             wakeups = self._wakeups(seg) if seg.futures else []
             length = seg.length
-        _complete(wakeups)
+        complete(wakeups)
         return length
 
     def _apply_seal(self, seg: Segment, ts: int) -> None:
@@ -379,7 +376,7 @@ class SegmentContainer:
         """Move the start offset to ``offset`` (a no-op at or below the current start). Not temporal."""
         with self._lock:
             seg = self._get(name)
-            _check_offset(name, "truncate offset", offset)
+            check_offset(name, "truncate offset", offset)
             if offset > seg.length:
                 raise BadOffsetError(
                     f"segment {name!r}: truncate offset {offset} is beyond the length {seg.length}",
@@ -398,15 +395,15 @@ class SegmentContainer:
 
     def delete(self, name: str) -> None:
         """Delete the segment; reads waiting on it fail. Not temporal."""
-        wakeups: list[_Wakeup] = []
+        wakeups: list[Wakeup] = []
         with self._lock:
             seg = self._get(name)
             seq, ts = self._processor.stamp()
             self._log(Delete(seq, ts, name))
             self._remove(seg, wakeups, f"segment {name!r} was deleted")
-        _complete(wakeups)
+        complete(wakeups)
 
-    def _remove(self, seg: Segment, wakeups: list[_Wakeup], why: str) -> None:
+    def _remove(self, seg: Segment, wakeups: list[Wakeup], why: str) -> None:
         del self._segments[seg.name]
         for f in seg.futures:
             wakeups.append((f, SegmentNotFoundError(why)))
@@ -419,187 +416,6 @@ class SegmentContainer:
         with self._lock:
             return self._get(name).info()
 
-    def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
-        """Read up to ``max_length`` bytes at ``offset``; never waits. O(bytes read).
-
-        At the tail (``offset == length``) the read is zero-length and carries the tail
-        watermark; at the end of a sealed segment it also has ``end_of_segment``.
-        """
-        with self._lock:
-            seg = self._get(name)
-            self._check_read(seg, offset, max_length)
-            return self._read_locked(seg, offset, max_length)
-
-    def _check_read(self, seg: Segment, offset: int, max_length: int) -> None:
-        if type(offset) is not int or offset < 0:
-            _check_offset(seg.name, "read offset", offset)
-        if type(max_length) is not int or max_length < 0:
-            _check_offset(seg.name, "max_length", max_length)
-        if offset < seg.start_offset:
-            raise SegmentTruncatedError(
-                f"segment {seg.name!r}: read offset {offset} is below the start offset "
-                f"{seg.start_offset} (truncated)"
-            )
-        if offset > seg.length:
-            raise BadOffsetError(
-                f"segment {seg.name!r}: read offset {offset} is beyond the length {seg.length}",
-                expected=seg.length,
-                actual=offset,
-            )
-
-    def _read_locked(self, seg: Segment, offset: int, max_length: int) -> SegmentRead:
-        length = seg.data.length
-        end = min(length, offset + max_length)
-        data = seg.data.read(offset, end - offset) if end > offset else b""
-        at_tail = end == length
-        wm = seg.last_write_time - 1 if at_tail else seg.windex.watermark_at(end)
-        return SegmentRead(offset, data, wm, at_tail and seg.sealed, at_tail)
-
-    def read_future(
-        self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
-    ) -> FutureRead:
-        """A read that waits at (or beyond) the tail; see ``FutureRead``. O(1) to register.
-
-        It is already complete if data exists at ``offset`` or the segment is sealed.
-        ``timeout_ms`` is measured on the ingestion clock (``expire_future_reads``);
-        ``FutureRead.wait(timeout_s)`` also bounds the wait in real time.
-        """
-        if timeout_ms is not None and (type(timeout_ms) is not int or timeout_ms < 0):
-            raise InvalidArgumentError(
-                f"segment {_quote(name)}: timeout_ms must be an int >= 0 or None, got {timeout_ms!r}"
-            )
-        with self._lock:
-            seg = self._get(name)
-            if type(offset) is not int or offset < 0:
-                _check_offset(name, "read offset", offset)
-            if type(max_length) is not int or max_length < 0:
-                _check_offset(name, "max_length", max_length)
-            if offset < seg.start_offset:
-                self._check_read(seg, offset, max_length)
-            now = self._clock.now()
-            deadline = None if timeout_ms is None else now + timeout_ms
-            fut = FutureRead(name, offset, max_length, seg.tail_watermark(), deadline, self._expire)
-            if offset < seg.length:
-                fut.set_result(self._read_locked(seg, offset, max_length))
-            elif seg.sealed or timeout_ms == 0:
-                fut.set_result(_tail_read(seg, offset))
-            else:
-                seg.futures.append(fut)
-            return fut
-
-    def _wakeups(self, seg: Segment) -> list[_Wakeup]:
-        """Future reads of ``seg`` that can complete now, removed from its list. O(waiting)."""
-        out: list[_Wakeup] = []
-        keep: list[FutureRead] = []
-        tail_wm = seg.last_write_time - 1
-        length = seg.data.length
-        for f in seg.futures:
-            if f.done():
-                continue
-            if f.offset < length:
-                out.append((f, self._read_locked(seg, f.offset, f.max_length)))
-            elif seg.sealed or tail_wm > f.watermark:
-                out.append((f, _tail_read(seg, f.offset)))
-            else:
-                keep.append(f)
-        seg.futures = keep
-        return out
-
-    def _expire(self, fut: FutureRead) -> None:
-        """Complete ``fut`` now with a zero-length read at the current tail watermark."""
-        with self._lock:
-            seg = self._segments.get(fut.segment)
-            if seg is not None and fut in seg.futures:
-                seg.futures.remove(fut)
-                wake: list[_Wakeup] = [(fut, _tail_read(seg, fut.offset))]
-            else:
-                wake = []
-        _complete(wake)
-
-    def expire_future_reads(self) -> int:
-        """Complete every future read whose ingestion-clock deadline has passed. O(waiting)."""
-        now = self._clock.now()
-        wake: list[_Wakeup] = []
-        with self._lock:
-            for seg in self._segments.values():
-                if not seg.futures:
-                    continue
-                keep = []
-                for f in seg.futures:
-                    if f.done():
-                        continue
-                    if f.deadline_ms is not None and f.deadline_ms <= now:
-                        wake.append((f, _tail_read(seg, f.offset)))
-                    else:
-                        keep.append(f)
-                seg.futures = keep
-        _complete(wake)
-        return len(wake)
-
-    # ------------------------------------------------------------------ watermarks
-    def watermark_at(self, name: str, offset: int) -> int:
-        """DESIGN §1 ``watermark_at``: ``ingestion_time_at(offset) - 1``, or the tail's. O(log n)."""
-        with self._lock:
-            seg = self._get(name, use=False)
-            _check_offset(name, "offset", offset)
-            if offset < seg.start_offset:
-                raise SegmentTruncatedError(
-                    f"segment {name!r}: offset {offset} is below the start offset {seg.start_offset}"
-                )
-            if offset > seg.length:
-                raise BadOffsetError(
-                    f"segment {name!r}: offset {offset} is beyond the length {seg.length}",
-                    expected=seg.length,
-                    actual=offset,
-                )
-            if offset == seg.length:
-                return seg.last_write_time - 1
-            return seg.windex.watermark_at(offset)
-
-    def ingestion_time_at(self, name: str, offset: int) -> int:
-        """Timestamp of the append or merge that wrote byte ``offset``. O(log n)."""
-        with self._lock:
-            seg = self._get(name, use=False)
-            _check_offset(name, "offset", offset)
-            if offset < seg.start_offset:
-                raise SegmentTruncatedError(
-                    f"segment {name!r}: offset {offset} is below the start offset {seg.start_offset}"
-                )
-            if offset >= seg.length:
-                raise BadOffsetError(
-                    f"segment {name!r}: offset {offset} is not below the length {seg.length}; "
-                    "no byte was written there yet",
-                    expected=seg.length,
-                    actual=offset,
-                )
-            return seg.windex.ingestion_time_at(offset)
-
-    def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
-        """Batch ``watermark_at`` over a numpy array of offsets (numba kernels). O(q log n) or O(q + n)."""
-        arr = np.asarray(offsets)
-        if arr.dtype.kind not in "iu":
-            raise InvalidArgumentError(
-                f"segment {_quote(name)}: offsets must be an integer array, got dtype {arr.dtype}"
-            )
-        arr = arr.astype(np.int64, copy=False)
-        with self._lock:
-            seg = self._get(name, use=False)
-            if arr.size:
-                lo, hi = int(arr.min()), int(arr.max())
-                if lo < 0:
-                    raise InvalidArgumentError(f"segment {name!r}: offset must be >= 0, got {lo}")
-                if lo < seg.start_offset:
-                    raise SegmentTruncatedError(
-                        f"segment {name!r}: offset {lo} is below the start offset {seg.start_offset}"
-                    )
-                if hi > seg.length:
-                    raise BadOffsetError(
-                        f"segment {name!r}: offset {hi} is beyond the length {seg.length}",
-                        expected=seg.length,
-                        actual=hi,
-                    )
-            return seg.windex.watermarks_at(arr)
-
     # ------------------------------------------------------------------ advancer
     def advance_idle_watermarks(self) -> tuple[list[str], int]:
         """One watermark-advancer pass: a trivial attribute update on every idle segment.
@@ -609,7 +425,7 @@ class SegmentContainer:
         not count as use (eviction still sees the segment as idle). Returns the names
         advanced and the number of segments examined. O(segments).
         """
-        wakeups: list[_Wakeup] = []
+        wakeups: list[Wakeup] = []
         advanced: list[str] = []
         with self._lock:
             self._check_open()
@@ -624,7 +440,7 @@ class SegmentContainer:
                 ):
                     wakeups.extend(self._update_attributes_locked(seg, {}))
                     advanced.append(seg.name)
-        _complete(wakeups)
+        complete(wakeups)
         return advanced, examined
 
     # ------------------------------------------------------------------ recovery
@@ -638,7 +454,7 @@ class SegmentContainer:
 
     def _replay_locked(self, op: Operation) -> None:
         ts = op.timestamp
-        wake: list[_Wakeup] = []
+        wake: list[Wakeup] = []
         if isinstance(op, Append):
             seg = self._segments[op.name]
             if seg.length != op.offset:
@@ -676,7 +492,7 @@ class SegmentContainer:
 
     def close(self) -> None:
         """Fail every waiting read and refuse further operations."""
-        wake: list[_Wakeup] = []
+        wake: list[Wakeup] = []
         with self._lock:
             if self._closed:
                 return
@@ -685,7 +501,7 @@ class SegmentContainer:
                 for f in seg.futures:
                     wake.append((f, StoreClosedError("the segment store was closed")))
                 seg.futures = []
-        _complete(wake)
+        complete(wake)
 
     def _check(self) -> None:
         """Assert the invariants of the container and every segment in it."""
@@ -703,66 +519,3 @@ class SegmentContainer:
                     assert TRANSACTION_SEPARATOR in name, f"transaction {name!r} is misnamed"
                 for key in seg.attributes:
                     assert not is_core_attribute(key) or key in (CREATION_TIME, LAST_WRITE_TIME)
-
-
-def _tail_read(seg: Segment, offset: int) -> SegmentRead:
-    return SegmentRead(offset, b"", seg.last_write_time - 1, seg.sealed, True)
-
-
-def _complete(wakeups: list[_Wakeup]) -> None:
-    for fut, result in wakeups:
-        if fut.done():
-            continue
-        try:
-            if isinstance(result, BaseException):
-                fut.set_exception(result)
-            else:
-                fut.set_result(result)
-        except Exception:  # cancelled or completed by another thread meanwhile
-            pass
-
-
-def _quote(name: object) -> str:
-    return repr(name)
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str):
-        raise InvalidArgumentError(f"segment name must be a str, got {type(name).__name__} {name!r}")
-    if not name or name.strip() != name or "\x00" in name:
-        raise InvalidArgumentError(
-            f"segment name {name!r} must be non-empty, without surrounding spaces or NUL"
-        )
-
-
-def _check_offset(name: str, what: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InvalidArgumentError(
-            f"segment {name!r}: {what} must be an int, got {type(value).__name__} {value!r}"
-        )
-    if value < 0:
-        raise InvalidArgumentError(f"segment {name!r}: {what} must be >= 0, got {value}")
-
-
-def _check_writer(name: str, writer_id: object, event_number: object) -> None:
-    for what, v in (("writer_id", writer_id), ("event_number", event_number)):
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise InvalidArgumentError(
-                f"segment {name!r}: {what} must be an int when writer_id/event_number is given, "
-                f"got {v!r}"
-            )
-        if not INT64_MIN <= v <= INT64_MAX:
-            raise InvalidArgumentError(f"segment {name!r}: {what} {v} does not fit in 64 bits")
-    assert isinstance(writer_id, int)
-    if is_core_attribute(writer_id):
-        raise InvalidArgumentError(
-            f"segment {name!r}: writer_id {writer_id} lies in the core attribute key range"
-        )
-
-
-def _as_bytes(name: str, data: object) -> bytes:
-    if isinstance(data, (bytearray, memoryview)):
-        return bytes(data)
-    raise InvalidArgumentError(
-        f"segment {_quote(name)}: payload must be bytes, got {type(data).__name__}"
-    )

@@ -1,0 +1,220 @@
+"""The read index (PDP-26 "Read Index"): reads with watermarks, future reads, watermark lookups.
+
+It serves bytes from a segment's data together with ``watermark_at(end of read)``,
+tracks future reads waiting at the tail and completes them on data, on a tail
+watermark increase, on seal or on their deadline, and answers ``watermark_at`` /
+``ingestion_time_at`` from each segment's ``WatermarkIndex``. ``SegmentContainer``
+inherits it; every method takes the container's lock, and waiting reads are completed
+only after the lock is released.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .clock import Clock
+from .errors import BadOffsetError, InvalidArgumentError, SegmentTruncatedError
+from .future_read import FutureRead
+from .results import SegmentRead
+from .segment import Segment
+from .validation import check_offset, quote
+
+__all__ = ["ReadIndex", "Wakeup", "tail_read", "complete"]
+
+Wakeup = tuple[FutureRead, SegmentRead | BaseException]
+"""A waiting read and what completes it: a read, or the error it fails with."""
+
+
+def tail_read(seg: Segment, offset: int) -> SegmentRead:
+    """A zero-length read at (or beyond) the tail carrying the tail watermark. O(1)."""
+    return SegmentRead(offset, b"", seg.last_write_time - 1, seg.sealed, True)
+
+
+def complete(wakeups: list[Wakeup]) -> None:
+    """Complete waiting reads; call without holding the container's lock."""
+    for fut, result in wakeups:
+        if fut.done():
+            continue
+        try:
+            if isinstance(result, BaseException):
+                fut.set_exception(result)
+            else:
+                fut.set_result(result)
+        except Exception:  # cancelled or completed by another thread meanwhile
+            pass
+
+
+class ReadIndex:
+    """Read-side operations of a container (mixed into ``SegmentContainer``)."""
+
+    _lock: threading.Lock
+    _clock: Clock
+    _segments: dict[str, Segment]
+
+    def _get(self, name: str, use: bool = True) -> Segment:  # provided by the container
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ checks
+    @staticmethod
+    def _check_position(seg: Segment, offset: object, what: str, end_ok: bool = True) -> int:
+        """``offset`` is an int in ``[start_offset, length]`` (``length`` only if ``end_ok``)."""
+        if type(offset) is not int or offset < 0:
+            check_offset(seg.name, what, offset)
+        assert isinstance(offset, (int, np.integer))
+        o = int(offset)
+        if o < seg.start_offset:
+            raise SegmentTruncatedError(
+                f"segment {seg.name!r}: {what} {o} is below the start offset {seg.start_offset} "
+                "(truncated)"
+            )
+        length = seg.length
+        if o > length or (o == length and not end_ok):
+            where = "beyond" if o > length else "not below"
+            raise BadOffsetError(
+                f"segment {seg.name!r}: {what} {o} is {where} the length {length}",
+                expected=length,
+                actual=o,
+            )
+        return o
+
+    @staticmethod
+    def _check_length(seg: Segment, max_length: object) -> None:
+        if type(max_length) is not int or max_length < 0:
+            check_offset(seg.name, "max_length", max_length)
+
+    # ------------------------------------------------------------------ reads
+    def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
+        """Read up to ``max_length`` bytes at ``offset``; never waits. O(bytes read).
+
+        At the tail (``offset == length``) the read is zero-length and carries the tail
+        watermark; at the end of a sealed segment it also has ``end_of_segment``.
+        """
+        with self._lock:
+            seg = self._get(name)
+            self._check_position(seg, offset, "read offset")
+            self._check_length(seg, max_length)
+            return self._read_locked(seg, offset, max_length)
+
+    @staticmethod
+    def _read_locked(seg: Segment, offset: int, max_length: int) -> SegmentRead:
+        length = seg.data.length
+        end = min(length, offset + max_length)
+        data = seg.data.read(offset, end - offset) if end > offset else b""
+        at_tail = end == length
+        wm = seg.last_write_time - 1 if at_tail else seg.windex.watermark_at(end)
+        return SegmentRead(offset, data, wm, at_tail and seg.sealed, at_tail)
+
+    def read_future(
+        self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
+    ) -> FutureRead:
+        """A read that waits at (or beyond) the tail; see ``FutureRead``. O(1) to register.
+
+        It is already complete if data exists at ``offset`` or the segment is sealed.
+        ``timeout_ms`` is measured on the ingestion clock (``expire_future_reads``);
+        ``FutureRead.wait(timeout_s)`` also bounds the wait in real time.
+        """
+        if timeout_ms is not None and (type(timeout_ms) is not int or timeout_ms < 0):
+            raise InvalidArgumentError(
+                f"segment {quote(name)}: timeout_ms must be an int >= 0 or None, got {timeout_ms!r}"
+            )
+        with self._lock:
+            seg = self._get(name)
+            if type(offset) is not int or offset < 0:
+                check_offset(name, "read offset", offset)
+            self._check_length(seg, max_length)
+            if offset < seg.start_offset:
+                self._check_position(seg, offset, "read offset")
+            now = self._clock.now()
+            deadline = None if timeout_ms is None else now + timeout_ms
+            fut = FutureRead(name, offset, max_length, seg.tail_watermark(), deadline, self._expire)
+            if offset < seg.length:
+                fut.set_result(self._read_locked(seg, offset, max_length))
+            elif seg.sealed or timeout_ms == 0:
+                fut.set_result(tail_read(seg, offset))
+            else:
+                seg.futures.append(fut)
+            return fut
+
+    def _wakeups(self, seg: Segment) -> list[Wakeup]:
+        """Future reads of ``seg`` that can complete now, removed from its list. O(waiting)."""
+        out: list[Wakeup] = []
+        keep: list[FutureRead] = []
+        tail_wm = seg.last_write_time - 1
+        length = seg.data.length
+        for f in seg.futures:
+            if f.done():
+                continue
+            if f.offset < length:
+                out.append((f, self._read_locked(seg, f.offset, f.max_length)))
+            elif seg.sealed or tail_wm > f.watermark:
+                out.append((f, tail_read(seg, f.offset)))
+            else:
+                keep.append(f)
+        seg.futures = keep
+        return out
+
+    def _expire(self, fut: FutureRead) -> None:
+        """Complete ``fut`` now with a zero-length read at the current tail watermark."""
+        with self._lock:
+            seg = self._segments.get(fut.segment)
+            if seg is not None and fut in seg.futures:
+                seg.futures.remove(fut)
+                wake: list[Wakeup] = [(fut, tail_read(seg, fut.offset))]
+            else:
+                wake = []
+        complete(wake)
+
+    def expire_future_reads(self) -> int:
+        """Complete every future read whose ingestion-clock deadline has passed. O(waiting)."""
+        now = self._clock.now()
+        wake: list[Wakeup] = []
+        with self._lock:
+            for seg in self._segments.values():
+                if not seg.futures:
+                    continue
+                keep = []
+                for f in seg.futures:
+                    if f.done():
+                        continue
+                    if f.deadline_ms is not None and f.deadline_ms <= now:
+                        wake.append((f, tail_read(seg, f.offset)))
+                    else:
+                        keep.append(f)
+                seg.futures = keep
+        complete(wake)
+        return len(wake)
+
+    # ------------------------------------------------------------------ watermarks
+    def watermark_at(self, name: str, offset: int) -> int:
+        """DESIGN §1 ``watermark_at``: ``ingestion_time_at(offset) - 1``, or the tail's. O(log n)."""
+        with self._lock:
+            seg = self._get(name, use=False)
+            o = self._check_position(seg, offset, "offset")
+            if o == seg.length:
+                return seg.last_write_time - 1
+            return seg.windex.watermark_at(o)
+
+    def ingestion_time_at(self, name: str, offset: int) -> int:
+        """Timestamp of the append or merge that wrote byte ``offset``. O(log n)."""
+        with self._lock:
+            seg = self._get(name, use=False)
+            o = self._check_position(seg, offset, "offset", end_ok=False)
+            return seg.windex.ingestion_time_at(o)
+
+    def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
+        """Batch ``watermark_at`` over an integer array of offsets (numba). O(q log n) or O(q + n)."""
+        arr = np.asarray(offsets)
+        if arr.dtype.kind not in "iu":
+            raise InvalidArgumentError(
+                f"segment {quote(name)}: offsets must be an integer array, got dtype {arr.dtype}"
+            )
+        arr = arr.astype(np.int64, copy=False)
+        with self._lock:
+            seg = self._get(name, use=False)
+            if arr.size:
+                self._check_position(seg, int(arr.min()), "offset")
+                self._check_position(seg, int(arr.max()), "offset")
+            return seg.windex.watermarks_at(arr)

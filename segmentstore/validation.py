@@ -1,0 +1,59 @@
+"""Argument checks shared by the container and the read index; each error names the segment and value."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attributes import INT64_MAX, INT64_MIN, is_core_attribute
+from .errors import InvalidArgumentError
+
+__all__ = ["quote", "check_name", "check_offset", "check_writer", "as_bytes"]
+
+
+def quote(name: object) -> str:
+    """``repr`` of a segment name for messages. O(len)."""
+    return repr(name)
+
+
+def check_name(name: object) -> None:
+    """A segment name is a non-empty str without surrounding spaces or NUL."""
+    if not isinstance(name, str):
+        raise InvalidArgumentError(f"segment name must be a str, got {type(name).__name__} {name!r}")
+    if not name or name.strip() != name or "\x00" in name:
+        raise InvalidArgumentError(
+            f"segment name {name!r} must be non-empty, without surrounding spaces or NUL"
+        )
+
+
+def check_offset(name: str, what: str, value: object) -> None:
+    """``value`` is an int (or numpy integer) >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgumentError(
+            f"segment {name!r}: {what} must be an int, got {type(value).__name__} {value!r}"
+        )
+    if value < 0:
+        raise InvalidArgumentError(f"segment {name!r}: {what} must be >= 0, got {value}")
+
+
+def check_writer(name: str, writer_id: object, event_number: object) -> None:
+    """Writer id and event number are both 64-bit ints; the id is not a core attribute key."""
+    for what, v in (("writer_id", writer_id), ("event_number", event_number)):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise InvalidArgumentError(
+                f"segment {name!r}: {what} must be an int when writer_id/event_number is given, "
+                f"got {v!r}"
+            )
+        if not INT64_MIN <= v <= INT64_MAX:
+            raise InvalidArgumentError(f"segment {name!r}: {what} {v} does not fit in 64 bits")
+    assert isinstance(writer_id, int)
+    if is_core_attribute(writer_id):
+        raise InvalidArgumentError(
+            f"segment {name!r}: writer_id {writer_id} lies in the core attribute key range"
+        )
+
+
+def as_bytes(name: str, data: object) -> bytes:
+    """A bytes-like payload as ``bytes``; anything else is an error."""
+    if isinstance(data, (bytearray, memoryview)):
+        return bytes(data)
+    raise InvalidArgumentError(f"segment {quote(name)}: payload must be bytes, got {type(data).__name__}")
