@@ -1,0 +1,174 @@
+"""Reader throughput: events/s one reader delivers, per event and in batches, vs raw store reads.
+
+One stream segment holds ``N`` events of 100 bytes (frames of routing key + payload),
+written 1000 per append. Measured side by side in one process, in turns, best of the
+rounds for each contender:
+
+- ``raw``: ``client.read`` of 1 MiB blocks over the whole segment (bytes only: the floor).
+- ``batch``: ``EventReader.read_batch`` (columns: numpy + Arrow, ingestion times from one
+  ``watermarks_at`` call per block), INGESTION_TIME, a reader group on the wall clock.
+  Goal: >= 1 M events/s.
+- ``per event``: ``EventReader.read_next_event``, one ``EventRead`` per event.
+
+Each round resets the group to the head of the stream (a new epoch), so every round
+reads the same events. Run ``python -m bench.bench_reader [--quick]``; ``run(quick)``
+returns the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+from collections.abc import Callable
+from typing import Any
+
+from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.events import decode_columns, encode_event
+from readergroup.group import ReaderGroup
+from readergroup.reader import ReadKind
+from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
+from segmentstore.client import EmbeddedClient
+from segmentstore.clock import monotonic_s
+
+__all__ = ["run", "main", "EVENT_BYTES", "BATCH_GOAL_EVENTS_PER_S"]
+
+EVENT_BYTES = 100
+BATCH_GOAL_EVENTS_PER_S = 1_000_000
+STREAM = "bench/reader"
+_BLOCK = 1 << 20
+_WRITE_BATCH = 1_000
+
+Row = dict[str, Any]
+
+
+def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
+    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
+
+
+def _frames() -> list[bytes]:
+    """1000 distinct 100-byte frames (4-byte routing key, 81-byte payload)."""
+    out = [encode_event(f"k{i:03d}", i.to_bytes(4, "little") * 20 + b"!") for i in range(_WRITE_BATCH)]
+    assert all(len(f) == EVENT_BYTES for f in out)
+    return out
+
+
+def _measure(n: int, rounds: int) -> dict[str, float]:
+    """Best seconds per event of each contender over ``rounds`` turns. O(rounds * n)."""
+    clock = ManualClock(1_000_000)
+    store = SegmentStore(clock=clock, config=StoreConfig(advancer_thread=False))
+    try:
+        client = EmbeddedClient(store)
+        seg = client.create_stream(STREAM, 1).active_segments[0].name
+        frames = _frames()
+        for _ in range(max(1, n // _WRITE_BATCH)):
+            clock.advance(1)
+            client.append_batch(seg, frames)
+        total = client.get_info(seg).length // EVENT_BYTES
+        cfg = ReaderGroupConfig((STREAM,), time_domain=TimeDomain.INGESTION_TIME)
+        group = ReaderGroup("bench", cfg, client, WallClock())
+        reader = group.create_reader("reader")
+        head = client.get_head_cut(STREAM)
+
+        def raw() -> int:
+            off = 0
+            while True:
+                r = client.read(seg, off, _BLOCK)
+                off += len(r.data)
+                if r.at_tail:
+                    return off // EVENT_BYTES
+
+        def raw_decode() -> int:
+            off, events = 0, 0
+            while True:
+                r = client.read(seg, off, _BLOCK)
+                cols, used = decode_columns(r.data, off, events_only=True)
+                off += used
+                events += len(cols["offset"])
+                if r.at_tail and used == len(r.data):
+                    return events
+
+        def batch() -> int:
+            group.reset_to(head)
+            events = 0
+            while events < total:
+                events += len(reader.read_batch(65_536))
+            return events
+
+        def per_event() -> int:
+            group.reset_to(head)
+            events = 0
+            read = reader.read_next_event
+            kind = ReadKind.EVENT
+            while events < total:
+                if read().kind is kind:
+                    events += 1
+            return events
+
+        contenders: dict[str, Callable[[], int]] = {
+            "raw": raw, "raw+decode": raw_decode, "batch": batch, "per event": per_event,
+        }
+        for go in contenders.values():  # warm up: kernels load, caches fill
+            go()
+        best = dict.fromkeys(contenders, float("inf"))
+        for _ in range(rounds):
+            for name, go in contenders.items():
+                gc.collect()
+                gc.disable()
+                try:
+                    t0 = monotonic_s()
+                    got = go()
+                    best[name] = min(best[name], (monotonic_s() - t0) / got)
+                finally:
+                    gc.enable()
+                assert got == total, f"{name} read {got} of {total} events"
+        return best
+    finally:
+        store.close()
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Measure every figure in one process and return the rows (``quick``: ~5x less work)."""
+    best = _measure(200_000 if quick else 1_000_000, 3 if quick else 5)
+    raw = 1 / best["raw"]
+    vs = f"raw store reads of 1 MiB blocks ({raw:,.0f} events/s); fraction of raw"
+    batch = 1 / best["batch"]
+    dec, one = best["raw+decode"], best["per event"]
+    return [
+        _row("store.read 1 MiB blocks (raw bytes)", raw, "events/s", "itself", 1.0),
+        _row("store.read + decode_columns", 1 / dec, "events/s", vs, best["raw"] / dec),
+        _row("reader.read_batch (columns)", batch, "events/s", vs, best["raw"] / best["batch"]),
+        _row("reader.read_next_event", 1 / one, "events/s", vs, best["raw"] / one),
+        _row(
+            "reader.read_batch vs goal",
+            batch,
+            "events/s",
+            f"goal {BATCH_GOAL_EVENTS_PER_S:,} events/s; x the goal",
+            batch / BATCH_GOAL_EVENTS_PER_S,
+        ),
+    ]
+
+
+def _format(rows: list[Row]) -> str:
+    lines = [f"{'benchmark':<38} {'value':>14} {'unit':<9} {'ratio':>7}  vs"]
+    for r in rows:
+        lines.append(
+            f"{r['name']:<38} {r['value']:>14,.0f} {r['unit']:<9} {r['ratio']:>7.3f}  {r['ratio_vs']}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the reader benchmark table."""
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_reader", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="about 5x less work")
+    args = parser.parse_args(argv)
+    rows = run(args.quick)
+    print(_format(rows))
+    batch = rows[-1]["value"]
+    met = "met" if batch >= BATCH_GOAL_EVENTS_PER_S else "NOT met"
+    print(f"\nbatch API: {batch / 1e6:.2f} M events/s (goal >= 1 M: {met})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

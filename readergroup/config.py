@@ -1,0 +1,123 @@
+"""Reader-group configuration: which streams, where to start, which time domain, how often to report.
+
+A frozen value apart from the running state (DESIGN §5). ``TimeDomain`` is PDP-26's opt-in:
+``PROCESSING_TIME`` (the default) delivers events only; ``INGESTION_TIME`` also delivers
+the group's ingestion-time watermarks.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from segmentstore import StreamCut
+
+from .errors import InvalidReaderGroupConfigError
+
+__all__ = ["TimeDomain", "ReaderGroupConfig"]
+
+
+class TimeDomain(enum.Enum):
+    """The time domain a reader group works in (PDP-26 "Time Domain Configuration")."""
+
+    PROCESSING_TIME = "processing_time"
+    """No watermarks: a client that is not watermark-aware never sees one (the default)."""
+
+    INGESTION_TIME = "ingestion_time"
+    """Readers also return the group's ingestion-time watermarks, strictly ascending."""
+
+    EVENT_TIME = "event_time"
+    """Readers return producer-asserted event-time watermarks (``EventWriter.note_time``): the
+    minimum over active writers at the group's acknowledged positions, strictly ascending."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderGroupConfig:
+    """What a reader group reads and how its readers behave.
+
+    - ``streams``: the ``scope/name`` streams the group reads (at least one, no duplicates).
+    - ``starting_cuts``: where each stream starts; a stream without a cut starts at its head.
+    - ``time_domain``: ``PROCESSING_TIME`` (default, no watermarks) or ``INGESTION_TIME``.
+    - ``position_report_interval_ms``: how often (on the group's clock) a busy reader
+      reports its acknowledged positions and learns the group watermark; ``0`` = on every
+      read. Readers also report when they finish a segment, are idle at the tail, reach a
+      checkpoint, release a segment or close.
+    - ``read_buffer_bytes``: bytes per segment read (one read is decoded as a block).
+    - ``max_event_time_lag_ms``: for the "late events seen" metric: an event whose event
+      time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
+    """
+
+    streams: tuple[str, ...]
+    starting_cuts: tuple[StreamCut, ...] = ()
+    time_domain: TimeDomain = TimeDomain.PROCESSING_TIME
+    position_report_interval_ms: int = 100
+    read_buffer_bytes: int = 1 << 20
+    max_event_time_lag_ms: int = 0
+
+    def __post_init__(self) -> None:
+        streams = self.streams
+        if isinstance(streams, str):
+            streams = (streams,)
+        if not isinstance(streams, Iterable):
+            raise InvalidReaderGroupConfigError(
+                f"ReaderGroupConfig.streams must be a sequence of 'scope/name', got {streams!r}"
+            )
+        streams = tuple(streams)
+        if not streams:
+            raise InvalidReaderGroupConfigError("ReaderGroupConfig.streams is empty: name a stream")
+        for s in streams:
+            if not isinstance(s, str) or s.count("/") != 1 or not all(s.split("/")):
+                raise InvalidReaderGroupConfigError(
+                    f"ReaderGroupConfig.streams: {s!r} is not a stream name 'scope/name'"
+                )
+        if len(set(streams)) != len(streams):
+            raise InvalidReaderGroupConfigError(f"ReaderGroupConfig.streams names a stream twice: {streams}")
+        object.__setattr__(self, "streams", streams)
+        cuts = self.starting_cuts
+        if isinstance(cuts, StreamCut):
+            cuts = (cuts,)
+        cuts = tuple(cuts)
+        seen: set[str] = set()
+        for c in cuts:
+            if not isinstance(c, StreamCut):
+                raise InvalidReaderGroupConfigError(
+                    f"ReaderGroupConfig.starting_cuts must hold StreamCut values, got {c!r}"
+                )
+            if c.stream not in streams:
+                raise InvalidReaderGroupConfigError(
+                    f"ReaderGroupConfig.starting_cuts: the cut of {c.stream!r} is for a stream the group "
+                    f"does not read {streams}"
+                )
+            if c.stream in seen:
+                raise InvalidReaderGroupConfigError(
+                    f"ReaderGroupConfig.starting_cuts has two cuts of stream {c.stream!r}"
+                )
+            seen.add(c.stream)
+        object.__setattr__(self, "starting_cuts", cuts)
+        if not isinstance(self.time_domain, TimeDomain):
+            raise InvalidReaderGroupConfigError(
+                f"ReaderGroupConfig.time_domain must be a TimeDomain, got {self.time_domain!r}"
+            )
+        _check_int("position_report_interval_ms", self.position_report_interval_ms, 0)
+        _check_int("read_buffer_bytes", self.read_buffer_bytes, 64)
+        _check_int("max_event_time_lag_ms", self.max_event_time_lag_ms, 0)
+
+    @property
+    def watermarks(self) -> bool:
+        """Whether readers deliver watermarks (``INGESTION_TIME``)."""
+        return self.time_domain is TimeDomain.INGESTION_TIME
+
+    def starting_cut(self, stream: str) -> StreamCut | None:
+        """The configured starting cut of ``stream``, or ``None`` (start at its head). O(streams)."""
+        for c in self.starting_cuts:
+            if c.stream == stream:
+                return c
+        return None
+
+
+def _check_int(option: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise InvalidReaderGroupConfigError(
+            f"ReaderGroupConfig.{option} must be an int >= {low}, got {value!r}"
+        )

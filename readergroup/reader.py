@@ -1,0 +1,560 @@
+"""``EventReader``: reads the segments its group assigns it, delivering events, watermarks and checkpoints.
+
+PDP-26 "EventReaderImpl". Each assigned segment is a ``SegmentInput`` (PDP-26
+"SegmentInputStream", ``segment_input.py``): read in blocks of ``read_buffer_bytes``,
+each decoded at once, with one batched ``watermarks_at`` call giving every event's
+ingestion time and the watermark after it.
+
+Delivery order: across segments, the buffered event with the oldest ingestion time
+first (within a segment, segment order), so the group watermark advances evenly.
+
+Acknowledgement: an event returned by ``read_next_event`` (or in a batch) counts as
+processed when the reader is called again. The reader reports its acknowledged
+positions and the watermarks there to the group state every
+``position_report_interval_ms`` (group clock), when it finishes a segment, when it is
+caught up at the tail, at a checkpoint, on release and on close; with each report it
+learns the group watermark, and in ``INGESTION_TIME`` returns it as a watermark read
+whenever it increased (strictly ascending within an epoch). A caught-up reader
+re-reads its tails (zero-length reads) on every call, so it follows idle segments'
+advancing watermarks. On a reset (new epoch, PIP-194) it drops everything it buffered.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from segmentstore import Clock
+from segmentstore.client import SegmentStoreClient
+from segmentstore.clock import monotonic_s
+
+from .checkpoint import ReaderPosition, SegmentPosition
+from .errors import InvalidReadError, ReaderNotInGroupError
+from .events import NO_EVENT_TIME
+from .segment_input import BlockSlice, SegmentInput
+from .state import INT64_MIN
+
+if TYPE_CHECKING:
+    from .config import ReaderGroupConfig
+    from .state import ReaderGroupState
+
+__all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
+
+_INT64_MAX = 2**63 - 1
+_WAIT_SLICE_MS = 20
+_new = tuple.__new__
+
+
+class ReadKind(enum.IntEnum):
+    """What an ``EventRead`` is."""
+
+    EVENT = 0
+    WATERMARK = 1
+    CHECKPOINT = 2
+    EMPTY = 3
+    """Nothing arrived within the timeout (Pravega's ``EventRead`` with a null event)."""
+
+
+class EventRead(NamedTuple):
+    """One result of ``read_next_event``: an event, a watermark, a checkpoint marker or nothing.
+
+    Immutable (a named tuple, for per-event speed). Events carry ``segment``,
+    ``position`` (the frame's offset; the reader's position after it is
+    ``end_position``), ``routing_key``, ``payload``, ``event_time`` (``None`` if the
+    writer gave none) and ``ingestion_time``. ``is_watermark`` / ``watermark``: no event
+    with ingestion time ``<= watermark`` follows from this reader group in this epoch.
+    ``is_checkpoint`` / ``checkpoint_name``: the reader reached that checkpoint.
+    """
+
+    kind: ReadKind
+    epoch: int
+    segment: str | None = None
+    position: int = -1
+    length: int = 0
+    routing_key: str | None = None
+    payload: bytes | None = None
+    event_time: int | None = None
+    ingestion_time: int | None = None
+    watermark: int | None = None
+    checkpoint_name: str | None = None
+
+    def is_event(self) -> bool:
+        """Whether this is an event (PDP-26 ``isEvent()``, for forward compatibility)."""
+        return self.kind is ReadKind.EVENT
+
+    @property
+    def is_watermark(self) -> bool:
+        return self.kind is ReadKind.WATERMARK
+
+    @property
+    def is_checkpoint(self) -> bool:
+        return self.kind is ReadKind.CHECKPOINT
+
+    @property
+    def end_position(self) -> int:
+        """The offset after this event's frame."""
+        return self.position + self.length
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EventBatch:
+    """Many events as columns (``read_batch``), for the engines.
+
+    ``watermark`` (if not ``None``) was emitted *before* these events; a batch with
+    ``checkpoint_name`` is a checkpoint marker and holds no events. ``segment_index``
+    indexes ``segments``. ``event_time`` is ``NO_EVENT_TIME`` (INT64_MIN) where none.
+    """
+
+    epoch: int
+    watermark: int | None
+    checkpoint_name: str | None
+    segments: tuple[str, ...]
+    segment_index: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    event_time: np.ndarray
+    ingestion_time: np.ndarray
+    routing_key: pa.Array
+    payload: pa.Array
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def to_arrow(self) -> pa.RecordBatch:
+        """The events as an Arrow record batch (segment as a dictionary column). O(n)."""
+        seg = pa.DictionaryArray.from_arrays(
+            pa.array(self.segment_index, pa.int32()), pa.array(self.segments, pa.string())
+        )
+        et = pa.array(self.event_time, pa.int64(), mask=self.event_time == NO_EVENT_TIME)
+        return pa.record_batch(
+            [seg, pa.array(self.offset), et, pa.array(self.ingestion_time), self.routing_key, self.payload],
+            names=["segment", "offset", "event_time", "ingestion_time", "routing_key", "payload"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderStats:
+    """Counters of one reader (``EventReader.stats``)."""
+
+    reader_id: str
+    epoch: int
+    events: int
+    bytes_read: int
+    watermarks: int
+    last_watermark: int | None
+    late_events: int
+    late_ingestion_events: int
+    segments: tuple[str, ...]
+
+
+_EVENT = ReadKind.EVENT
+
+
+class EventReader:
+    """A reader of a reader group; create it with ``ReaderGroup.create_reader``. Not thread-safe.
+
+    ``read_next_event(timeout_ms)`` returns one ``EventRead``; ``read_batch`` many
+    events as columns. Close it (``close()``) to hand its segments back at its
+    acknowledged positions; a crashed reader is declared with ``ReaderGroup.reader_offline``.
+    """
+
+    def __init__(
+        self,
+        reader_id: str,
+        state: ReaderGroupState,
+        config: ReaderGroupConfig,
+        client: SegmentStoreClient,
+        clock: Clock,
+    ) -> None:
+        self.reader_id = reader_id
+        self._state = state
+        self._config = config
+        self._client = client
+        self._clock = clock
+        self._now = clock.now
+        self._watermarks = config.watermarks
+        self._interval = config.position_report_interval_ms
+        self._buf = config.read_buffer_bytes
+        self._lag = config.max_event_time_lag_ms
+        self._slot = state.add_reader(reader_id)
+        self._epoch = state.epoch
+        self._segs: dict[str, SegmentInput] = {}
+        self._cur: SegmentInput | None = None
+        self._limit = _INT64_MAX
+        self._emitted = INT64_MIN  # last watermark returned in this epoch
+        self._late_threshold = INT64_MIN  # event times <= this are late
+        self._wm_pending: int | None = None
+        self._next_sync = INT64_MIN
+        self._need_sync = True
+        self._closed = False
+        self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    @property
+    def stats(self) -> ReaderStats:
+        """Counters: events, bytes read, watermarks, late events (event time and ingestion time)."""
+        return ReaderStats(
+            self.reader_id, self._epoch, self._events, self._bytes, self._wm_count,
+            None if self._emitted == INT64_MIN else self._emitted, self._late, self._late_ingestion,
+            tuple(sorted(self._segs)),
+        )
+
+    def get_position(self) -> ReaderPosition:
+        """Acknowledged positions (everything returned so far counts as processed) and watermarks. O(k)."""
+        return ReaderPosition(
+            self.reader_id,
+            self._epoch,
+            tuple(SegmentPosition(s.seg.stream, s.name, *s.acked()) for s in self._segs.values()),
+        )
+
+    def read_next_event(self, timeout_ms: int = 0) -> EventRead:
+        """The next event, watermark or checkpoint marker; ``EMPTY`` if none within ``timeout_ms``.
+
+        O(1) amortised per event: one block read, decode and ``watermarks_at`` call per
+        ``read_buffer_bytes``; a state sync per report interval.
+        """
+        if timeout_ms:
+            _check_timeout(self.reader_id, timeout_ms)
+        st = self._state
+        if st.epoch != self._epoch or self._closed or not self._slot.online:
+            self._restart()
+        if (self._need_sync or self._now() >= self._next_sync or st._checkpoints) and self._sync_due(st):
+            marker = self._sync()
+            if marker is not None:
+                return marker
+        if self._wm_pending is not None:
+            return self._emit_watermark()
+        cur = self._cur
+        if cur is not None:  # fast path: the current block, while it is the oldest
+            i = cur.idx
+            if i < cur.n:
+                it = cur.itl[i]
+                if it <= self._limit:  # (this is _deliver, inlined)
+                    cur.idx = i + 1
+                    off, ln, keys, pays = cur.lists  # type: ignore[misc]
+                    et = cur.etl[i]
+                    self._events += 1
+                    if it <= self._emitted:
+                        self._late_ingestion += 1
+                    if et is not None and et <= self._late_threshold:
+                        self._late += 1
+                    return _new(
+                        EventRead,
+                        (_EVENT, self._epoch, cur.name, off[i], ln[i], keys[i], pays[i], et, it, None, None),
+                    )
+        if self._select():
+            assert self._cur is not None
+            return self._deliver(self._cur, self._cur.idx)
+        return self._idle(timeout_ms, batch=False)  # type: ignore[return-value]
+
+    def read_batch(self, max_events: int = 65_536, timeout_ms: int = 0) -> EventBatch:
+        """Up to ``max_events`` events as columns, oldest ingestion time first across segments.
+
+        A watermark due is attached (emitted before the events); a checkpoint marker
+        comes as a batch of its own. Empty if nothing arrived within ``timeout_ms``.
+        """
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise InvalidReadError(
+                f"reader {self.reader_id!r}: max_events must be an int >= 1, got {max_events!r}"
+            )
+        _check_timeout(self.reader_id, timeout_ms)
+        st = self._state
+        if st.epoch != self._epoch or not self._slot.online or self._closed:
+            self._restart()
+        if self._sync_due(st):
+            marker = self._sync()
+            if marker is not None:
+                return self._batch([], None, marker.checkpoint_name)
+        wm = self._take_watermark()
+        parts = self._collect(max_events)
+        if parts or wm is not None:
+            return self._batch(parts, wm, None)
+        out = self._idle(timeout_ms, batch=True, max_events=max_events)
+        assert isinstance(out, EventBatch)
+        return out
+
+    def close(self) -> None:
+        """Report acknowledged positions and completed segments, then leave the group. Idempotent."""
+        if self._closed:
+            return
+        st = self._state
+        with st.lock:
+            if self._slot.online and st.epoch == self._epoch:
+                if not st.is_crossed(self.reader_id):
+                    self._report()
+                st.remove_reader(self.reader_id)
+            elif self._slot.online:
+                st.remove_reader(self.reader_id)
+        self._closed = True
+        self._segs.clear()
+        self._cur = None
+
+    def _sync_due(self, st: ReaderGroupState) -> bool:
+        return (
+            self._need_sync
+            or self._clock.now() >= self._next_sync
+            or (bool(st._checkpoints) and st.pending_checkpoint(self.reader_id) is not None)
+        )
+
+    # ------------------------------------------------------------------ delivery
+    def _deliver(self, s: SegmentInput, i: int) -> EventRead:
+        s.idx = i + 1
+        off, ln, keys, pays = s.lists  # type: ignore[misc]
+        it = s.itl[i]
+        et = s.etl[i]
+        self._events += 1
+        if it <= self._emitted:
+            self._late_ingestion += 1
+        if et is not None and et <= self._late_threshold:
+            self._late += 1
+        return _new(
+            EventRead,
+            (_EVENT, self._epoch, s.name, off[i], ln[i], keys[i], pays[i], et, it, None, None),
+        )
+
+    def _select(self) -> bool:
+        """Make the segment with the oldest buffered event current (fetching exhausted blocks). O(k)."""
+        best: SegmentInput | None = None
+        best_t = second = _INT64_MAX
+        for s in self._segs.values():
+            if s.idx >= s.n and not self._refill(s):
+                continue
+            if s.lists is None:
+                s.make_lists()
+            t = s.itl[s.idx]
+            if best is None or t < best_t:
+                if best is not None:
+                    second = best_t
+                best, best_t = s, t
+            elif t < second:
+                second = t
+        self._cur = best
+        self._limit = second
+        return best is not None
+
+    def _collect(self, max_events: int) -> list[BlockSlice]:
+        """Slices of blocks, oldest event first, up to ``max_events`` events.
+
+        Reads a new block only while the batch is still empty, so a batch is made of
+        already buffered slices (no copying of many blocks into one).
+        """
+        parts: list[BlockSlice] = []
+        left = max_events
+        while left > 0:
+            best: SegmentInput | None = None
+            best_t = second = _INT64_MAX
+            for s in self._segs.values():
+                if s.idx >= s.n and (parts or not self._refill(s)):
+                    continue
+                t = int(s.it[s.idx])
+                if best is None or t < best_t:
+                    if best is not None:
+                        second = best_t
+                    best, best_t = s, t
+                elif t < second:
+                    second = t
+            if best is None:
+                break
+            i = best.idx
+            stop = min(best.n, i + left)
+            if second != _INT64_MAX:
+                stop = min(stop, i + max(1, int(np.searchsorted(best.it[i:stop], second, side="right"))))
+            best.idx = stop
+            parts.append(best.part(i, stop))
+            left -= stop - i
+        self._cur = None
+        return parts
+
+    def _batch(self, parts: list[BlockSlice], wm: int | None, checkpoint: str | None) -> EventBatch:
+        names: list[str] = []
+        index: dict[str, int] = {}
+        seg_idx, off, ln, et, it, keys, pays = [], [], [], [], [], [], []
+        for p in parts:
+            k = index.setdefault(p.name, len(names))
+            if k == len(names):
+                names.append(p.name)
+            seg_idx.append(np.full(len(p.off), k, np.int32))
+            off.append(p.off)
+            ln.append(p.lengths)
+            et.append(p.et)
+            it.append(p.it)
+            keys.append(p.keys)
+            pays.append(p.pays)
+        if parts:
+            batch = EventBatch(
+                self._epoch, wm, checkpoint, tuple(names), _cat(seg_idx, np.int32), _cat(off, np.int64),
+                _cat(ln, np.int64), _cat(et, np.int64), _cat(it, np.int64),
+                keys[0] if len(keys) == 1 else pa.concat_arrays(keys),
+                pays[0] if len(pays) == 1 else pa.concat_arrays(pays),
+            )
+            n = len(batch)
+            self._events += n
+            self._late_ingestion += int(np.count_nonzero(batch.ingestion_time <= self._emitted))
+            if self._late_threshold != INT64_MIN:
+                e = batch.event_time
+                self._late += int(np.count_nonzero((e != NO_EVENT_TIME) & (e <= self._late_threshold)))
+            return batch
+        e64 = np.empty(0, np.int64)
+        return EventBatch(
+            self._epoch, wm, checkpoint, (), np.empty(0, np.int32), e64, e64, e64, e64,
+            pa.array([], pa.string()), pa.array([], pa.binary()),
+        )
+
+    def _refill(self, s: SegmentInput) -> bool:
+        """Read the next block of an exhausted segment unless it is at its tail; whether events came."""
+        s.roll()
+        if s.end_of_segment:
+            self._need_sync = True  # report the completion, register the successors
+            return False
+        if not s.at_tail:
+            self._fetch(s, 0)
+        return s.idx < s.n
+
+    def _take_watermark(self) -> int | None:
+        wm = self._wm_pending
+        if wm is not None:
+            self._wm_pending = None
+            self._set_emitted(wm)
+        return wm
+
+    def _emit_watermark(self) -> EventRead:
+        wm = self._take_watermark()
+        return EventRead(ReadKind.WATERMARK, self._epoch, watermark=wm)
+
+    def _set_emitted(self, wm: int) -> None:
+        self._emitted = wm
+        self._wm_count += 1
+        self._late_threshold = wm - self._lag
+
+    # ------------------------------------------------------------------ reading blocks
+    def _fetch(self, s: SegmentInput, wait_ms: int) -> None:
+        """Read and decode the next block of ``s``; dropped if a reset happened meanwhile (PIP-194)."""
+        epoch = self._epoch
+        self._bytes += s.fetch_block(self._client, self._buf, wait_ms, lambda: self._state.epoch == epoch)
+        if s.end_of_segment:
+            self._need_sync = True
+
+    def _idle(self, timeout_ms: int, batch: bool, max_events: int = 1) -> EventRead | EventBatch:
+        """Nothing buffered: re-read the tails, sync, and wait up to ``timeout_ms`` for anything."""
+        _check_timeout(self.reader_id, timeout_ms)
+        deadline = monotonic_s() + timeout_ms / 1000.0
+        turn = 0
+        while True:
+            for s in self._segs.values():
+                if s.idx >= s.n and not s.end_of_segment:
+                    s.roll()
+                    self._fetch(s, 0)  # a zero-length read at the tail brings the new watermark
+            marker = self._sync(refresh=False)
+            if marker is not None:
+                return self._batch([], None, marker.checkpoint_name) if batch else marker
+            if batch:
+                wm = self._take_watermark()
+                parts = self._collect(max_events)
+                if parts or wm is not None:
+                    return self._batch(parts, wm, None)
+            else:
+                if self._wm_pending is not None:
+                    return self._emit_watermark()
+                if self._select():
+                    assert self._cur is not None
+                    return self._deliver(self._cur, self._cur.idx)
+            left_ms = int((deadline - monotonic_s()) * 1000)
+            if left_ms <= 0:
+                return self._batch([], None, None) if batch else EventRead(ReadKind.EMPTY, self._epoch)
+            live = [s for s in self._segs.values() if not s.end_of_segment]
+            if live:
+                s = live[turn % len(live)]
+                turn += 1
+                s.roll()
+                self._fetch(s, min(left_ms, _WAIT_SLICE_MS))
+            else:
+                _sleep_ms(min(left_ms, _WAIT_SLICE_MS))
+
+    # ------------------------------------------------------------------ group state
+    def _report(self) -> None:
+        """Report acknowledged positions and completed segments (under the state lock)."""
+        st = self._state
+        st.report(self.reader_id, [(s.name, *s.acked()) for s in self._segs.values() if not s.finished])
+        for s in [s for s in self._segs.values() if s.finished]:
+            st.complete(self.reader_id, s.name, max(s.final_wm, s.acked()[1]))
+            del self._segs[s.name]
+
+    def _sync(self, refresh: bool = True) -> EventRead | None:
+        """Report, complete, rebalance, reach a checkpoint; learn the group watermark. O(k log n).
+
+        ``refresh`` makes the next selection re-read tails of segments that were caught up.
+        """
+        st = self._state
+        marker: EventRead | None = None
+        with st.lock:
+            if st.epoch != self._epoch or not self._slot.online:
+                self._restart()
+            rid = self.reader_id
+            name = st.pending_checkpoint(rid)
+            if not st.is_crossed(rid):
+                self._report()
+                if name is None:
+                    k = st.release_count(rid)
+                    if k:
+                        for s in sorted(self._segs.values(), key=lambda s: s.acked()[1], reverse=True)[:k]:
+                            st.release(rid, s.name)
+                            del self._segs[s.name]
+                    for seg, pos, wm in st.acquire(rid):
+                        self._segs[seg.name] = SegmentInput(seg, pos, wm)
+            if name is not None:
+                st.checkpoint_reached(rid, name)
+                marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
+            gw = st.group_watermark
+        if self._watermarks and gw > self._emitted and gw > INT64_MIN:
+            self._wm_pending = gw
+        self._need_sync = not self._segs
+        self._next_sync = self._clock.now() + self._interval
+        self._cur = None
+        self._limit = _INT64_MAX
+        if refresh:
+            for s in self._segs.values():
+                s.at_tail = False  # re-read the tails at the next selection
+        return marker
+
+    def _restart(self) -> None:
+        """A new epoch (reset): drop every buffered read; or fail if the reader left the group."""
+        if self._closed or not self._slot.online:
+            self._segs.clear()
+            raise ReaderNotInGroupError(
+                f"reader {self.reader_id!r} is not online in group {self._state.group!r} "
+                "(closed or declared offline)"
+            )
+        self._segs.clear()
+        self._cur = None
+        self._limit = _INT64_MAX
+        self._epoch = self._state.epoch
+        self._emitted = INT64_MIN
+        self._late_threshold = INT64_MIN
+        self._wm_pending = None
+        self._need_sync = True
+
+
+def _check_timeout(reader_id: str, timeout_ms: object) -> None:
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
+        raise InvalidReadError(f"reader {reader_id!r}: timeout_ms must be an int >= 0, got {timeout_ms!r}")
+
+
+def _cat(arrays: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
+    if len(arrays) == 1:
+        return np.asarray(arrays[0], dtype=dtype)
+    return np.concatenate(arrays).astype(dtype, copy=False)
+
+
+def _sleep_ms(ms: int) -> None:
+    import threading
+
+    threading.Event().wait(ms / 1000.0)

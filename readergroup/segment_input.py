@@ -1,0 +1,171 @@
+"""``SegmentInput``: a segment as a reader consumes it — decoded blocks and the watermark after each event.
+
+PDP-26 "SegmentInputStream". The reader reads a segment in blocks (one ``SegmentRead``
+of up to ``read_buffer_bytes``), decodes a block at once (``events.decode_columns``),
+and makes one batched ``watermarks_at`` call over the block's event offsets (plus a
+partial frame's offset): ``ingestion_time = watermark_at(offset) + 1`` for each event,
+and the watermark *after* each event is the one at the next event's offset. A
+``SegmentRead``'s own watermark pertains to the end of the read, which is unaligned with
+events, so it is kept with the block and becomes the segment's watermark only once
+every event before it was delivered. Writer markers are skipped (the position moves
+past them). A zero-length read at the tail refreshes the watermark at the tail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from segmentstore import SegmentTruncatedError, StreamSegment
+from segmentstore.client import SegmentStoreClient
+
+from .events import NO_EVENT_TIME, decode_columns, frame_length
+
+__all__ = ["SegmentInput", "BlockSlice"]
+
+_EMPTY_I64 = np.empty(0, np.int64)
+
+
+class BlockSlice(NamedTuple):
+    """Events ``[a, b)`` of one segment's block as columns (views), for a batch."""
+
+    name: str
+    off: np.ndarray
+    lengths: np.ndarray
+    et: np.ndarray
+    it: np.ndarray
+    keys: pa.Array
+    pays: pa.Array
+
+
+class SegmentInput:
+    """One assigned segment: acknowledged base, the decoded block being delivered, read state.
+
+    ``idx`` is the next event of the block to deliver; everything before it counts as
+    delivered, so ``acked()`` is the position (and watermark) after the last delivered
+    event. Not thread-safe (one reader owns it).
+    """
+
+    __slots__ = (
+        "at_tail", "base_pos", "base_wm", "end_of_segment", "et", "etl", "fetch", "final_wm",
+        "idx", "it", "itl", "keys", "lengths", "lists", "n", "name", "nxt_pos", "nxt_wm", "off",
+        "pays", "seg",
+    )
+
+    def __init__(self, seg: StreamSegment, position: int, watermark: int) -> None:
+        self.seg = seg
+        self.name = seg.name
+        self.base_pos = position  # acknowledged position before the block's events
+        self.base_wm = watermark
+        self.fetch = position  # next offset to read from the store
+        self.at_tail = False
+        self.end_of_segment = False
+        self.final_wm = watermark
+        self._clear()
+
+    def _clear(self) -> None:
+        self.n = 0
+        self.idx = 0
+        self.off = self.lengths = self.et = self.it = self.nxt_pos = self.nxt_wm = _EMPTY_I64
+        self.keys: Any = None
+        self.pays: Any = None
+        self.lists: tuple[list[Any], ...] | None = None
+        self.itl: list[int] = []
+        self.etl: list[int | None] = []
+
+    @property
+    def finished(self) -> bool:
+        """Sealed, read to the end, and every event delivered."""
+        return self.end_of_segment and self.idx >= self.n
+
+    def acked(self) -> tuple[int, int]:
+        """Position after the last delivered event of this segment, and the watermark there. O(1)."""
+        i = self.idx
+        if i == 0:
+            return self.base_pos, self.base_wm
+        return int(self.nxt_pos[i - 1]), int(self.nxt_wm[i - 1])
+
+    def roll(self) -> None:
+        """The block is delivered: its end becomes the base (a no-op while events are left)."""
+        if self.n and self.idx >= self.n:
+            self.base_pos, wm = int(self.nxt_pos[-1]), int(self.nxt_wm[-1])
+            self.base_wm = max(self.base_wm, wm)
+            self._clear()
+
+    def part(self, a: int, b: int) -> BlockSlice:
+        """Events ``[a, b)`` of the block (views; the block may be replaced afterwards)."""
+        return BlockSlice(
+            self.name, self.off[a:b], self.lengths[a:b], self.et[a:b], self.it[a:b],
+            self.keys.slice(a, b - a), self.pays.slice(a, b - a),
+        )
+
+    def make_lists(self) -> None:
+        """Python lists of the block for per-event delivery (one conversion per block)."""
+        self.itl = self.it.tolist()
+        self.etl = [None if t == NO_EVENT_TIME else t for t in self.et.tolist()]
+        self.lists = (self.off.tolist(), self.lengths.tolist(), self.keys.to_pylist(), self.pays.to_pylist())
+
+    def fetch_block(
+        self, client: SegmentStoreClient, max_bytes: int, wait_ms: int, valid: Callable[[], bool]
+    ) -> int:
+        """Read and decode the next block (the previous one delivered); returns the bytes read.
+
+        ``wait_ms`` > 0 waits at the tail for data or a watermark increase. If ``valid()``
+        is false once the read returns (the group was reset meanwhile), the read is
+        dropped. O(block): one read, one decode, one ``watermarks_at`` call.
+        """
+        name = self.name
+        try:
+            r = client.read(name, self.fetch, max_bytes, wait_ms)
+        except SegmentTruncatedError:  # the data below the start offset is gone: move on
+            start = client.get_info(name).start_offset
+            self.fetch = self.base_pos = start
+            self.base_wm = max(self.base_wm, client.watermark_at(name, start))
+            return 0
+        if not valid():
+            return 0
+        data = r.data
+        if not data:  # a zero-length read: the watermark at the tail
+            self.at_tail = True
+            self.base_wm = max(self.base_wm, r.watermark)
+            if r.end_of_segment:
+                self.end_of_segment = True
+                self.final_wm = self.base_wm
+            return 0
+        read = len(data)
+        cols, consumed = decode_columns(data, r.offset, events_only=True)
+        if consumed == 0:  # one frame is longer than the block: read exactly that frame
+            need = frame_length(data) or 0
+            r = client.read(name, self.fetch, max(need, len(data) + 1), 0)
+            data = r.data
+            read += len(data)
+            cols, consumed = decode_columns(data, r.offset, events_only=True)
+        end = r.offset + consumed
+        whole = end == r.offset + len(data)
+        offs: np.ndarray = cols["offset"]
+        n = len(offs)
+        self.fetch = end
+        self.at_tail = r.at_tail and whole
+        if n:
+            q = offs if whole else np.append(offs, end)
+            w = np.asarray(client.watermarks_at(name, q), dtype=np.int64)
+            nxt_wm = np.empty(n, np.int64)
+            nxt_wm[:-1] = w[1:n]
+            nxt_wm[-1] = r.watermark if whole else int(w[n])
+            nxt_pos = np.empty(n, np.int64)
+            nxt_pos[:-1] = offs[1:]
+            nxt_pos[-1] = end
+            self.off, self.lengths, self.et, self.it = offs, cols["length"], cols["event_time"], w[:n] + 1
+            self.nxt_pos, self.nxt_wm = nxt_pos, nxt_wm
+            self.keys, self.pays = cols["routing_key"], cols["payload"]
+            self.n, self.idx, self.lists = n, 0, None
+        else:  # writer markers only
+            self.base_pos = end
+            self.base_wm = max(self.base_wm, r.watermark if whole else client.watermark_at(name, end))
+        if r.end_of_segment and whole:
+            self.end_of_segment = True
+            self.final_wm = max(self.base_wm, r.watermark)
+        return read
