@@ -15,12 +15,97 @@ def cli() -> None:
     """ingestwm: a Pravega-style segment store with ingestion-time watermarks."""
 
 
+def _sim_errors() -> tuple[type[Exception], ...]:
+    from .sim.errors import SimulationError
+
+    return (SimulationError,)
+
+
 @cli.command()
-def demo() -> None:
-    """Run the main job and print a short report."""
+@click.option("--out", default=None, metavar="DIR",
+              help="Output directory for series and plots (default ./runs/demo).")
+def demo(out: str | None) -> None:
+    """Run the iot-sensors scenario (PDP-26 EventTimeITCase) end to end and print a short report."""
+    from pathlib import Path
+
     from .demo import run_demo
 
-    run_demo(click.echo)
+    try:
+        run_demo(click.echo, Path(out) if out is not None else None)
+    except _sim_errors() as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).")
+@click.option("--seed", type=int, default=None, help="Random seed (overrides the scenario's).")
+@click.option("--out", default=None, metavar="DIR",
+              help="Output directory (default ./runs/<scenario>-seed<seed>).")
+def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None) -> None:
+    """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
+    from pathlib import Path
+
+    from .sim.commands import simulate as run_simulation
+
+    try:
+        run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo)
+    except _sim_errors() as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.command("bench")
+@click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
+def bench_cmd(quick: bool) -> None:
+    """Run every bench/bench_*.py module and print one table of ratios measured side by side."""
+    from .runner import run_bench
+
+    run_bench(quick, click.echo)
+
+
+@cli.command()
+@click.argument("sweep")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+@click.option("--out", default=None, metavar="DIR",
+              help="Output directory (default ./runs/experiment-<sweep>).")
+def experiment(sweep: str, master: str, out: str | None) -> None:
+    """Run the parameter grid SWEEP (a shipped name or YAML file), one simulation per Spark task."""
+    from pathlib import Path
+
+    from .experiment import run_experiment
+
+    try:
+        run_experiment(sweep, master, Path(out) if out is not None else None, click.echo)
+    except _sim_errors() as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option("--out", default=None, metavar="DIR", help="Also write compare.csv/.json/.png there.")
+@click.option("--no-plot", is_flag=True, help="With --out: skip the figure.")
+def compare(scenario: str, out: str | None, no_plot: bool) -> None:
+    """Run lab SCENARIO (shipped name or YAML file) through four watermark strategies; print the table."""
+    from pathlib import Path
+
+    from .lab import (
+        LabScenarioError,
+        format_table,
+        lab_scenarios,
+        load_lab_scenario,
+        run_compare,
+        write_outputs,
+    )
+
+    try:
+        result = run_compare(load_lab_scenario(scenario))
+    except LabScenarioError as e:
+        raise click.ClickException(f"{e} (shipped: {', '.join(lab_scenarios())})") from None
+    click.echo(format_table(result))
+    if out is not None:
+        for path in write_outputs(result, Path(out), plots=not no_plot):
+            click.echo(f"wrote {path}")
 
 
 @cli.command()

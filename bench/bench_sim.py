@@ -1,0 +1,172 @@
+"""Simulated events per second on a 1,000-segment, 100-reader scenario, with side-by-side baselines.
+
+Rows (all measured in one run):
+
+- ``sim batched``: the simulator on 1,000 segments and 100 readers (writers append one
+  numpy-built batch per segment per tick, readers ``read_batch``): events delivered per
+  wall-clock second of the simulation (the set-up before time 0 is reported apart), as
+  a ratio of the goal (1 M events/s).
+- ``sim event_writer``: the same topology with writers going through ``EventWriter``
+  (one ``encode_event`` and routing per event): ratio batched / per-event.
+- ``simpy scheduling``: the same SimPy processes and timeouts with no work in them:
+  the share of the batched run's wall time that is SimPy's scheduling.
+
+Run ``python -m bench.bench_sim [--quick]``; ``run(quick)`` returns the rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+from collections.abc import Generator
+from typing import Any
+
+import simpy
+
+from segmentstore.clock import monotonic_s
+
+from .sim.runner import run_scenario
+from .sim.scenario import Scenario, scenario_from_dict
+
+__all__ = ["run", "main", "bench_scenario", "GOAL_EVENTS_PER_S"]
+
+GOAL_EVENTS_PER_S = 1_000_000
+Row = dict[str, Any]
+
+
+def bench_scenario(
+    segments: int = 1_000,
+    readers: int = 100,
+    writers: int = 4,
+    keys_per_writer: int = 1_000,
+    rate_per_s: float = 1_000_000.0,
+    duration_ms: int = 3_000,
+    api: str = "batch",
+    poll_ms: int = 1_000,
+    tick_ms: int = 250,
+) -> Scenario:
+    """The benchmark's scenario: ``rate_per_s`` events/s over ``writers`` x ``keys_per_writer`` keys."""
+    return scenario_from_dict(
+        {
+            "name": f"bench-{segments}x{readers}-{api}",
+            "duration_ms": duration_ms,
+            "seed": 1,
+            "store": {"max_watermark_lag_ms": 2_000, "polling_period_ms": 500},
+            "stream": {"name": "bench/sim", "segments": segments},
+            "writers": [
+                {
+                    "name": "w",
+                    "count": writers,
+                    "key_count": keys_per_writer,
+                    "workload": {"kind": "constant", "rate_per_s": rate_per_s / writers},
+                    "tick_ms": tick_ms,
+                    "payload_bytes": 8,
+                    "api": api,
+                }
+            ],
+            "readers": [{"name": "r", "count": readers, "poll_ms": poll_ms}],
+            "group": {"position_report_interval_ms": 200, "max_event_time_lag_ms": 1_000},
+            "metrics": {"sample_ms": 1_000, "segments": False, "plots": False},
+        }
+    )
+
+
+def _timed(sc: Scenario) -> tuple[float, int, float, float]:
+    """(wall s after set-up, events delivered, simulated s, set-up wall s) of one run, GC off."""
+    gc.collect()
+    gc.disable()
+    try:
+        result = run_scenario(sc)
+    finally:
+        gc.enable()
+    return (
+        result.wall_s - result.setup_wall_s,
+        result.events_delivered,
+        sc.duration_ms / 1000.0,
+        result.setup_wall_s,
+    )
+
+
+def _simpy_only(sc: Scenario) -> float:
+    """Wall seconds of SimPy running the scenario's processes and timeouts with no work in them."""
+    env = simpy.Environment()
+
+    def ticker(period: int) -> Generator[simpy.Event, Any, None]:
+        while True:
+            yield env.timeout(period)
+
+    env.process(ticker(sc.store.polling_period_ms))
+    for w in sc.writers:
+        for _ in range(w.count):
+            env.process(ticker(w.tick_ms))
+    for r in sc.readers:
+        for _ in range(r.count):
+            env.process(ticker(r.poll_ms))
+    env.process(ticker(sc.metrics.sample_ms))
+    t0 = monotonic_s()
+    env.run(until=sc.duration_ms + 1)
+    return monotonic_s() - t0
+
+
+def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float | None) -> Row:
+    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Measure the simulator; rows of name/value/unit/ratio_vs/ratio."""
+    duration = 2_000 if quick else 5_000
+    rate = 1_000_000.0
+    run_scenario(
+        bench_scenario(segments=8, readers=2, writers=2, keys_per_writer=8, duration_ms=500)
+    )  # warm up
+    batched = bench_scenario(rate_per_s=rate, duration_ms=duration)
+    wall, events, sim_s, setup = _timed(batched)
+    eps = events / wall
+    per_event = bench_scenario(rate_per_s=rate / 20, duration_ms=duration, api="event_writer")
+    wall_e, events_e, _, _ = _timed(per_event)
+    eps_e = events_e / wall_e
+    simpy_s = _simpy_only(batched)
+    return [
+        _row(
+            f"sim batched: 1000 segments, 100 readers ({events:,} events, {sim_s:g} s simulated)",
+            eps,
+            "events/s",
+            "goal 1M events/s",
+            eps / GOAL_EVENTS_PER_S,
+        ),
+        _row(
+            "sim event_writer: same topology, EventWriter per event",
+            eps_e,
+            "events/s",
+            "batched / event_writer",
+            eps / eps_e,
+        ),
+        _row("sim batched: simulated seconds per wall second", sim_s / wall, "x", "real time", sim_s / wall),
+        _row(
+            "sim batched: set-up (1000 segments, group state), not counted above",
+            setup,
+            "s",
+            "run",
+            setup / wall,
+        ),
+        _row(
+            "simpy scheduling alone (same processes, no work)",
+            simpy_s,
+            "s",
+            "share of batched run",
+            simpy_s / wall,
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the rows."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="a shorter simulated run")
+    args = ap.parse_args(argv)
+    for r in run(args.quick):
+        print(f"{r['name']:<78} {r['value']:>14,.3f} {r['unit']:<9} {r['ratio']:8.3f}x {r['ratio_vs']}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,293 @@
+"""Run a scenario: build the world, start every actor, sample metrics, summarise, write the outputs.
+
+``run_scenario(scenario)`` returns a ``SimResult`` (the JSON-ready summary, the recorder
+with its series, the pipeline's ordered and late records); ``write_result`` writes
+``summary.json``, the CSV (and optional Parquet) series and the PNG plots. The same
+scenario and seed give byte-identical files: all randomness comes from seeded numpy
+generators, SimPy orders same-time events by scheduling order, and wall-clock time
+(``SimResult.wall_s``) is never written.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import simpy
+
+from segmentstore import SegmentNotFoundError
+from segmentstore.clock import monotonic_s
+
+from .actors import World, WriterActor, advancer, instance_names, scaler
+from .metrics import INT64_MIN, Recorder, stats, write_outputs
+from .pipeline import OrderedRecord, WindowFiring
+from .readers import ReaderActor
+from .scenario import Scenario, scenario_to_dict
+
+__all__ = ["SimResult", "run_scenario", "write_result"]
+
+Proc = Generator[simpy.Event, Any, None]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SimResult:
+    """What a run produced. ``summary`` is JSON-ready; ``wall_s`` is the only non-deterministic field."""
+
+    scenario: Scenario
+    summary: dict[str, Any]
+    recorder: Recorder
+    ordered: tuple[OrderedRecord, ...]
+    late: tuple[OrderedRecord, ...]
+    firings: tuple[WindowFiring, ...]
+    wall_s: float
+    setup_wall_s: float = 0.0
+    """Of ``wall_s``, the time spent building the world (store, stream, reader group) before time 0."""
+
+    @property
+    def events_delivered(self) -> int:
+        return int(self.recorder.delivered.sum())
+
+
+def _none_min(v: int) -> int | None:
+    return None if v == INT64_MIN else v
+
+
+def _sample(world: World) -> None:
+    """One row of the series (and per-segment rows). O(segments)."""
+    rec, group, client, pipe = world.recorder, world.group, world.client, world.pipeline
+    t = int(world.env.now)
+    now = world.clock.now()
+    gw = _none_min(group.group_watermark)
+    unread = 0
+    rows = group.segments()
+    keep = world.scenario.metrics.segments
+    for r in rows:
+        name = r.segment.name
+        try:
+            length = client.get_info(name).length
+        except SegmentNotFoundError:
+            length = r.position
+        unread += max(0, length - r.position)
+        if keep:
+            wm = _none_min(r.watermark)
+            rec.segment_rows.append(
+                (t, name, r.owner or "", r.status, r.position, length, wm, None if wm is None else now - wm)
+            )
+    adv = world.store.advancer_stats
+    rec.add_sample(
+        {
+            "t_ms": t,
+            "time_ms": now,
+            "group_watermark": gw,
+            "group_lag_ms": None if gw is None else now - gw,
+            "event_time_watermark": pipe.event_time_watermark
+            if pipe is not None
+            else (None if gw is None else gw - world.scenario.group.max_event_time_lag_ms),
+            "events_written": int(rec.written.sum()),
+            "events_delivered": int(rec.delivered.sum()),
+            "events_unique": rec.events_unique,
+            "duplicates": rec.duplicates,
+            "late_ingestion": int(rec.late_ingestion.sum()),
+            "late_event_time": int(rec.late_event_time.sum()),
+            "late_dropped": pipe.late_dropped if pipe is not None else 0,
+            "buffered": pipe.buffered if pipe is not None else 0,
+            "windows_fired": len(pipe.firings) if pipe is not None else 0,
+            "unread_bytes": unread,
+            "group_segments": len(rows),
+            "active_segments": len(client.get_stream(world.stream).active_segments),
+            "readers_online": len(group.online_readers()),
+            "advancer_passes": adv.passes,
+            "advancer_advanced": adv.segments_advanced,
+            "scale_events": len(rec.scale_events),
+        }
+    )
+
+
+def _sampler(world: World) -> Proc:
+    env, every, end = world.env, world.scenario.metrics.sample_ms, world.end_ms
+    _sample(world)
+    t = 0
+    while t < end:
+        t = min(t + every, end)
+        yield env.timeout(t - env.now)
+        yield env.timeout(0)  # after the actors due at the same time
+        _sample(world)
+
+
+def _progress(world: World, report: Callable[[int], None]) -> Proc:
+    env, end = world.env, world.end_ms
+    step = max(1, end // 200)
+    while env.now < end:
+        yield env.timeout(min(step, end - env.now))
+        report(int(env.now))
+
+
+def run_scenario(scenario: Scenario, progress: Callable[[int], None] | None = None) -> SimResult:
+    """Simulate ``scenario`` to its end on the real store and reader group; returns the result."""
+    t0 = monotonic_s()
+    world = World(scenario)
+    try:
+        env = world.env
+        writers = [WriterActor(world, spec, i, name) for i, (spec, name) in enumerate(world.writer_specs)]
+        specs = [(spec, name) for spec in scenario.readers for name in instance_names(spec.name, spec.count)]
+        readers = [ReaderActor(world, spec, name, ch) for ch, (spec, name) in enumerate(specs)]
+        setup = monotonic_s() - t0
+        env.process(advancer(world))
+        env.process(scaler(world))
+        for wa in writers:
+            env.process(wa.process())
+        for ra in readers:
+            env.process(ra.process())
+        env.process(_sampler(world))
+        if progress is not None:
+            env.process(_progress(world, progress))
+        env.run(until=scenario.duration_ms + 1)
+        summary = _summary(world, writers, readers)
+        pipe = world.pipeline
+        return SimResult(
+            scenario,
+            summary,
+            world.recorder,
+            tuple(pipe.ordered) if pipe else (),
+            tuple(pipe.late) if pipe else (),
+            tuple(pipe.firings) if pipe else (),
+            monotonic_s() - t0,
+            setup,
+        )
+    finally:
+        world.close()
+
+
+def _summary(world: World, writers: list[WriterActor], readers: list[ReaderActor]) -> dict[str, Any]:
+    sc, rec, pipe = world.scenario, world.recorder, world.pipeline
+    samples = rec.samples
+    last = samples[-1]
+    per_writer: dict[str, Any] = {}
+    ordered_by: dict[int, list[int]] = {}
+    late_by: dict[int, int] = {}
+    if pipe is not None:
+        for _, w, _, t in pipe.ordered:
+            ordered_by.setdefault(w, []).append(t)
+        for _, w, _, _ in pipe.late:
+            late_by[w] = late_by.get(w, 0) + 1
+    for wa in writers:
+        i = wa.index
+        row: dict[str, Any] = {
+            "written": int(rec.written[i]),
+            "delivered": int(rec.delivered[i]),
+            "late_ingestion": int(rec.late_ingestion[i]),
+            "late_event_time": int(rec.late_event_time[i]),
+        }
+        if wa.commits:
+            row["transactions_committed"] = wa.commits
+        if pipe is not None:
+            ts = ordered_by.get(i, [])
+            row["ordered_output"] = len(ts)
+            row["late_dropped"] = late_by.get(i, 0)
+            row["output_in_event_time_order"] = all(a <= b for a, b in itertools.pairwise(ts))
+        per_writer[wa.name] = row
+    adv = world.store.advancer_stats
+    duration_s = sc.duration_ms / 1000.0
+    out: dict[str, Any] = {
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "duration_ms": sc.duration_ms,
+        "start_time_ms": sc.start_time_ms,
+        "parameters": scenario_to_dict(sc),
+        "events": {
+            "written": int(rec.written.sum()),
+            "delivered": int(rec.delivered.sum()),
+            "unique": rec.events_unique,
+            "duplicates": rec.duplicates,
+            "missing": rec.events_missing,
+            "late_ingestion": int(rec.late_ingestion.sum()),
+            "late_event_time": int(rec.late_event_time.sum()),
+        },
+        "writers": per_writer,
+        "watermark": {
+            "final_group_watermark": last["group_watermark"],
+            "final_lag_ms": last["group_lag_ms"],
+            "lag_ms": stats(r["group_lag_ms"] for r in samples),
+            "returned": rec.watermarks_returned,
+            "reader_violations": rec.watermark_violations,
+            "group_samples_decreasing": rec.group_samples_decreasing,
+            "monotonic": rec.watermark_violations == 0 and rec.group_samples_decreasing == 0,
+        },
+        "advancer": {
+            "passes": adv.passes,
+            "segments_examined": adv.segments_examined,
+            "segments_advanced": adv.segments_advanced,
+            "advances_per_s": round(adv.segments_advanced / duration_s, 3),
+            "examined_per_pass": round(adv.segments_examined / adv.passes, 3) if adv.passes else 0,
+        },
+        "scaling": {"events": len(rec.scale_events), "history": rec.scale_events},
+        "faults": _faults(world),
+        "readers": {ra.name: {"state": ra.state, "events": ra.events} for ra in readers},
+    }
+    if world.last_write_ms is not None and world.last_write_ms < sc.duration_ms:
+        out["watermark"]["idle"] = {
+            "from_ms": world.last_write_ms,
+            "bound_ms": sc.store.max_watermark_lag_ms + sc.store.polling_period_ms,
+            "lag_ms": stats(r["group_lag_ms"] for r in samples if r["t_ms"] >= world.last_write_ms),
+        }
+    if pipe is not None:
+        pipe._check()
+        lat = [t - end for t, _, _, end, _ in pipe.firings]
+        out["pipeline"] = {
+            "event_time_watermark": pipe.event_time_watermark,
+            "ordered_output": len(pipe.ordered),
+            "late_dropped": pipe.late_dropped,
+            "buffered_final": pipe.buffered,
+            "buffered_max": max((r["buffered"] for r in samples), default=0),
+            "in_event_time_order": True,
+            "windows_fired": len(pipe.firings),
+            "window_latency_ms": stats(lat),
+        }
+    return out
+
+
+def _faults(world: World) -> list[dict[str, Any]]:
+    """For each no-ack fault: the group watermark once the fault settled, at its end, and at the run's end.
+
+    "Settled" is one position report interval plus one poll after the fault began: the
+    time the other readers need to report what they acknowledged before it.
+    """
+    sc, samples = world.scenario, world.recorder.samples
+    out: list[dict[str, Any]] = []
+    for spec in sc.readers:
+        f = spec.noack
+        if f is None:
+            continue
+        end = f.end_ms if f.end_ms is not None else sc.duration_ms
+        settled = f.start_ms + sc.group.position_report_interval_ms + spec.poll_ms
+        during = [r["group_watermark"] for r in samples if settled <= r["t_ms"] < end]
+        after = [r["group_watermark"] for r in samples if r["t_ms"] >= end]
+        out.append(
+            {
+                "reader": spec.name,
+                "kind": "noack",
+                "start_ms": f.start_ms,
+                "end_ms": f.end_ms,
+                "settled_ms": settled,
+                "watermark_settled": during[0] if during else None,
+                "watermark_before_end": during[-1] if during else None,
+                "stalled": bool(during) and len(set(during)) == 1,
+                "watermark_final": after[-1] if after else None,
+                "resumed": bool(during and after) and after[-1] is not None and after[-1] > during[-1],
+            }
+        )
+    return out
+
+
+def write_result(result: SimResult, out_dir: Path) -> list[Path]:
+    """Write the summary, series and plots of ``result`` into ``out_dir``; returns the files written."""
+    sc = result.scenario
+    paths = write_outputs(out_dir, result.summary, result.recorder, sc.metrics.parquet)
+    if sc.metrics.plots:
+        from .plots import plot_result
+
+        paths += plot_result(result, out_dir)
+    return paths

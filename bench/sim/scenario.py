@@ -1,0 +1,563 @@
+"""Scenarios: a frozen schema, YAML loading with errors that name the field, and ``--set`` overrides.
+
+A scenario file is a YAML mapping whose keys are the fields of ``Scenario`` (nested
+mappings for ``store``, ``stream``, ``scaling``, ``group``, ``pipeline``, ``metrics``;
+lists of mappings for ``writers`` and ``readers``). Times are ``int`` milliseconds
+relative to the scenario's start, except ``start_time_ms`` (ms since the epoch).
+Unknown keys, wrong types and out-of-range values raise ``ScenarioError`` with the
+dotted path of the field (``writers.1.workload.rate_per_s``).
+
+Overrides are ``key=value`` strings: the key is a dotted path (list items by index or
+by ``name``), the value is parsed as a YAML scalar or flow collection (``5000`` is an
+int, ``1.5`` a float, ``true`` a bool, ``null`` None, ``[1, 2]`` a list).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ScenarioError
+
+__all__ = [
+    "StoreSpec",
+    "StreamSpec",
+    "ScalingSpec",
+    "ScheduledEvent",
+    "WorkloadSpec",
+    "WriterSpec",
+    "NoAckFault",
+    "ReaderSpec",
+    "GroupSpec",
+    "PipelineSpec",
+    "MetricsSpec",
+    "Scenario",
+    "shipped_scenarios",
+    "scenario_path",
+    "load_scenario",
+    "scenario_from_dict",
+    "scenario_to_dict",
+    "apply_overrides",
+    "parse_override",
+]
+
+
+def _f(default: Any = dataclasses.MISSING, *, low: float | None = None, choices: tuple[str, ...] = ()) -> Any:
+    """A field with a lower bound or a set of choices, checked by ``_validate``."""
+    meta = {"low": low, "choices": choices}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use a tuple or a frozen dataclass default")
+    if dataclasses.is_dataclass(default):
+        return field(default_factory=_constant(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _constant(value: Any) -> Any:
+    """A default factory returning ``value`` (a frozen dataclass, safe to share)."""
+
+    def make() -> Any:
+        return value
+
+    return make
+
+
+def _validate(obj: Any) -> None:
+    """Check the bounds and choices declared with ``_f`` (raises ``ScenarioError`` naming the field)."""
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        low = f.metadata.get("low")
+        if low is not None and v is not None and not isinstance(v, tuple) and v < low:
+            raise ScenarioError(f"must be >= {low:g}, got {v!r}", f.name)
+        if low is not None and isinstance(v, tuple) and any(x < low for x in v):
+            raise ScenarioError(f"every value must be >= {low:g}, got {list(v)}", f.name)
+        choices = f.metadata.get("choices")
+        if choices and v not in choices:
+            raise ScenarioError(f"must be one of {', '.join(choices)}; got {v!r}", f.name)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """The segment store's watermark settings (``StoreConfig``)."""
+
+    max_watermark_lag_ms: int = _f(10_000, low=1)
+    polling_period_ms: int = _f(1_000, low=1)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSpec:
+    """The one stream every writer writes and the reader group reads."""
+
+    name: str = "sim/stream"
+    segments: int = _f(1, low=1)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if self.name.count("/") != 1 or not all(self.name.split("/")):
+            raise ScenarioError(f"must be 'scope/name', got {self.name!r}", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingSpec:
+    """Stream scaling events: every ``every_ms`` (from ``start_ms``) and/or at the times ``at_ms``.
+
+    Modes: ``split`` splits the widest active segment in two, ``merge`` merges the two
+    adjacent segments with the narrowest union, ``split_merge`` alternates (split all /
+    merge back pairwise), ``shift`` seals every segment and creates as many successors
+    with the boundaries shifted (predecessors with several successors and vice versa).
+    """
+
+    every_ms: int | None = _f(None, low=1)
+    at_ms: tuple[int, ...] = _f((), low=0)
+    start_ms: int = _f(0, low=0)
+    stop_ms: int | None = _f(None, low=0)
+    mode: str = _f("shift", choices=("split", "merge", "split_merge", "shift"))
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledEvent:
+    """One event of a ``schedule`` workload: written at ``at_ms`` with routing key ``key``."""
+
+    at_ms: int = _f(low=0)
+    key: str = _f()
+    event_time_offset_ms: int = 0
+    """Added to the writer's event time (its clock at ``at_ms`` plus its skew)."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """How many events a writer produces over time.
+
+    ``constant``: ``rate_per_s``; ``bursty``: ``rate_per_s``, and ``burst_rate_per_s``
+    for ``burst_ms`` every ``burst_every_ms``; ``periodic_idle``: ``rate_per_s`` for
+    ``active_ms``, then nothing for ``idle_ms``, repeated; ``schedule``: exactly ``events``.
+    """
+
+    kind: str = _f("constant", choices=("constant", "bursty", "periodic_idle", "schedule"))
+    rate_per_s: float = _f(100.0, low=0)
+    burst_rate_per_s: float = _f(1_000.0, low=0)
+    burst_ms: int = _f(1_000, low=1)
+    burst_every_ms: int = _f(10_000, low=1)
+    active_ms: int = _f(10_000, low=1)
+    idle_ms: int = _f(10_000, low=0)
+    events: tuple[ScheduledEvent, ...] = ()
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if self.kind == "schedule" and not self.events:
+            raise ScenarioError("a 'schedule' workload needs at least one event", "events")
+        if self.kind == "bursty" and self.burst_ms > self.burst_every_ms:
+            raise ScenarioError(
+                f"burst_ms {self.burst_ms} is longer than burst_every_ms {self.burst_every_ms}", "burst_ms"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class WriterSpec:
+    """A writer (``count`` > 1: that many instances ``name-0`` ...) and its workload.
+
+    Events are generated during each ``tick_ms`` and appended at the tick's end, one
+    append per segment (``api: batch``, frames built in numpy) or through an
+    ``EventWriter`` (``api: event_writer``). With ``commit_interval_ms`` the writer
+    writes through transactions committed at that interval. Event time is the writer's
+    clock (generation time + ``event_time_skew_ms``) minus a uniform jitter in
+    ``[0, jitter_ms]`` (out of order). Routing keys: ``keys`` or ``key_count`` keys
+    ``f"{instance}-{i}"``.
+    """
+
+    name: str = _f()
+    count: int = _f(1, low=1)
+    keys: tuple[str, ...] = ()
+    key_count: int = _f(1, low=1)
+    workload: WorkloadSpec = field(default_factory=WorkloadSpec)
+    max_events: int | None = _f(None, low=0)
+    start_ms: int = _f(0, low=0)
+    stop_ms: int | None = _f(None, low=0)
+    tick_ms: int = _f(100, low=1)
+    event_time_skew_ms: int = 0
+    jitter_ms: int = _f(0, low=0)
+    payload_bytes: int = _f(16, low=8)
+    api: str = _f("batch", choices=("batch", "event_writer"))
+    commit_interval_ms: int | None = _f(None, low=1)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if not self.name:
+            raise ScenarioError("must not be empty", "name")
+        if self.stop_ms is not None and self.stop_ms < self.start_ms:
+            raise ScenarioError(f"{self.stop_ms} is before start_ms {self.start_ms}", "stop_ms")
+        if len(set(self.keys)) != len(self.keys):
+            raise ScenarioError(f"routing keys repeat: {list(self.keys)}", "keys")
+
+
+@dataclass(frozen=True, slots=True)
+class NoAckFault:
+    """Fault injection: from ``start_ms`` to ``end_ms`` (``None``: forever) the reader stays online
+    but never reads again, so it never acknowledges what it holds (the Pulsar demo's
+    ``--fault-noack``): the group watermark stalls for every reader."""
+
+    start_ms: int = _f(low=0)
+    end_ms: int | None = _f(None, low=0)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if self.end_ms is not None and self.end_ms <= self.start_ms:
+            raise ScenarioError(f"{self.end_ms} is not after start_ms {self.start_ms}", "end_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderSpec:
+    """A reader (``count`` > 1: instances ``name-0`` ...): join, leave or crash times, rate, faults.
+
+    Every ``poll_ms`` the reader reads batches until nothing is left or its
+    ``rate_per_s`` budget (``None``: unlimited) is used. A crashed reader stops reading
+    and is declared offline ``offline_after_ms`` later (failure detection).
+    """
+
+    name: str = _f()
+    count: int = _f(1, low=1)
+    join_ms: int = _f(0, low=0)
+    leave_ms: int | None = _f(None, low=0)
+    crash_ms: int | None = _f(None, low=0)
+    offline_after_ms: int = _f(1_000, low=0)
+    rate_per_s: float | None = _f(None, low=0)
+    poll_ms: int = _f(50, low=1)
+    noack: NoAckFault | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if not self.name:
+            raise ScenarioError("must not be empty", "name")
+        for what in ("leave_ms", "crash_ms"):
+            t = getattr(self, what)
+            if t is not None and t < self.join_ms:
+                raise ScenarioError(f"{t} is before join_ms {self.join_ms}", what)
+        if self.leave_ms is not None and self.crash_ms is not None:
+            raise ScenarioError(
+                "a reader either leaves or crashes; give one of leave_ms, crash_ms", "crash_ms"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """The reader group (``ReaderGroupConfig``); it always works in ``INGESTION_TIME``."""
+
+    position_report_interval_ms: int = _f(100, low=0)
+    read_buffer_bytes: int = _f(1 << 20, low=64)
+    max_event_time_lag_ms: int = _f(0, low=0)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSpec:
+    """What follows the readers: ``flink_compat``'s event-time reordering, then tumbling windows.
+
+    The event-time watermark is the group watermark minus ``group.max_event_time_lag_ms``.
+    """
+
+    ordering: bool = False
+    window_ms: int | None = _f(None, low=1)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSpec:
+    """What is sampled (every ``sample_ms``) and written."""
+
+    sample_ms: int = _f(1_000, low=1)
+    segments: bool = True
+    event_log: bool = False
+    parquet: bool = False
+    plots: bool = True
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A whole simulation: store, stream, scaling, writers, readers, reader group, pipeline, metrics."""
+
+    name: str = _f()
+    duration_ms: int = _f(low=1)
+    description: str = ""
+    seed: int = 0
+    start_time_ms: int = _f(1_700_000_000_000, low=0)
+    store: StoreSpec = field(default_factory=StoreSpec)
+    stream: StreamSpec = field(default_factory=StreamSpec)
+    scaling: ScalingSpec = field(default_factory=ScalingSpec)
+    writers: tuple[WriterSpec, ...] = ()
+    readers: tuple[ReaderSpec, ...] = ()
+    group: GroupSpec = field(default_factory=GroupSpec)
+    pipeline: PipelineSpec = field(default_factory=PipelineSpec)
+    metrics: MetricsSpec = field(default_factory=MetricsSpec)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        for what in ("writers", "readers"):
+            names = [s.name for s in getattr(self, what)]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ScenarioError(f"names repeat: {dup}", what)
+        if self.pipeline.ordering and not self.readers:
+            raise ScenarioError("event-time ordering needs at least one reader", "pipeline.ordering")
+        if self.pipeline.window_ms is not None and not self.pipeline.ordering:
+            raise ScenarioError(
+                "windows follow the ordering step: set pipeline.ordering", "pipeline.window_ms"
+            )
+
+
+# ---------------------------------------------------------------------- loading
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _type_name(tp: Any) -> str:
+    if dataclasses.is_dataclass(tp):
+        return "a mapping"
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        return "a list"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    return {int: "an int", float: "a number", str: "a string", bool: "true/false", type(None): "null"}.get(
+        tp, str(tp)
+    )
+
+
+def _convert(tp: Any, value: Any, path: str) -> Any:
+    """``value`` (parsed YAML) as type ``tp``; raises ``ScenarioError`` naming ``path``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, path)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ScenarioError(f"must be a mapping, got {value!r}", path)
+        return _build(tp, value, path)  # type: ignore[arg-type]
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ScenarioError(f"must be a list, got {value!r}", path)
+        (item,) = typing.get_args(tp)[:1]
+        return tuple(_convert(item, v, f"{path}.{i}") for i, v in enumerate(value))
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ScenarioError(f"must be true or false, got {value!r}", path)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise ScenarioError(f"must be an int, got {value!r}", path)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ScenarioError(f"must be a number, got {value!r}", path)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ScenarioError(f"must be a string, got {value!r}", path)
+        return value
+    raise ScenarioError(f"unsupported field type {tp!r}", path)  # pragma: no cover - schema bug
+
+
+def _build(cls: type, data: Mapping[str, Any], path: str) -> Any:
+    hints = _hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        p = f"{path}.{key}" if path else str(key)
+        if key not in known:
+            raise ScenarioError(f"unknown field; known fields: {', '.join(sorted(known))}", p)
+        kwargs[key] = _convert(hints[key], value, p)
+    for name, f in known.items():
+        if (
+            name not in kwargs
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ):
+            raise ScenarioError("is required", f"{path}.{name}" if path else name)
+    try:
+        return cls(**kwargs)
+    except ScenarioError as e:
+        raise e.under(path) if path else e from None
+
+
+def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
+    """Validate a parsed scenario mapping into a ``Scenario``."""
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"a scenario must be a mapping of fields, got {type(data).__name__}")
+    result: Scenario = _build(Scenario, data, "")
+    return result
+
+
+def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data (lists for tuples), e.g. for a JSON summary."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+
+    out: dict[str, Any] = plain(dataclasses.asdict(scenario))
+    return out
+
+
+# ---------------------------------------------------------------------- files and overrides
+
+
+def shipped_scenarios() -> list[str]:
+    """Names of the scenarios shipped in ``bench/scenarios``, sorted."""
+    root = resources.files("bench") / "scenarios"
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def scenario_path(name_or_path: str | Path) -> Path:
+    """A shipped scenario's file by name, or the given path if it is a file."""
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    shipped = shipped_scenarios()
+    if str(name_or_path) in shipped:
+        return Path(str(resources.files("bench") / "scenarios" / f"{name_or_path}.yaml"))
+    raise ScenarioError(
+        f"unknown scenario {str(name_or_path)!r}: not a file and not one of {', '.join(shipped)}"
+    )
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ScenarioError(f"cannot read scenario file {str(path)!r}: {e.strerror or e}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ScenarioError(f"scenario file {str(path)!r} is not valid YAML{where}") from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"a.b=value"`` -> (``"a.b"``, the value parsed as YAML)."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError(f"override {text!r} is not key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        raise ScenarioError(f"cannot parse the value {raw!r}", key) from None
+    return key, value
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """A copy of the raw scenario mapping with each ``key=value`` applied (paths checked by the schema)."""
+    out: dict[str, Any] = _copy(data)
+    for text in overrides:
+        key, value = parse_override(text)
+        _set_path(out, key, value)
+    return out
+
+
+def _copy(v: Any) -> Any:
+    if isinstance(v, Mapping):
+        return {k: _copy(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_copy(x) for x in v]
+    return v
+
+
+def _set_path(root: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    tp: Any = Scenario
+    node: Any = root
+    done: list[str] = []
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        here = ".".join([*done, part])
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType):
+            tp = next(a for a in typing.get_args(tp) if a is not type(None))
+            origin = typing.get_origin(tp)
+        if dataclasses.is_dataclass(tp):
+            hints = _hints(tp)  # type: ignore[arg-type]
+            if part not in hints:
+                raise ScenarioError(f"unknown field; known fields: {', '.join(sorted(hints))}", here)
+            if last:
+                node[part] = value
+                return
+            tp = hints[part]
+            child = node.get(part)
+            if child is None:
+                child = [] if typing.get_origin(tp) is tuple else {}
+                node[part] = child
+            node = child
+        elif origin is tuple:
+            if not isinstance(node, list):
+                raise ScenarioError("is not a list", ".".join(done))
+            idx = _index(node, part, here)
+            if last:
+                node[idx] = value
+                return
+            tp = typing.get_args(tp)[0]
+            node = node[idx]
+            if not isinstance(node, dict):
+                raise ScenarioError("is not a mapping", here)
+        else:
+            raise ScenarioError(f"{'.'.join(done)} is {_type_name(tp)}, it has no field {part!r}", here)
+        done.append(part)
+
+
+def _index(items: list[Any], part: str, here: str) -> int:
+    if part.lstrip("-").isdigit():
+        idx = int(part)
+        if not -len(items) <= idx < len(items):
+            raise ScenarioError(f"index out of range: the list has {len(items)} items", here)
+        return idx % len(items)
+    for i, item in enumerate(items):
+        if isinstance(item, Mapping) and item.get("name") == part:
+            return i
+    names = [str(it.get("name")) for it in items if isinstance(it, Mapping)]
+    raise ScenarioError(f"no item named {part!r} (items: {', '.join(names) or 'none'})", here)
+
+
+def load_scenario(
+    name_or_path: str | Path, overrides: Sequence[str] = (), seed: int | None = None
+) -> Scenario:
+    """Load a shipped scenario (by name) or a YAML file, apply overrides and the seed, validate."""
+    path = scenario_path(name_or_path)
+    data = _read_yaml(path)
+    if not isinstance(data, Mapping):
+        raise ScenarioError(f"scenario file {str(path)!r} must hold a mapping of fields")
+    data = apply_overrides(data, overrides)
+    if seed is not None:
+        data["seed"] = seed
+    return scenario_from_dict(data)

@@ -1,0 +1,176 @@
+"""Workload models and vectorised event framing for the simulated writers.
+
+- ``expected_events(spec, t0, t1)``: the integral of a workload's rate over ``[t0, t1)``
+  (constant, bursty, periodic idle) — writers keep the fractional remainder, so counts
+  are exact and deterministic; ``schedule`` workloads list their events instead.
+- ``generation_times`` / ``event_times``: when, within a tick, events are produced and
+  which event time they carry (the writer's skewed clock minus a seeded jitter).
+- ``FrameBuilder``: frames in ``readergroup.events``' layout, built for a whole batch
+  with numpy (one ``tobytes`` per append instead of one ``struct.pack`` per event).
+  Each payload starts with the writer's index and the event's sequence number (two
+  little-endian ``u32``), which ``payload_ids`` reads back from a batch of events.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from readergroup.events import HEADER_SIZE, KIND_EVENT, encode_event
+
+from .scenario import ScheduledEvent, WorkloadSpec
+
+__all__ = [
+    "expected_events",
+    "scheduled_events",
+    "generation_times",
+    "event_times",
+    "FrameBuilder",
+    "payload_ids",
+    "ID_BYTES",
+]
+
+ID_BYTES = 8
+"""Bytes at the start of each payload: writer index (u32) and sequence number (u32)."""
+
+
+def _overlap(t0: float, t1: float, period: float, on: float) -> float:
+    """Length of ``[t0, t1)`` inside the windows ``[k*period, k*period + on)``. O(1)."""
+    if on <= 0 or t1 <= t0:
+        return 0.0
+
+    def cumulative(t: float) -> float:
+        k = math.floor(t / period)
+        return k * on + min(t - k * period, on)
+
+    return cumulative(t1) - cumulative(t0)
+
+
+def expected_events(spec: WorkloadSpec, t0: int, t1: int) -> float:
+    """Events a rate workload produces in ``[t0, t1)`` ms (0 for ``schedule``). O(1)."""
+    if t1 <= t0 or spec.kind == "schedule":
+        return 0.0
+    span = t1 - t0
+    if spec.kind == "constant":
+        return spec.rate_per_s * span / 1000.0
+    if spec.kind == "bursty":
+        burst = _overlap(t0, t1, spec.burst_every_ms, spec.burst_ms)
+        return (spec.rate_per_s * (span - burst) + spec.burst_rate_per_s * burst) / 1000.0
+    if spec.kind == "periodic_idle":
+        active = _overlap(t0, t1, spec.active_ms + spec.idle_ms, spec.active_ms)
+        return spec.rate_per_s * active / 1000.0
+    raise AssertionError(spec.kind)  # pragma: no cover - validated by the schema
+
+
+def scheduled_events(spec: WorkloadSpec, t0: int, t1: int) -> list[ScheduledEvent]:
+    """The ``schedule`` events with ``t0 <= at_ms < t1``, in time order (stable). O(events)."""
+    return sorted((e for e in spec.events if t0 <= e.at_ms < t1), key=lambda e: e.at_ms)
+
+
+def generation_times(t0: int, t1: int, n: int) -> np.ndarray:
+    """``n`` production times spread evenly over ``[t0, t1)`` (ms, int64, non-decreasing)."""
+    if n <= 0:
+        return np.empty(0, np.int64)
+    return t0 + ((np.arange(n, dtype=np.float64) + 0.5) * ((t1 - t0) / n)).astype(np.int64)
+
+
+def event_times(
+    gen: np.ndarray, start_ms: int, skew_ms: int, jitter_ms: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Event times: the writer's clock (``start_ms + gen + skew``) minus a uniform jitter in [0, jitter]."""
+    et = gen + (start_ms + skew_ms)
+    if jitter_ms > 0 and len(gen):
+        et = et - rng.integers(0, jitter_ms + 1, size=len(gen), dtype=np.int64)
+    return et.astype(np.int64, copy=False)
+
+
+class FrameBuilder:
+    """Frames of one writer's events, built in bulk. O(n) numpy work per ``build``.
+
+    All keys of the same UTF-8 length (the default key names) take the vectorised
+    path; otherwise each frame is encoded with ``encode_event``.
+    """
+
+    __slots__ = (
+        "_fast",
+        "_frame_len",
+        "_key_len",
+        "_key_mat",
+        "_keys",
+        "_payload_bytes",
+        "_template",
+        "writer",
+    )
+
+    def __init__(self, writer_index: int, keys: Sequence[str], payload_bytes: int) -> None:
+        if payload_bytes < ID_BYTES:
+            raise ValueError(f"payload_bytes must be >= {ID_BYTES}, got {payload_bytes}")
+        self.writer = writer_index
+        self._keys = list(keys)
+        self._payload_bytes = payload_bytes
+        encoded = [k.encode() for k in self._keys]
+        self._key_len = len(encoded[0]) if encoded else 0
+        self._fast = bool(encoded) and all(len(k) == self._key_len for k in encoded)
+        self._frame_len = HEADER_SIZE + self._key_len + payload_bytes
+        if self._fast:
+            self._key_mat = np.frombuffer(b"".join(encoded), np.uint8).reshape(len(encoded), self._key_len)
+            head = encode_event(self._keys[0], bytes(payload_bytes), 0, KIND_EVENT)[:HEADER_SIZE]
+            self._template = np.frombuffer(head, np.uint8)
+
+    @property
+    def keys(self) -> list[str]:
+        return self._keys
+
+    @property
+    def frame_size(self) -> int:
+        """Bytes per frame when every frame has the same size (the vectorised path), else 0."""
+        return self._frame_len if self._fast else 0
+
+    def build(self, key_idx: np.ndarray, et: np.ndarray, seq: np.ndarray) -> bytes:
+        """Frames of events ``i``: key ``keys[key_idx[i]]``, event time ``et[i]``, number ``seq[i]``."""
+        n = len(key_idx)
+        if n == 0:
+            return b""
+        if not self._fast:
+            pad = bytes(self._payload_bytes - ID_BYTES)
+            w = self.writer.to_bytes(4, "little")
+            return b"".join(
+                encode_event(self._keys[k], w + int(s).to_bytes(4, "little") + pad, int(t))
+                for k, t, s in zip(key_idx.tolist(), et.tolist(), seq.tolist(), strict=True)
+            )
+        kl = self._key_len
+        buf = np.zeros((n, self._frame_len), np.uint8)
+        buf[:, :HEADER_SIZE] = self._template
+        buf[:, 5:13] = np.ascontiguousarray(et, dtype="<i8").view(np.uint8).reshape(n, 8)
+        if kl:
+            buf[:, HEADER_SIZE : HEADER_SIZE + kl] = self._key_mat[key_idx]
+        p0 = HEADER_SIZE + kl
+        ids = np.empty((n, 2), "<u4")
+        ids[:, 0] = self.writer
+        ids[:, 1] = seq
+        buf[:, p0 : p0 + ID_BYTES] = ids.view(np.uint8).reshape(n, ID_BYTES)
+        return buf.tobytes()
+
+
+def payload_ids(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Writer indexes and sequence numbers from the first 8 bytes of each payload (vectorised). O(n)."""
+    n = len(payloads)
+    if n == 0:
+        e = np.empty(0, np.int64)
+        return e, e
+    bufs = payloads.buffers()
+    off_dtype = np.int64 if pa.types.is_large_binary(payloads.type) else np.int32
+    offsets = np.frombuffer(bufs[1], off_dtype)[payloads.offset : payloads.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(bufs[2], np.uint8)
+    lens = np.diff(offsets)
+    size = int(lens[0])
+    if size >= ID_BYTES and bool((lens == size).all()):  # equal payloads: a strided view, no gather
+        base = int(offsets[0])
+        rows = data[base : base + n * size].reshape(n, size)[:, :ID_BYTES]
+    else:
+        rows = data[offsets[:-1, None] + np.arange(ID_BYTES)]
+    raw = np.ascontiguousarray(rows).view("<u4").reshape(n, 2)
+    return raw[:, 0].astype(np.int64), raw[:, 1].astype(np.int64)

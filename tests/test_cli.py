@@ -1,0 +1,142 @@
+"""The ``ingestwm`` CLI: --help everywhere, one-line errors with a non-zero exit, and each command."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cli import main
+from bench.runner import format_table, run_bench
+
+COMMANDS = ["demo", "simulate", "bench", "experiment", "serve"]
+
+
+@pytest.mark.parametrize("args", [["--help"], *([c, "--help"] for c in COMMANDS)])
+def test_help_everywhere(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 0
+    assert "Usage:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["simulate", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+        (["simulate", "idle-tail", "--set", "store.nope=1"], "store.nope: unknown field"),
+        (
+            ["simulate", "idle-tail", "--set", "store.polling_period_ms=fast"],
+            "store.polling_period_ms: must be an int",
+        ),
+        (["simulate", "idle-tail", "--set", "oops"], "not key=value"),
+        (["experiment", "no-such-sweep"], "unknown sweep 'no-such-sweep'"),
+    ],
+)
+def test_bad_input_exits_non_zero_with_one_line(
+    args: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(args) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert words in err[0]
+
+
+def test_an_unwritable_output_dir_is_one_line_and_nothing_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["simulate", "idle-tail", "--out", str(blocker / "sub")]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not writable" in err[0]
+    assert main(["demo", "--out", str(blocker)]) != 0
+    assert "not writable" in capsys.readouterr().err
+
+
+def test_the_console_script_prints_no_traceback_on_bad_input() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "simulate", "idle-tail", "--set", "writers.nobody.tick_ms=1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip() == "Error: writers.nobody: no item named 'nobody' (items: w)"
+
+
+def test_demo_reports_watermarks_lateness_and_where_the_plots_went(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Watermark progression" in out
+    assert "A: 30/30 delivered; 30 emitted in event-time order; 0 discarded as late" in out
+    assert "B: 30/30 delivered; 30 emitted in event-time order; 0 discarded as late" in out
+    assert "C: 30/30 delivered; 0 emitted in event-time order; 30 discarded as late" in out
+    assert "Why late:" in out and str(tmp_path) in out
+    for name in ("summary.json", "series.csv", "events.csv", "watermarks.png", "lateness.png"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_simulate_writes_summary_series_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "simulate",
+            "noack-stall",
+            "--set",
+            "duration_ms=6000",
+            "--set",
+            "readers.r-stuck.noack.start_ms=2000",
+            "--set",
+            "readers.r-stuck.noack.end_ms=4000",
+            "--set",
+            "metrics.parquet=true",
+            "--out",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "watermark stalled, then resumed" in out
+    with (tmp_path / "series.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 6000 // 250 + 1
+    for name in ("summary.json", "segments.csv", "series.parquet", "watermarks.png", "lateness.png"):
+        assert (tmp_path / name).exists()
+
+
+def test_bench_skips_a_module_it_cannot_import_and_prints_one_table() -> None:
+    lines: list[str] = []
+    rows = run_bench(True, lines.append, modules=["bench_missing_dependency"])
+    assert rows == []
+    assert lines[0] == "skipping bench_missing_dependency: missing dependency bench.bench_missing_dependency"
+    table = format_table(
+        [{"module": "m", "name": "x", "value": 1234567.0, "unit": "ev/s", "ratio_vs": "goal", "ratio": 1.5}]
+    )
+    assert table[0].split() == ["module", "benchmark", "value", "unit", "ratio", "ratio", "of"]
+    assert table[2].split() == ["m", "x", "1.235e+06", "ev/s", "1.50x", "goal"]
+
+
+@pytest.mark.slow
+def test_experiment_runs_a_two_point_grid_on_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = tmp_path / "tiny.yaml"
+    sweep.write_text(
+        "name: tiny\nbase: idle-tail\nseed: 2\n"
+        "set: [duration_ms=6000, writers.w.stop_ms=2000, writers.w.count=2]\n"
+        "grid:\n  store.polling_period_ms: [250, 1000]\n"
+    )
+    out = tmp_path / "out"
+    assert main(["experiment", str(sweep), "--master", "local[2]", "--out", str(out)]) == 0
+    with (out / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["store.polling_period_ms"] for r in rows] == ["250", "1000"]
+    for r in rows:
+        bound = 2000 + int(r["store.polling_period_ms"])
+        assert int(r["idle_lag_max_ms"]) <= bound
+        assert r["events_written"] == r["events_delivered"] != "0"
+    assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.json").exists()
