@@ -2,7 +2,8 @@
 
 A frozen value apart from the running state (DESIGN §5). ``TimeDomain`` is PDP-26's opt-in:
 ``PROCESSING_TIME`` (the default) delivers events only; ``INGESTION_TIME`` also delivers
-the group's ingestion-time watermarks.
+the group's ingestion-time watermarks; ``EVENT_TIME`` the writers' asserted event-time
+watermarks (``readergroup.event_time``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class ReaderGroupConfig:
 
     - ``streams``: the ``scope/name`` streams the group reads (at least one, no duplicates).
     - ``starting_cuts``: where each stream starts; a stream without a cut starts at its head.
-    - ``time_domain``: ``PROCESSING_TIME`` (default, no watermarks) or ``INGESTION_TIME``.
+    - ``time_domain``: ``PROCESSING_TIME`` (default, no watermarks), ``INGESTION_TIME`` or
+      ``EVENT_TIME`` (producer-asserted watermarks).
     - ``position_report_interval_ms``: how often (on the group's clock) a busy reader
       reports its acknowledged positions and learns the group watermark; ``0`` = on every
       read. Readers also report when they finish a segment, are idle at the tail, reach a
@@ -46,6 +48,7 @@ class ReaderGroupConfig:
     - ``read_buffer_bytes``: bytes per segment read (one read is decoded as a block).
     - ``max_event_time_lag_ms``: for the "late events seen" metric: an event whose event
       time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
+      Not used in ``EVENT_TIME``, where the watermark already is an event time.
     """
 
     streams: tuple[str, ...]
@@ -105,8 +108,8 @@ class ReaderGroupConfig:
 
     @property
     def watermarks(self) -> bool:
-        """Whether readers deliver watermarks (``INGESTION_TIME``)."""
-        return self.time_domain is TimeDomain.INGESTION_TIME
+        """Whether readers deliver watermarks (``INGESTION_TIME`` or ``EVENT_TIME``)."""
+        return self.time_domain is not TimeDomain.PROCESSING_TIME
 
     def starting_cut(self, stream: str) -> StreamCut | None:
         """The configured starting cut of ``stream``, or ``None`` (start at its head). O(streams)."""

@@ -162,6 +162,11 @@ class ReaderGroup:
         """The group's ingestion-time watermark (minimum over incomplete segments). O(1)."""
         return self._state.group_watermark
 
+    @property
+    def event_time_watermark(self) -> int:
+        """The producer-asserted event-time watermark at the acknowledged positions (``EVENT_TIME``)."""
+        return self._state.event_time_watermark
+
     def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with acknowledged position, watermark, owner and status."""
         return self._state.snapshot()

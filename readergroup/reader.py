@@ -34,6 +34,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
 
 from .checkpoint import ReaderPosition, SegmentPosition
+from .config import TimeDomain
 from .errors import InvalidReadError, ReaderNotInGroupError
 from .events import NO_EVENT_TIME
 from .segment_input import BlockSlice, SegmentInput
@@ -180,7 +181,8 @@ class EventReader:
         self._watermarks = config.watermarks
         self._interval = config.position_report_interval_ms
         self._buf = config.read_buffer_bytes
-        self._lag = config.max_event_time_lag_ms
+        self._event_time = config.time_domain is TimeDomain.EVENT_TIME
+        self._lag = 0 if self._event_time else config.max_event_time_lag_ms  # EVENT_TIME: no lag
         self._slot = state.add_reader(reader_id)
         self._epoch = state.epoch
         self._segs: dict[str, SegmentInput] = {}
@@ -188,6 +190,7 @@ class EventReader:
         self._limit = _INT64_MAX
         self._emitted = INT64_MIN  # last watermark returned in this epoch
         self._late_threshold = INT64_MIN  # event times <= this are late
+        self._it_emitted = INT64_MIN  # ingestion times <= this are late (INGESTION_TIME only)
         self._wm_pending: int | None = None
         self._next_sync = INT64_MIN
         self._need_sync = True
@@ -243,7 +246,7 @@ class EventReader:
                     off, ln, keys, pays = cur.lists  # type: ignore[misc]
                     et = cur.etl[i]
                     self._events += 1
-                    if it <= self._emitted:
+                    if it <= self._it_emitted:
                         self._late_ingestion += 1
                     if et is not None and et <= self._late_threshold:
                         self._late += 1
@@ -312,7 +315,7 @@ class EventReader:
         it = s.itl[i]
         et = s.etl[i]
         self._events += 1
-        if it <= self._emitted:
+        if it <= self._it_emitted:
             self._late_ingestion += 1
         if et is not None and et <= self._late_threshold:
             self._late += 1
@@ -398,7 +401,7 @@ class EventReader:
             )
             n = len(batch)
             self._events += n
-            self._late_ingestion += int(np.count_nonzero(batch.ingestion_time <= self._emitted))
+            self._late_ingestion += int(np.count_nonzero(batch.ingestion_time <= self._it_emitted))
             if self._late_threshold != INT64_MIN:
                 e = batch.event_time
                 self._late += int(np.count_nonzero((e != NO_EVENT_TIME) & (e <= self._late_threshold)))
@@ -434,6 +437,8 @@ class EventReader:
         self._emitted = wm
         self._wm_count += 1
         self._late_threshold = wm - self._lag
+        if not self._event_time:
+            self._it_emitted = wm
 
     # ------------------------------------------------------------------ reading blocks
     def _fetch(self, s: SegmentInput, wait_ms: int) -> None:
@@ -513,7 +518,7 @@ class EventReader:
             if name is not None:
                 st.checkpoint_reached(rid, name)
                 marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
-            gw = st.group_watermark
+            gw = st.event_time_watermark if self._event_time else st.group_watermark
         if self._watermarks and gw > self._emitted and gw > INT64_MIN:
             self._wm_pending = gw
         self._need_sync = not self._segs
@@ -539,6 +544,7 @@ class EventReader:
         self._epoch = self._state.epoch
         self._emitted = INT64_MIN
         self._late_threshold = INT64_MIN
+        self._it_emitted = INT64_MIN
         self._wm_pending = None
         self._need_sync = True
 

@@ -61,6 +61,7 @@ from .errors import (
     ReaderExistsError,
     ReaderNotInGroupError,
 )
+from .event_time import ProducerWatermarks
 
 __all__ = ["ReaderGroupState", "SegmentState", "INT64_MIN"]
 
@@ -145,6 +146,7 @@ class ReaderGroupState:
         self._checkpoints: deque[_Pending] = deque()
         self._checkpoint_names: set[str] = set()
         self._floor = INT64_MIN
+        self._event_time: ProducerWatermarks | None = None
         self._install(self._build(positions, {}))
 
     # ------------------------------------------------------------------ queries
@@ -157,6 +159,13 @@ class ReaderGroupState:
                 if m > self._floor:
                     self._floor = m
             return self._floor
+
+    @property
+    def event_time_watermark(self) -> int:
+        """Producer-asserted watermark at the acknowledged positions (``event_time``). O(n x writers)."""
+        with self.lock:
+            pw = self._event_time = self._event_time or ProducerWatermarks(self.client)
+            return pw.watermark(self.epoch, [(e.seg, e.position) for e in self._entries.values()])
 
     def readers(self) -> list[str]:
         """Ids of the online readers. O(readers)."""
@@ -549,6 +558,8 @@ class ReaderGroupState:
     def _check(self) -> None:
         """Assert the state's invariants (called by property and stress tests)."""
         with self.lock:
+            if self._event_time is not None:
+                self._event_time._check()
             assert len(self._by_wm) == len(self._entries)
             for wm, name in self._by_wm:
                 assert self._entries[name].watermark == wm, f"{name}: stale watermark key"

@@ -17,6 +17,11 @@ Committing on a sealed stream raises ``StreamSealedError``; abort the transactio
 
 Appends into transaction segments carry the writer id and event numbers like the
 ``EventWriter``'s, so resends after transient errors never duplicate.
+
+Producer watermarks: ``Transaction.note_time(t)`` / ``mark_idle()`` put a marker into
+every transaction segment, after the events written so far. The markers reach the
+stream with the commit's merge, so they take effect only if the transaction commits,
+and after its events; an aborted transaction's markers vanish with its segments.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from segmentstore.client import SegmentStoreClient
 
 from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
 from .events import encode_event
+from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
 from .writer import SegmentAppender, WriterConfig, check_writer_id, new_writer_id
 
@@ -63,6 +69,7 @@ class Transaction:
             a.last_number = 0  # a new transaction segment holds no events
         self._status = TransactionStatus.OPEN
         self._lock = threading.RLock()
+        self._writer_id = writer_id
 
     @property
     def info(self) -> TransactionInfo:
@@ -93,6 +100,23 @@ class Transaction:
                 or app.pending_bytes >= self._config.max_batch_bytes
             ):
                 app.flush(self._config)
+
+    def note_time(self, t: int) -> None:
+        """Assert every later event of the writer has event time ``>= t``, effective at commit only."""
+        t = check_asserted_time(t, self._writer_id)
+        self._marker(encode_watermark_marker(self._writer_id, t))
+
+    def mark_idle(self) -> None:
+        """Take the writer out of the active set when (and only if) the transaction commits."""
+        self._marker(encode_idle_marker(self._writer_id))
+
+    def _marker(self, frame: bytes) -> None:
+        with self._lock:
+            self._check_open("write a marker to")
+            for app in self._appenders.values():
+                app.add(BROADCAST, frame)
+                if len(app.pending) >= self._config.max_batch_events:
+                    app.flush(self._config)
 
     def flush(self) -> None:
         """Append everything buffered to the transaction segments (still invisible to readers)."""
@@ -149,7 +173,7 @@ class Transaction:
             self._table._check()
             for name, app in self._appenders.items():
                 for h, _ in app.pending:
-                    assert self._txn_of[self._table.segment_for_hash(h).name] == name
+                    assert h == BROADCAST or self._txn_of[self._table.segment_for_hash(h).name] == name
 
 
 class TransactionalEventWriter:

@@ -17,6 +17,12 @@
   whether its in-flight append landed (the writer's event number attribute), fetches
   the successors, re-routes the segment's unwritten events to them in their original
   order, and resends. Events of one routing key thus keep their order across scaling.
+- Producer watermarks (Pulsar's PIP): ``note_time(t)`` asserts that every later event
+  of this writer has event time ``>= t``; ``mark_idle()`` takes the writer out of the
+  active set. Each sends a marker frame, after everything buffered, to every active
+  segment (a sealed one's markers go to all its successors) and flushes. An event
+  written after ``mark_idle()`` first re-joins the writer at its last asserted time.
+  See ``producer_watermarks``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from segmentstore.client import SegmentStoreClient
 
 from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
 from .events import encode_event
+from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
 
 __all__ = ["WriterConfig", "EventWriter", "SegmentAppender", "new_writer_id", "check_writer_id"]
@@ -191,10 +198,34 @@ class EventWriter:
         self._appenders: dict[str, SegmentAppender] = {}
         self._lock = threading.RLock()
         self._closed = False
+        self._asserted: int | None = None  # highest time given to note_time
+        self._idle = False
 
     @property
     def stream(self) -> str:
         return self._stream
+
+    def note_time(self, t: int) -> None:
+        """Assert that every later event of this writer has event time ``>= t`` (a producer watermark).
+
+        Joins the writer to the stream's active set (the first time) and flushes; one
+        marker append per active segment. The readers' watermark from it is ``t - 1``.
+        """
+        t = check_asserted_time(t, self.writer_id)
+        with self._lock:
+            if self._closed:
+                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+            self._asserted = t if self._asserted is None else max(self._asserted, t)
+            self._idle = False
+            self._broadcast(encode_watermark_marker(self.writer_id, t))
+
+    def mark_idle(self) -> None:
+        """Leave the active set, so the writer no longer holds the watermark back; flushes."""
+        with self._lock:
+            if self._closed:
+                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+            self._idle = True
+            self._broadcast(encode_idle_marker(self.writer_id))
 
     def write_event(
         self, routing_key: str, payload: bytes | bytearray | memoryview, event_time: int | None = None
@@ -205,6 +236,9 @@ class EventWriter:
         with self._lock:
             if self._closed:
                 raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+            if self._idle and self._asserted is not None:  # re-join at the last asserted time
+                self._idle = False
+                self._broadcast(encode_watermark_marker(self.writer_id, self._asserted))
             now = self._clock.now() if self._clock is not None else 0
             app = self._appender(self._table.segment_for_hash(h))
             app.add(h, frame, now)
@@ -253,6 +287,14 @@ class EventWriter:
             app = self._appenders[seg.name] = SegmentAppender(self._client, seg.name, self.writer_id)
         return app
 
+    def _broadcast(self, frame: bytes) -> None:
+        """Queue a marker after everything buffered in every routed segment, then flush them all."""
+        now = self._clock.now() if self._clock is not None else 0
+        apps = [self._appender(seg) for seg in self._table.segments]
+        for app in apps:
+            app.add(BROADCAST, frame, now)
+        self._drain(apps)
+
     def _drain(self, queue: list[SegmentAppender]) -> None:
         """Flush ``queue``; a sealed segment's events move to its successors, which join the queue."""
         while queue:
@@ -274,9 +316,13 @@ class EventWriter:
         del self._appenders[app.segment]
         touched: dict[str, SegmentAppender] = {}
         for h, frame in events:
-            nxt = self._appender(self._table.segment_for_hash(h))
-            nxt.add(h, frame, app.first_ms)
-            touched[nxt.segment] = nxt
+            if h == BROADCAST:  # a marker goes to every successor
+                targets = [self._appender(i.segment) for i in successors]
+            else:
+                targets = [self._appender(self._table.segment_for_hash(h))]
+            for nxt in targets:
+                nxt.add(h, frame, app.first_ms)
+                touched[nxt.segment] = nxt
         return list(touched.values())
 
     def _check(self) -> None:
@@ -290,6 +336,6 @@ class EventWriter:
                 if app.unsent:
                     assert name in routed, f"{name} holds events but is no longer routed to"
                 for h, _ in app.pending:
-                    assert self._table.segment_for_hash(h).name == name
+                    assert h == BROADCAST or self._table.segment_for_hash(h).name == name
                 if app.inflight is not None and app.last_number is not None:
                     assert app.inflight.number > app.last_number

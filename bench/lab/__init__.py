@@ -1,0 +1,29 @@
+"""bench.lab: the watermark-strategy lab (``ingestwm compare SCENARIO``).
+
+One workload runs through four event-time watermark strategies side by side in one
+run — ingestion time with ``maxEventTimeLag``, producer-asserted watermarks, Flink's
+bounded out-of-orderness with idleness, Spark's ``max(event_time) - delay`` — with the
+same readers, reordering buffer and windows, on a ``ManualClock`` (deterministic).
+
+- ``scenario``: the YAML schema (``bench/scenarios/lab/*.yaml``).
+- ``strategies``: the four strategies and the shared pipeline.
+- ``runner``: ``run_compare`` and the per-strategy summary row.
+- ``report``: the table, CSV/JSON and the figure.
+"""
+
+from .report import format_table, plot, write_outputs
+from .runner import LabResult, run_compare
+from .scenario import LabScenario, LabScenarioError, lab_scenario_from_dict, lab_scenarios, load_lab_scenario
+
+__all__ = [
+    "LabResult",
+    "LabScenario",
+    "LabScenarioError",
+    "format_table",
+    "lab_scenario_from_dict",
+    "lab_scenarios",
+    "load_lab_scenario",
+    "plot",
+    "run_compare",
+    "write_outputs",
+]

@@ -1,0 +1,119 @@
+"""The lab's outputs: one text table, CSV, JSON, and one matplotlib figure with every strategy.
+
+``format_table`` is what ``ingestwm compare`` prints; ``write_outputs`` writes
+``compare.csv``, ``compare.json`` (rows and series) and ``compare.png`` (watermark lag
+over time, reordering buffer over time, late fraction and completeness, result latency).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from .runner import LabResult
+
+__all__ = ["COLUMNS", "format_table", "write_outputs", "plot"]
+
+COLUMNS = (
+    ("strategy", "strategy"),
+    ("late", "late"),
+    ("late_fraction", "late frac"),
+    ("completeness", "complete"),
+    ("windows_fired", "windows"),
+    ("wm_lag_mean_ms", "lag mean ms"),
+    ("wm_lag_max_ms", "lag max ms"),
+    ("result_latency_p50_ms", "result p50 ms"),
+    ("result_latency_max_ms", "result max ms"),
+    ("buffer_peak_events", "buf events"),
+    ("buffer_peak_bytes", "buf bytes"),
+)
+
+
+def _cell(key: str, row: dict[str, Any]) -> str:
+    v = row[key]
+    if v is None:
+        return "-"
+    if key == "windows_fired":
+        return f"{v}/{row['windows']}"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def format_table(result: LabResult) -> str:
+    """A fixed-width table, one line per strategy, under a one-line header with the event count."""
+    head = [h for _, h in COLUMNS]
+    body = [[_cell(k, r) for k, _ in COLUMNS] for r in result.rows]
+    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+    lines = [
+        f"{result.scenario.name}: {result.events_written} events, windows of {result.scenario.window_ms} ms",
+        _line(head, widths),
+    ]
+    lines.extend(_line(row, widths) for row in body)
+    return "\n".join(lines)
+
+
+def _line(cells: list[str], widths: list[int]) -> str:
+    pairs = enumerate(zip(cells, widths, strict=True))
+    return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in pairs)
+
+
+def write_outputs(result: LabResult, out_dir: Path, plots: bool = True) -> list[Path]:
+    """Write ``compare.csv``, ``compare.json`` and (with ``plots``) ``compare.png``; returns the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / "compare.csv", out_dir / "compare.json"]
+    with paths[0].open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(result.rows[0]))
+        w.writeheader()
+        w.writerows(result.rows)
+    doc = {
+        "scenario": result.scenario.name,
+        "events": result.events_written,
+        "rows": list(result.rows),
+        "series": {k: [list(s) for s in v] for k, v in result.series.items()},
+    }
+    paths[1].write_text(json.dumps(doc, indent=1) + "\n")
+    if plots:
+        paths.append(plot(result, out_dir / "compare.png"))
+    return paths
+
+
+def plot(result: LabResult, path: Path) -> Path:
+    """One figure, four panels: lag over time, buffer over time, late/completeness bars, latency bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["strategy"] for r in result.rows]
+    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    start = result.scenario.start_time_ms
+    for name in names:
+        pts = [(t / 1000, (start + t - wm) / 1000) for t, wm, _, _ in result.series[name] if wm is not None]
+        ax[0][0].plot([p[0] for p in pts], [p[1] for p in pts], label=name)
+        ax[0][1].plot([t / 1000 for t, *_ in result.series[name]], [b for _, _, b, _ in result.series[name]],
+                      label=name)
+    ax[0][0].set(title="watermark lag (now - watermark)", xlabel="time (s)", ylabel="lag (s)")
+    ax[0][1].set(title="reordering buffer", xlabel="time (s)", ylabel="events held")
+    x = range(len(names))
+    late = [r["late_fraction"] for r in result.rows]
+    comp = [r["completeness"] for r in result.rows]
+    ax[1][0].bar([i - 0.2 for i in x], late, width=0.4, label="late fraction")
+    ax[1][0].bar([i + 0.2 for i in x], comp, width=0.4, label="completeness")
+    ax[1][0].set(title="late events and window completeness", ylim=(0, 1.05))
+    lat = [(r["result_latency_p50_ms"] or 0) / 1000 for r in result.rows]
+    mx = [(r["result_latency_max_ms"] or 0) / 1000 for r in result.rows]
+    ax[1][1].bar([i - 0.2 for i in x], lat, width=0.4, label="p50")
+    ax[1][1].bar([i + 0.2 for i in x], mx, width=0.4, label="max")
+    ax[1][1].set(title="result latency (window fired - window end)", ylabel="s")
+    for a in (ax[1][0], ax[1][1]):
+        a.set_xticks(list(x), names)
+    for a in ax.flat:
+        a.legend(fontsize="small")
+    fig.suptitle(f"{result.scenario.name}: {result.events_written} events")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path

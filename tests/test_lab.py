@@ -1,0 +1,164 @@
+"""The watermark-strategy lab: numbers on a tiny scenario computed by hand, outputs, the CLI, scenarios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bench.cli import cli
+from bench.lab import (
+    LabScenarioError,
+    format_table,
+    lab_scenario_from_dict,
+    lab_scenarios,
+    load_lab_scenario,
+    run_compare,
+    write_outputs,
+)
+
+S = 1_000_000
+
+TINY = {
+    "name": "tiny",
+    "start_time_ms": S,
+    "duration_ms": 6000,
+    "tick_ms": 1000,
+    "sample_ms": 1000,
+    "window_ms": 2000,
+    "report_interval_ms": 0,
+    # the advancer never fires within the run: the writer's markers keep the tail fresh
+    "store": {"max_watermark_lag_ms": 100_000, "polling_period_ms": 1000},
+    "stream": {"name": "lab/tiny", "segments": 1},
+    "writers": [
+        {
+            "name": "A",
+            "schedule_ms": [1000, 2000, 3000],
+            "schedule_offsets_ms": [0, -1500, 0],
+            "assert_every_ms": 1000,
+            "stop_ms": 3000,
+        }
+    ],
+    "readers": [{"name": "r"}],
+    "strategies": {
+        "max_event_time_lag_ms": 500,
+        "flink_bound_ms": 0,
+        "flink_idle_timeout_ms": 100_000,
+        "flink_interval_ms": 1000,
+        "spark_delay_ms": 0,
+        "spark_trigger_ms": 1000,
+    },
+}
+
+# Worked by hand (S = 1_000_000; every frame is 15 + 1 + 16 = 32 bytes):
+# events: e0 written at t=1000 with event time S+1000; e1 at t=2000 with S+500 (out of
+#   order); e2 at t=3000 with S+3000. Windows of 2000: W1=[S, S+2000) holds e0, e1;
+#   W2=[S+2000, S+4000) holds e2. Writer A asserts S+t after its events at every tick
+#   t (heartbeats after it stops) — the t=1000 assertion S+1000 is false for e1.
+#   A marker at t is ingested at S+t, so the segment's tail watermark is S+t-1.
+# ingestion (lag 500): the group watermark is S+t-1 after each tick's reads (S-1 at
+#   t=0: creation time - 1), so event time runs at S+t-501. t=1000: e0 buffered;
+#   t=2000: e1 (S+500 > S+499) on time, buffered (2 held: 64 bytes), then WM S+1499
+#   releases both; t=3000: WM S+2499 fires W1 (2 events) at S+3000, latency 1000;
+#   t=4000: WM S+3499 releases e2; t=5000: WM S+4499 fires W2 (1) at S+5000, latency
+#   1000. Lag is always 501. Nothing late, completeness 3/3.
+# producer: the watermark is the last assertion passed minus one, S+t-1: t=1000: e0
+#   (S+1000 > S-1... S+999) buffered; t=2000: e1 S+500 <= S+999: late; WM S+1999
+#   fires W1 with e0 only at S+2000 (latency 0); t=3000: e2 buffered; t=4000: WM
+#   S+3999 fires W2 at S+4000 (latency 0). Lag always 1; 1 late of 3; completeness 2/3;
+#   at most 1 event held (32 bytes).
+# flink (bound 0): WM = max event time - 1, emitted each tick after the reads. t=0: no
+#   event, no watermark; t=1000: e0 buffered, WM S+999; t=2000: e1 late (<= S+999);
+#   t=3000: e2 buffered (2 held), WM S+2999 releases e0 and fires W1 (1 event) at S+3000,
+#   latency 1000; no event after: WM stays S+2999 (idle timeout 100 s not reached), W2
+#   never fires. Lags at t=1000..6000: 1, 1001, 1, 1001, 2001, 3001 -> mean 1168, max 3001.
+# spark (delay 0, trigger each tick): WM = max event time. t=1000: e0 arrives before the
+#   trigger (buffered), WM S+1000 releases it; t=2000: e1 late; t=3000: e2 buffered,
+#   WM S+3000 releases it and fires W1 (1 event) at S+3000, latency 1000; W2 never fires.
+#   Lags: 0, 1000, 0, 1000, 2000, 3000 -> mean 1167, max 3000; 1 event held at most.
+EXPECTED = {
+    "ingestion": dict(late=0, late_fraction=0.0, completeness=1.0, windows_fired=2, wm_lag_mean_ms=501,
+                      wm_lag_max_ms=501, result_latency_p50_ms=1000, result_latency_max_ms=1000,
+                      buffer_peak_events=2, buffer_peak_bytes=64),
+    "producer": dict(late=1, late_fraction=0.3333, completeness=0.6667, windows_fired=2, wm_lag_mean_ms=1,
+                     wm_lag_max_ms=1, result_latency_p50_ms=0, result_latency_max_ms=0,
+                     buffer_peak_events=1, buffer_peak_bytes=32),
+    "flink": dict(late=1, late_fraction=0.3333, completeness=0.3333, windows_fired=1, wm_lag_mean_ms=1168,
+                  wm_lag_max_ms=3001, result_latency_p50_ms=1000, result_latency_max_ms=1000,
+                  buffer_peak_events=2, buffer_peak_bytes=64),
+    "spark": dict(late=1, late_fraction=0.3333, completeness=0.3333, windows_fired=1, wm_lag_mean_ms=1167,
+                  wm_lag_max_ms=3000, result_latency_p50_ms=1000, result_latency_max_ms=1000,
+                  buffer_peak_events=1, buffer_peak_bytes=32),
+}
+
+
+def test_tiny_scenario_matches_the_hand_computed_numbers() -> None:
+    result = run_compare(lab_scenario_from_dict(TINY))
+    assert result.events_written == 3
+    assert [r["strategy"] for r in result.rows] == ["ingestion", "producer", "flink", "spark"]
+    for name, want in EXPECTED.items():
+        row = result.row(name)
+        assert row["events"] == 3 and row["delivered"] == 3 and row["duplicates"] == 0 and row["windows"] == 2
+        got = {k: row[k] for k in want}
+        assert got == want, name
+
+
+def test_outputs_table_csv_json_and_figure(tmp_path: Path) -> None:
+    result = run_compare(lab_scenario_from_dict(TINY))
+    table = format_table(result)
+    assert table.splitlines()[0].startswith("tiny: 3 events")
+    assert len(table.splitlines()) == 6 and "producer" in table
+    paths = write_outputs(result, tmp_path)
+    assert sorted(p.name for p in paths) == ["compare.csv", "compare.json", "compare.png"]
+    doc = json.loads((tmp_path / "compare.json").read_text())
+    assert [r["strategy"] for r in doc["rows"]] == ["ingestion", "producer", "flink", "spark"]
+    assert len(doc["series"]["flink"]) == 7  # one sample per second, t = 0..6000
+    csv_lines = (tmp_path / "compare.csv").read_text().splitlines()
+    assert len(csv_lines) == 5 and csv_lines[0].startswith("strategy,")
+    assert (tmp_path / "compare.png").stat().st_size > 10_000
+
+
+def test_cli_compare_prints_the_table_and_writes_outputs(tmp_path: Path) -> None:
+    import yaml
+
+    f = tmp_path / "tiny.yaml"
+    f.write_text(yaml.safe_dump(TINY))
+    out = tmp_path / "out"
+    r = CliRunner().invoke(cli, ["compare", str(f), "--out", str(out), "--no-plot"])
+    assert r.exit_code == 0, r.output
+    assert "tiny: 3 events" in r.output and "spark" in r.output
+    assert (out / "compare.csv").exists() and not (out / "compare.png").exists()
+    bad = CliRunner().invoke(cli, ["compare", "no-such-scenario"])
+    assert bad.exit_code != 0 and "no lab scenario" in bad.output
+
+
+def test_scenario_errors_name_the_field() -> None:
+    with pytest.raises(LabScenarioError, match=r"writers\.0\.when_idle"):
+        lab_scenario_from_dict({**TINY, "writers": [{"name": "A", "when_idle": "sleep"}]})
+    with pytest.raises(LabScenarioError, match=r"strategies: unknown keys \['nope'\]"):
+        lab_scenario_from_dict({**TINY, "strategies": {"nope": 1}})
+    with pytest.raises(LabScenarioError, match="tick_ms"):
+        lab_scenario_from_dict({**TINY, "window_ms": 1500})
+
+
+def test_shipped_scenarios_load() -> None:
+    names = lab_scenarios()
+    shipped = ("iot-sensors", "idle-producers", "slow-readers", "catch-up", "transactions",
+               "false-assertions")
+    for want in shipped:
+        assert want in names
+        load_lab_scenario(want)
+
+
+@pytest.mark.slow
+def test_iot_sensors_shows_each_strategys_trade_off() -> None:
+    r = run_compare(load_lab_scenario("iot-sensors"))
+    assert r.events_written == 90
+    # truthful producers: nothing late, at ~30 s of lag (sensor C's clock is the minimum)
+    prod, ing, spark = r.row("producer"), r.row("ingestion"), r.row("spark")
+    assert prod["late"] == 0 and prod["completeness"] > ing["completeness"]
+    assert 30_000 <= prod["wm_lag_mean_ms"] < 31_000
+    assert ing["late"] == 30  # all of sensor C: 30 s behind, maxEventTimeLag 10 s
+    assert spark["late"] > ing["late"]  # B's clock (30 s ahead) drives Spark's maximum
