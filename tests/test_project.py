@@ -48,3 +48,20 @@ def test_importing_segmentstore_does_not_import_numba() -> None:
     code = "import segmentstore, sys; assert 'numba' not in sys.modules, 'numba imported'"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_package_and_data_file_ships_in_the_wheel() -> None:
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    on_disk = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("segmentstore", "readergroup", "flink_compat", "spark_source", "bench")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
+    assert on_disk <= listed, f"packages missing from pyproject: {sorted(on_disk - listed)}"
+    patterns = config["package-data"]["bench"]
+    folders = {str(p.parent.relative_to(ROOT / "bench")) for p in (ROOT / "bench").rglob("*.yaml")}
+    for folder in folders:
+        assert f"{folder}/*.yaml" in patterns, f"bench/{folder}/*.yaml is not in the package data"
