@@ -1,0 +1,315 @@
+"""Benchmark of the watermark index against plain baselines, measured side by side.
+
+Run ``python -m bench.bench_index [--quick]``. Every figure is the best of a few
+repeats, each baseline timed in the same loop as the index so that machine load hits
+both alike. ``ratio`` is how many times faster the index is than ``ratio_vs``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from segmentstore.watermark_index import WatermarkIndex
+
+__all__ = ["run", "main"]
+
+Row = dict[str, Any]
+
+
+def _row(name: str, value: float, unit: str, ratio_vs: str | None = None, ratio: float | None = None) -> Row:
+    """One result row."""
+    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
+
+
+def _best(fns: Sequence[Callable[[], object]], repeats: int) -> list[float]:
+    """Best wall time of each function over ``repeats`` rounds, run interleaved."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def _build(n: int, seed: int) -> tuple[WatermarkIndex, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """An index of ``n`` writes (sizes 1..200 bytes, distinct timestamps), and its ends/times."""
+    rng = np.random.default_rng(seed)
+    ends = np.cumsum(rng.integers(1, 201, n)).astype(np.int64)
+    tss = 1_000_000 + np.cumsum(rng.integers(1, 4, n)).astype(np.int64)
+    idx = WatermarkIndex(1_000_000)
+    idx.record_writes(ends, tss)
+    return idx, ends, tss
+
+
+def _startup() -> list[Row]:
+    """Import cost without numba, and kernel start-up (numba import + cache load) in a fresh process."""
+    code = (
+        "import sys, time\n"
+        "t0 = time.perf_counter()\n"
+        "from segmentstore.watermark_index import WatermarkIndex\n"
+        "t1 = time.perf_counter()\n"
+        "assert 'numba' not in sys.modules, 'numba imported eagerly'\n"
+        "import numpy as np\n"
+        "w = WatermarkIndex(0); w.record_write(10, 5)\n"
+        "t2 = time.perf_counter()\n"
+        "w.watermarks_at(np.arange(11))\n"
+        "t3 = time.perf_counter()\n"
+        "print(t1 - t0, t3 - t2)\n"
+    )
+    best = [float("inf"), float("inf")]
+    for _ in range(3):
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        vals = [float(x) for x in res.stdout.split()]
+        best = [min(b, v) for b, v in zip(best, vals, strict=True)]
+    return [
+        _row("import segmentstore.watermark_index (no numba)", best[0], "s"),
+        _row("first batch call: numba import + cached kernels", best[1], "s"),
+    ]
+
+
+def _appends(n: int, repeats: int) -> list[Row]:
+    """record_write / record_time in a Python loop vs SortedDict insertions."""
+    from sortedcontainers import SortedDict
+
+    rng = np.random.default_rng(1)
+    ends = np.cumsum(rng.integers(1, 201, n)).tolist()
+    tss = (1_000 + np.arange(n)).tolist()
+    pairs = list(zip(ends, tss, strict=True))
+
+    def ours() -> None:
+        w = WatermarkIndex(0)
+        rw = w.record_write
+        for e, t in pairs:
+            rw(e, t)
+
+    def same_ts() -> None:
+        w = WatermarkIndex(0)
+        rw = w.record_write
+        for e, _ in pairs:
+            rw(e, 7)
+
+    def sdict() -> None:
+        d = SortedDict()
+        for e, t in pairs:
+            d[e - 1] = t - 1
+
+    def tail() -> None:
+        w = WatermarkIndex(0)
+        rt = w.record_time
+        for t in tss:
+            rt(t)
+
+    t_ours, t_same, t_sd, t_tail = _best([ours, same_ts, sdict, tail], repeats)
+    e_arr = np.asarray(ends, np.int64)
+    t_arr = np.asarray(tss, np.int64)
+
+    def bulk() -> None:
+        WatermarkIndex(0).record_writes(e_arr, t_arr)
+
+    (t_bulk,) = _best([bulk], repeats)
+    return [
+        _row("record_write (distinct ts)", t_ours / n * 1e9, "ns/op"),
+        _row("record_write appends/s", n / t_ours, "ops/s", "SortedDict insert", t_sd / t_ours),
+        _row("record_write (same ts, entry extended)", t_same / n * 1e9, "ns/op"),
+        _row("record_time (tail raise)", t_tail / n * 1e9, "ns/op"),
+        _row("record_writes bulk", n / t_bulk, "writes/s", "record_write loop", t_ours / t_bulk),
+    ]
+
+
+def _single(sizes: list[int], nq: int, repeats: int) -> list[Row]:
+    """Single lookups from Python vs bisect_left on a Python list of the same offsets."""
+    rows: list[Row] = []
+    for n in sizes:
+        idx, ends, _ = _build(n, seed=n)
+        offs_list = (ends - 1).tolist()
+        rng = np.random.default_rng(2)
+        qs = rng.integers(0, int(ends[-1]), nq).tolist()
+        wa = idx.watermark_at
+        idx.watermark_at(qs[0])  # load the kernels outside the timing
+
+        def ours(qs: list[int] = qs, wa: Callable[[int], int] = wa) -> None:
+            for q in qs:
+                wa(q)
+
+        def bis(qs: list[int] = qs, lst: list[int] = offs_list) -> None:
+            for q in qs:
+                bisect_left(lst, q)
+
+        t_ours, t_bis = _best([ours, bis], repeats)
+        rows.append(
+            _row(
+                f"watermark_at, {n:.0e} entries",
+                t_ours / nq * 1e9,
+                "ns/op",
+                "bisect_left on a list",
+                t_bis / t_ours,
+            )
+        )
+    length = idx.length
+    tq = [length] * nq
+
+    def tail(tq: list[int] = tq, wa: Callable[[int], int] = idx.watermark_at) -> None:
+        for q in tq:
+            wa(q)
+
+    (t_tail,) = _best([tail], repeats)
+    rows.append(_row("watermark_at tail", t_tail / nq * 1e9, "ns/op"))
+    return rows
+
+
+def _batch(n: int, nq: int, repeats: int) -> list[Row]:
+    """Batch lookups (random and sorted) vs numpy.searchsorted and a per-query bisect loop."""
+    import numba
+
+    idx, ends, _ = _build(n, seed=3)
+    offs = idx.entries()[0]
+    rng = np.random.default_rng(4)
+    q = rng.integers(0, int(ends[-1]) + 1, nq).astype(np.int64)
+    qsorted = np.sort(q)
+    out = np.empty(nq, np.int64)
+    sub = q[: min(nq, 200_000)].tolist()
+    offs_list = offs.tolist()
+    idx.watermarks_at(q[:100], assume_sorted=False)
+
+    def bis() -> None:
+        for x in sub:
+            bisect_left(offs_list, x)
+
+    def rnd() -> None:
+        idx.watermarks_at(q, out=out, assume_sorted=False)
+
+    def rnd_alloc() -> None:
+        idx.watermarks_at(q)
+
+    def np_rnd() -> None:
+        np.searchsorted(offs, q)
+
+    def srt() -> None:
+        idx.watermarks_at(qsorted, out=out, assume_sorted=True)
+
+    def srt_detect() -> None:
+        idx.watermarks_at(qsorted)
+
+    def np_srt() -> None:
+        np.searchsorted(offs, qsorted)
+
+    mid = q[:1000].copy()
+
+    def rnd_mid() -> None:
+        for _ in range(100):
+            idx.watermarks_at(mid)
+
+    def np_mid() -> None:
+        for _ in range(100):
+            np.searchsorted(offs, mid)
+
+    t_mid, t_np_mid = _best([rnd_mid, np_mid], repeats)
+    fns = [bis, rnd, rnd_alloc, np_rnd, srt, srt_detect, np_srt]
+    t_bis, t_rnd, t_rnd_a, t_np, t_srt, t_srt_d, t_np_s = _best(fns, repeats)
+    per_bis = t_bis / len(sub)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        t_rnd1, t_srt1 = _best([rnd, srt], repeats)
+    finally:
+        numba.set_num_threads(threads)
+    ns = 1e9 / nq
+    tag = f"{n:.0e} entries, {nq:.0e} queries"
+    return [
+        _row(
+            f"watermarks_at random, {tag}",
+            t_rnd * ns,
+            "ns/query",
+            "per-query bisect loop",
+            per_bis / (t_rnd / nq),
+        ),
+        _row("  same", t_rnd * ns, "ns/query", "numpy.searchsorted", t_np / t_rnd),
+        _row(
+            "  same, out allocated by the call",
+            t_rnd_a * ns,
+            "ns/query",
+            "numpy.searchsorted",
+            t_np / t_rnd_a,
+        ),
+        _row(
+            f"  same, 1 thread (of {threads})", t_rnd1 * ns, "ns/query", "numpy.searchsorted", t_np / t_rnd1
+        ),
+        _row(
+            f"watermarks_at sorted, {tag}",
+            t_srt * ns,
+            "ns/query",
+            "numpy.searchsorted (sorted)",
+            t_np_s / t_srt,
+        ),
+        _row(
+            "  same, sortedness detected (assume_sorted=None), out allocated",
+            t_srt_d * ns,
+            "ns/query",
+            "numpy.searchsorted (sorted)",
+            t_np_s / t_srt_d,
+        ),
+        _row(
+            f"  same, 1 thread (of {threads})",
+            t_srt1 * ns,
+            "ns/query",
+            "numpy.searchsorted (sorted)",
+            t_np_s / t_srt1,
+        ),
+        _row(
+            "watermarks_at, 1000 random queries per call",
+            t_mid / 100 * 1e6,
+            "us/call",
+            "numpy.searchsorted",
+            t_np_mid / t_mid,
+        ),
+        _row("per-query bisect loop (baseline)", per_bis * 1e9, "ns/query"),
+        _row("numpy.searchsorted random (baseline)", t_np * ns, "ns/query"),
+        _row("numpy.searchsorted sorted (baseline)", t_np_s * ns, "ns/query"),
+    ]
+
+
+def run(quick: bool) -> list[Row]:
+    """Measure everything; rows of name/value/unit/ratio_vs/ratio."""
+    rows = _startup()
+    if quick:
+        rows += _appends(200_000, 3)
+        rows += _single([1_000, 100_000], 100_000, 3)
+        rows += _batch(100_000, 1_000_000, 3)
+    else:
+        rows += _appends(1_000_000, 3)
+        rows += _single([1_000, 100_000, 1_000_000], 300_000, 3)
+        rows += _batch(1_000_000, 10_000_000, 5)
+    return rows
+
+
+def _fmt(v: float) -> str:
+    """A figure with 3-4 significant digits."""
+    if v >= 1e6:
+        return f"{v:.3e}"
+    if v >= 100:
+        return f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the table."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (seconds, not a minute)")
+    args = ap.parse_args(argv)
+    for r in run(args.quick):
+        ratio = "" if r["ratio"] is None else f"{r['ratio']:8.1f}x vs {r['ratio_vs']}"
+        print(f"{r['name']:<62} {_fmt(r['value']):>10} {r['unit']:<9} {ratio}")
+
+
+if __name__ == "__main__":
+    main()
