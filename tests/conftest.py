@@ -8,6 +8,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from segmentstore import ManualClock, SegmentStore
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.remote import RemoteClient
+from segmentstore.server import SegmentStoreServer
 
 settings.register_profile(
     "long",
@@ -34,3 +37,22 @@ def store(clock: ManualClock) -> Iterator[SegmentStore]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[SegmentStoreClient]:
+    """The client under test: direct calls, or through a server of ``store`` on loopback.
+
+    Client-facing suites use it to run over both implementations; a module may
+    override it with its own ``client`` fixture.
+    """
+    if request.param == "embedded":
+        yield EmbeddedClient(store)
+        return
+    server = SegmentStoreServer(store)
+    remote = RemoteClient(("127.0.0.1", server.start()), timeout_s=20)
+    try:
+        yield remote
+    finally:
+        remote.close()
+        server.stop()

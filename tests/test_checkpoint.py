@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,27 +12,10 @@ from readergroup.errors import CheckpointAbortedError, DuplicateCheckpointError,
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventReader, ReadKind
 from readergroup.writer import EventWriter
-from segmentstore import ManualClock, SegmentStore
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore import ManualClock
+from segmentstore.client import SegmentStoreClient
 
 S = "test/checkpoint"
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[SegmentStoreClient]:
-    """The client under test: direct calls, or through a server of ``store`` on loopback."""
-    if request.param == "embedded":
-        yield EmbeddedClient(store)
-        return
-    server = SegmentStoreServer(store)
-    remote = RemoteClient(("127.0.0.1", server.start()), timeout_s=20)
-    try:
-        yield remote
-    finally:
-        remote.close()
-        server.stop()
 
 
 def _group(client: SegmentStoreClient, clock: ManualClock, segments: int = 2) -> ReaderGroup:

@@ -10,18 +10,12 @@ places the diagram shows a new watermark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.events import encode_event
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead
-from segmentstore import ManualClock, SegmentStore
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore import ManualClock
+from segmentstore.client import SegmentStoreClient
 
 DAY = 1_625_788_800_000  # 2021-07-09 00:00 UTC, ms
 INTERVAL = 60_000
@@ -29,21 +23,6 @@ INTERVAL = 60_000
 
 def at(h: int, m: int, ms: int = 0) -> int:
     return DAY + (h * 60 + m) * 60_000 + ms
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[SegmentStoreClient]:
-    """The client under test: direct calls, or through a server of ``store`` on loopback."""
-    if request.param == "embedded":
-        yield EmbeddedClient(store)
-        return
-    server = SegmentStoreServer(store)
-    remote = RemoteClient(("127.0.0.1", server.start()), timeout_s=20)
-    try:
-        yield remote
-    finally:
-        remote.close()
-        server.stop()
 
 
 def _label(r: EventRead) -> str:

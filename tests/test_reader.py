@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -17,25 +16,8 @@ from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
 
 STREAM = "test/reader"
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[SegmentStoreClient]:
-    """The client under test: direct calls, or through a server of ``store`` on loopback."""
-    if request.param == "embedded":
-        yield EmbeddedClient(store)
-        return
-    server = SegmentStoreServer(store)
-    remote = RemoteClient(("127.0.0.1", server.start()), timeout_s=20)
-    try:
-        yield remote
-    finally:
-        remote.close()
-        server.stop()
 
 
 def _group(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
@@ -21,26 +19,9 @@ from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.transaction import TransactionalEventWriter
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StreamCut, StreamNotFoundError
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.client import SegmentStoreClient
 
 S = "test/group"
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[SegmentStoreClient]:
-    """The client under test: direct calls, or through a server of ``store`` on loopback."""
-    if request.param == "embedded":
-        yield EmbeddedClient(store)
-        return
-    server = SegmentStoreServer(store)
-    remote = RemoteClient(("127.0.0.1", server.start()), timeout_s=20)
-    try:
-        yield remote
-    finally:
-        remote.close()
-        server.stop()
 
 
 def _config(*streams: str, **options: object) -> ReaderGroupConfig:
