@@ -9,14 +9,15 @@ out-of-range values raise ``LabScenarioError`` with the dotted path of the field
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ..sim.errors import ScenarioError
+from ..sim.scenario import build_dataclass
 
 __all__ = [
     "LabScenarioError",
@@ -35,12 +36,12 @@ __all__ = [
 WHEN_IDLE = ("heartbeat", "mark_idle", "silent")
 
 
-class LabScenarioError(ValueError):
+class LabScenarioError(ScenarioError, ValueError):
     """A lab scenario is malformed; the message names the field (dotted path)."""
 
-    def __init__(self, message: str, path: str = "") -> None:
-        self.path = path
-        super().__init__(f"{path}: {message}" if path else message)
+    @property
+    def path(self) -> str:
+        return self.field
 
 
 def _low(obj: Any, name: str, low: float) -> None:
@@ -225,51 +226,16 @@ class LabScenario:
 
 
 # ---------------------------------------------------------------------- loading
-def _convert(tp: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None:
-            return None
-        return _convert(args[0], value, path)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise LabScenarioError(f"expected a mapping, got {value!r}", path)
-        return _build(tp, value, path)  # type: ignore[arg-type]
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise LabScenarioError(f"expected a list, got {value!r}", path)
-        (item,) = typing.get_args(tp)[:1]
-        return tuple(_convert(item, v, f"{path}.{i}") for i, v in enumerate(value))
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise LabScenarioError(f"expected a number, got {value!r}", path)
-        return float(value)
-    if tp in (int, str, bool) and (type(value) is not tp):
-        raise LabScenarioError(f"expected {tp.__name__}, got {value!r}", path)
-    return value
-
-
-def _build(cls: type, data: dict[str, Any], path: str = "") -> Any:
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - names)
-    if unknown:
-        raise LabScenarioError(f"unknown keys {unknown}", path or cls.__name__)
-    kwargs = {k: _convert(hints[k], v, f"{path}.{k}" if path else k) for k, v in data.items()}
-    try:
-        return cls(**kwargs)
-    except LabScenarioError as e:
-        raise LabScenarioError(str(e).split(": ", 1)[-1], f"{path}.{e.path}" if path else e.path) from None
-    except TypeError as e:
-        raise LabScenarioError(str(e), path or cls.__name__) from None
-
-
 def lab_scenario_from_dict(data: dict[str, Any]) -> LabScenario:
     """A scenario from a parsed YAML mapping (``LabScenarioError`` names a bad field)."""
     if not isinstance(data, dict):
         raise LabScenarioError(f"a lab scenario is a mapping, got {type(data).__name__}")
-    scenario: LabScenario = _build(LabScenario, data)
+    try:
+        scenario: LabScenario = build_dataclass(LabScenario, data)
+    except LabScenarioError:
+        raise
+    except ScenarioError as e:
+        raise LabScenarioError(e.detail, e.field) from None
     return scenario
 
 

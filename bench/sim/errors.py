@@ -20,7 +20,7 @@ class ScenarioError(SimulationError):
     def under(self, prefix: str) -> ScenarioError:
         """The same error with its field path below ``prefix``."""
         path = f"{prefix}.{self.field}" if self.field else prefix
-        return ScenarioError(self.detail, path)
+        return type(self)(self.detail, path)
 
 
 class SweepError(SimulationError):

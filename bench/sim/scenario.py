@@ -359,7 +359,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise ScenarioError(f"must be a mapping, got {value!r}", path)
-        return _build(tp, value, path)  # type: ignore[arg-type]
+        return build_dataclass(tp, value, path)  # type: ignore[arg-type]
     if origin is tuple:
         if not isinstance(value, (list, tuple)):
             raise ScenarioError(f"must be a list, got {value!r}", path)
@@ -386,7 +386,8 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     raise ScenarioError(f"unsupported field type {tp!r}", path)  # pragma: no cover - schema bug
 
 
-def _build(cls: type, data: Mapping[str, Any], path: str) -> Any:
+def build_dataclass(cls: type, data: Mapping[str, Any], path: str = "") -> Any:
+    """Build frozen dataclass ``cls`` from parsed YAML, checking every field's type; errors name the field."""
     hints = _hints(cls)
     known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
@@ -412,7 +413,7 @@ def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
     """Validate a parsed scenario mapping into a ``Scenario``."""
     if not isinstance(data, Mapping):
         raise ScenarioError(f"a scenario must be a mapping of fields, got {type(data).__name__}")
-    result: Scenario = _build(Scenario, data, "")
+    result: Scenario = build_dataclass(Scenario, data, "")
     return result
 
 
