@@ -1,0 +1,370 @@
+"""Offset planning on the driver side: starting offsets, the next micro-batch's end, segment ranges.
+
+The planner runs where Spark plans micro-batches (the query's Python runner process)
+and talks to the store through one ``SegmentStoreClient``. Per stream it keeps a
+frontier of segments with positions. A segment sealed and read to its end is
+*complete*; its successors join (at offset 0) once all their predecessors are
+complete (Pravega's order, so per-routing-key order holds across scaling), and then
+it is *done*. Streams matching a pattern join at their head when they appear.
+Admission control (``maxEventsPerTrigger``, ``maxBytesPerTrigger``) shares the budget
+evenly among segments with data, ends at frame boundaries, and always admits at least
+one frame. A ``target`` bounds a run (``availableNow``, batch reads): segments of the
+target cut never pass it and never hand over to successors, no stream joins, and the
+watermark never passes the target's.
+
+The watermark of an offset is the minimum of ``watermark_at(segment, position)`` over
+the frontier (done segments aside; complete segments without successors, i.e. of a
+sealed stream, count only when nothing else is left), never below the previous one. A
+stream that joins later (pattern) may hold events ingested before the watermark the
+query already passed (as a new Kafka partition would): they are delivered, and they are
+late in event time if their event time is at or below the event-time watermark.
+
+Costs per micro-batch: one ``get_info`` and one ``watermark_at`` per frontier segment,
+one ``get_successors`` per newly complete segment (cached), one ``list_streams`` with
+a pattern; with a limit, reads of up to the admitted bytes per segment.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from segmentstore.client import SegmentStoreClient
+from segmentstore.errors import SegmentNotFoundError, SegmentStoreError, SegmentTruncatedError
+from segmentstore.results import SegmentInfo
+
+from .errors import DataLossError, InvalidOptionError
+from .offsets import SourceOffset, StreamOffset
+from .options import Position, SourceOptions
+from .reading import frame_ends
+
+__all__ = ["Limit", "SegmentRange", "Planner", "READ_ALL", "water_fill", "NO_WATERMARK"]
+
+_log = logging.getLogger("spark_source")
+NO_WATERMARK = -(2**63)
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """Admission control for one micro-batch: at most this many frames and bytes (None: no limit)."""
+
+    max_events: int | None = None
+    max_bytes: int | None = None
+
+    @property
+    def unlimited(self) -> bool:
+        return self.max_events is None and self.max_bytes is None
+
+
+READ_ALL = Limit()
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRange:
+    """Bytes ``[begin, end)`` of one segment of one stream, both at frame boundaries."""
+
+    stream: str
+    segment: str
+    begin: int
+    end: int
+
+
+class Planner:
+    """Offsets and ranges for one query. Caches immutable facts (sealed lengths, successors)."""
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        options: SourceOptions,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self._client = client
+        self._options = options
+        self._warn = warn or _log.warning
+        self._successors: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        self._sealed_length: dict[str, int] = {}
+        self._infos: dict[str, SegmentInfo] = {}
+
+    # ------------------------------------------------------------------ streams
+    def selected_streams(self) -> list[str]:
+        """The explicit streams plus those matching a pattern now, sorted. O(streams)."""
+        names = set(self._options.streams)
+        if self._options.patterns:
+            for name in self._client.list_streams(None):
+                if any(fnmatch.fnmatchcase(name, p) for p in self._options.patterns):
+                    names.add(name)
+        return sorted(names)
+
+    def _stream_start(self, stream: str, position: Position) -> dict[str, int]:
+        cut = position.cut_of(stream)
+        if cut is not None:
+            for segment in cut:
+                self._client.get_info(segment)  # raises SegmentNotFoundError naming it
+                if not segment.startswith(stream + "/"):
+                    raise InvalidOptionError(
+                        f"the cut of stream {stream!r} names segment {segment!r} of another stream"
+                    )
+            return cut
+        if position.kind == "latest":
+            return self._client.get_tail_cut(stream).as_dict()
+        return self._client.get_head_cut(stream).as_dict()
+
+    # ------------------------------------------------------------------ offsets
+    def initial_offset(self) -> SourceOffset:
+        """Where a new query starts (option startingPosition); no watermark yet: the first batch has one."""
+        self._infos = {}
+        streams = {
+            s: StreamOffset(self._stream_start(s, self._options.starting)) for s in self.selected_streams()
+        }
+        return SourceOffset(streams, NO_WATERMARK)
+
+    def target_offset(self, ending: Position | None = None) -> SourceOffset:
+        """The bound of a run: each stream's tail cut now, or ``ending``'s cut where it has one."""
+        self._infos = {}
+        ending = ending or Position("latest")
+        streams = {}
+        for s in self.selected_streams():
+            cut = ending.cut_of(s)
+            streams[s] = StreamOffset(cut if cut is not None else self._client.get_tail_cut(s).as_dict())
+        return SourceOffset(streams, self._watermark(streams, None))
+
+    def next_offset(self, start: SourceOffset, limit: Limit, target: SourceOffset | None) -> SourceOffset:
+        """The end of the next micro-batch from ``start``; ``start`` itself when there is nothing new.
+
+        The first micro-batch of a query (``start`` has no watermark yet) reads nothing and
+        only carries the watermark at the starting positions (with ``emitWatermarkRows``),
+        so that Spark knows it before the first events arrive and can tell they are late.
+        """
+        self._infos = {}
+        if start.watermark == NO_WATERMARK and self._options.emit_watermark_rows:
+            first = self._watermark(dict(start.streams), None)
+            if target is not None:
+                first = min(first, target.watermark)
+            if first != NO_WATERMARK:
+                return SourceOffset(start.streams, first)
+        ends: dict[str, dict[str, int]] = {}
+        starts: dict[str, dict[str, int]] = {}
+        caps: dict[tuple[str, str], int] = {}
+        joining = Position("earliest", self._options.starting.cuts)
+        candidates = set(target.streams) if target is not None else set(self.selected_streams())
+        for stream in sorted(candidates | set(start.streams)):
+            so = start.stream(stream)
+            if so is None:  # a stream that appeared (pattern) or is new to this checkpoint: join at its head
+                ends[stream] = self._stream_start(stream, joining)
+                starts[stream] = dict(ends[stream])
+            else:
+                ends[stream] = {seg: pos for seg, pos in so.positions.items() if seg not in so.done}
+                starts[stream] = {}
+            self._add_caps(stream, list(ends[stream]), ends, starts, caps, target)
+        self._admit(ends, caps, limit)
+        done: dict[str, set[str]] = {}
+        for _ in range(1000):  # successors join; without a limit they are read in this batch too
+            joined = self._join_successors(ends, starts, target, done)
+            if not joined or not limit.unlimited:
+                break
+            caps = {}
+            for stream, seg in joined:
+                self._add_caps(stream, [seg], ends, starts, caps, target)
+            self._admit(ends, caps, limit)
+        offsets = {s: StreamOffset(ends[s], frozenset(done.get(s, ())), starts[s]) for s in ends}
+        watermark = self._watermark(offsets, target.watermark if target is not None else None)
+        end = SourceOffset(offsets, max(watermark, start.watermark))
+        if not end.moved_from(start) and (
+            not self._options.emit_watermark_rows or end.watermark == start.watermark
+        ):
+            return start  # nothing to read (dropping done segments alone is no reason for a batch)
+        return end
+
+    def _add_caps(
+        self,
+        stream: str,
+        segments: list[str],
+        ends: dict[str, dict[str, int]],
+        starts: dict[str, dict[str, int]],
+        caps: dict[tuple[str, str], int],
+        target: SourceOffset | None,
+    ) -> None:
+        tcut = target.stream(stream) if target is not None else None
+        for seg in segments:
+            cap = self._cap(stream, seg, ends[stream][seg], tcut, ends[stream], starts[stream])
+            if cap is not None and cap > ends[stream][seg]:
+                caps[(stream, seg)] = cap
+
+    def ranges(self, start: SourceOffset, end: SourceOffset) -> list[SegmentRange]:
+        """The non-empty segment ranges of the micro-batch from ``start`` to ``end``. O(segments)."""
+        out: list[SegmentRange] = []
+        if end == start:
+            return out
+        for stream, eo in end.streams.items():
+            so = start.stream(stream)
+            for seg, pos in eo.positions.items():
+                if seg in eo.starts:
+                    begin = eo.starts[seg]
+                elif so is not None and seg in so.positions and seg not in so.done:
+                    begin = so.positions[seg]
+                else:
+                    begin = 0
+                if pos > begin:
+                    out.append(SegmentRange(stream, seg, begin, pos))
+        return out
+
+    def _check(self) -> None:
+        """Assert the caches' invariants: sealed lengths >= 0, each cached successor names its predecessor."""
+        for seg, length in self._sealed_length.items():
+            assert length >= 0, (seg, length)
+        for seg, succ in self._successors.items():
+            names = [name for name, _ in succ]
+            assert len(names) == len(set(names)), (seg, names)
+            assert all(seg in preds for _, preds in succ), (seg, succ)
+
+    # ------------------------------------------------------------------ internals
+    def _info(self, seg: str) -> SegmentInfo:
+        info = self._infos.get(seg)
+        if info is None:
+            info = self._infos[seg] = self._client.get_info(seg)
+            if info.sealed:
+                self._sealed_length[seg] = info.length
+        return info
+
+    def _complete(self, seg: str, pos: int) -> bool:
+        """Sealed and read to the end (a deleted segment counts as complete)."""
+        length = self._sealed_length.get(seg)
+        if length is not None:
+            return pos >= length
+        try:
+            info = self._info(seg)
+        except SegmentNotFoundError:
+            return True
+        return info.sealed and pos >= info.length
+
+    def _cap(
+        self,
+        stream: str,
+        seg: str,
+        pos: int,
+        tcut: StreamOffset | None,
+        ends: dict[str, int],
+        starts: dict[str, int],
+    ) -> int | None:
+        """How far ``seg`` may be read now; handles truncation and deletion (option failOnDataLoss)."""
+        try:
+            info = self._info(seg)
+        except SegmentNotFoundError:
+            self._data_loss(f"segment {seg!r} of stream {stream!r} was deleted at offset {pos}")
+            return None
+        if info.start_offset > pos:
+            self._data_loss(
+                f"segment {seg!r} of stream {stream!r} was truncated at {info.start_offset}, "
+                f"above the query's offset {pos}"
+            )
+            ends[seg] = starts[seg] = pos = info.start_offset
+        if tcut is not None and seg in tcut.positions:
+            return max(pos, min(info.length, tcut.positions[seg]))
+        if tcut is not None and not info.sealed:
+            return pos  # not active when the target was taken: nothing of it belongs to this run
+        return info.length
+
+    def _data_loss(self, message: str) -> None:
+        if self._options.fail_on_data_loss:
+            raise DataLossError(message + " (set option failOnDataLoss=false to skip lost data)")
+        self._warn(message + "; skipping it (failOnDataLoss=false)")
+
+    def _admit(self, ends: dict[str, dict[str, int]], caps: dict[tuple[str, str], int], limit: Limit) -> None:
+        """Move each segment's end towards its cap, within ``limit``, at frame boundaries."""
+        keys = sorted(caps)
+        if limit.unlimited:
+            for stream, seg in keys:
+                ends[stream][seg] = caps[(stream, seg)]
+            return
+        avail = [caps[k] - ends[k[0]][k[1]] for k in keys]
+        if limit.max_bytes is not None:
+            avail = water_fill(avail, limit.max_bytes)
+        bounds = [
+            frame_ends(self._client, seg, ends[stream][seg], a, limit.max_events) if a > 0 else []
+            for (stream, seg), a in zip(keys, avail, strict=True)
+        ]
+        counts = [len(b) for b in bounds]
+        if limit.max_events is not None:
+            counts = water_fill(counts, limit.max_events)
+        if keys and sum(counts) == 0:  # always make progress: one frame of the first segment with data
+            stream, seg = keys[0]
+            bounds[0] = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
+            counts[0] = len(bounds[0])
+        for (stream, seg), b, n in zip(keys, bounds, counts, strict=True):
+            if n > 0:
+                ends[stream][seg] = b[n - 1]
+
+    def _successors_of(self, seg: str) -> list[tuple[str, tuple[str, ...]]]:
+        cached = self._successors.get(seg)
+        if cached is None:
+            try:
+                infos = self._client.get_successors(seg)
+            except SegmentStoreError:
+                infos = ()
+            cached = [(i.segment.name, tuple(i.predecessors)) for i in infos]
+            self._successors[seg] = cached
+        return cached
+
+    def _join_successors(
+        self,
+        ends: dict[str, dict[str, int]],
+        starts: dict[str, dict[str, int]],
+        target: SourceOffset | None,
+        done: dict[str, set[str]],
+    ) -> list[tuple[str, str]]:
+        """Add the successors whose predecessors are all complete (marking those done); returns them."""
+        joined: list[tuple[str, str]] = []
+        for stream, positions in ends.items():
+            tcut = target.stream(stream) if target is not None else None
+            finished = done.setdefault(stream, set())
+            complete = {s for s, p in positions.items() if s not in finished and self._complete(s, p)}
+            for seg in sorted(complete):
+                if tcut is not None and seg in tcut.positions:
+                    continue  # active when the target was taken: its successors come after it
+                succ = self._successors_of(seg)
+                if succ and all(all(p in complete or p in finished for p in preds) for _, preds in succ):
+                    for name, _ in succ:
+                        if name not in positions:
+                            positions[name] = starts[stream][name] = 0
+                            joined.append((stream, name))
+                    finished.add(seg)
+        return joined
+
+    def _watermark(self, streams: dict[str, StreamOffset], cap: int | None) -> int:
+        """Min of ``watermark_at`` over the frontier; see the module docstring."""
+        live: list[int] = []
+        final: list[int] = []
+        for so in streams.values():
+            for seg, pos in so.positions.items():
+                if seg in so.done:
+                    continue
+                try:
+                    w = self._client.watermark_at(seg, pos)
+                except (SegmentNotFoundError, SegmentTruncatedError):
+                    continue
+                if self._complete(seg, pos) and not self._successors_of(seg):
+                    final.append(w)
+                else:
+                    live.append(w)
+        values = live or final
+        w = min(values) if values else NO_WATERMARK
+        return min(w, cap) if cap is not None else w
+
+
+def water_fill(avail: list[int], budget: int) -> list[int]:
+    """Share ``budget`` among bins of capacity ``avail`` as evenly as possible. O(n log n)."""
+    out = [0] * len(avail)
+    order = sorted(range(len(avail)), key=lambda i: avail[i])
+    remaining = budget
+    for k, i in enumerate(order):
+        out[i] = min(avail[i], remaining // (len(order) - k))
+        remaining -= out[i]
+    for i in order:  # what integer division left over, one unit each
+        if remaining <= 0:
+            break
+        if out[i] < avail[i]:
+            out[i] += 1
+            remaining -= 1
+    return out

@@ -1,0 +1,299 @@
+"""The ``ingestwm`` Spark sink: ``df.writeStream.format("ingestwm")`` (and batch ``df.write``).
+
+Input columns: ``routing_key`` (string), ``payload`` (binary or string) and optionally
+``event_time`` (timestamp, or bigint milliseconds); other columns are ignored.
+
+- ``deliveryGuarantee=at-least-once`` (default): each task writes its rows with an
+  ``EventWriter`` and flushes before it reports success, so a committed micro-batch is
+  stored; a replayed micro-batch is written again.
+- ``deliveryGuarantee=exactly-once``: each task writes into a stream transaction and
+  reports its transaction segments; the driver's ``commit(messages, batchId)`` commits
+  them, ``abort`` aborts them. The sink's state segment
+  (``_system/spark_sink/<scope>/<name>/<sinkId>``) records the last committed batch id
+  as an attribute and, before committing, a write-ahead record of the batch's
+  transactions: a replayed batch id that was committed is aborted instead of written
+  twice, and a commit interrupted by a crash is finished from its record (its
+  transactions, not the replay's) when the batch is replayed.
+
+Transactions of task attempts that failed or were never reported stay open in the
+store (like Pravega's, they would need a lease timeout to be reclaimed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from readergroup.transaction import Transaction, TransactionalEventWriter
+from readergroup.writer import EventWriter, WriterConfig
+from segmentstore.attributes import AttributeUpdate
+from segmentstore.client import SegmentStoreClient
+from segmentstore.errors import SegmentExistsError
+
+from .errors import SinkError
+from .options import EXACTLY_ONCE, SinkOptions, parse_sink_options
+from .reading import connect
+
+__all__ = [
+    "TransactionMessage",
+    "CountMessage",
+    "IngestStreamWriter",
+    "IngestBatchWriter",
+    "SinkState",
+    "sink_state_segment",
+]
+
+_WRITER_CONFIG = WriterConfig(max_batch_events=1024, max_batch_bytes=1 << 20)
+_RECORD = struct.Struct("<I")
+
+
+def _key(name: str) -> int:
+    return (
+        int.from_bytes(hashlib.sha256(b"spark_source.sink:" + name.encode()).digest()[:8], "big")
+        & (2**62 - 1)
+        | 2**62
+    )
+
+
+_LAST_COMMITTED = _key("last_committed_batch")
+_LAST_RECORD = _key("last_record_offset")
+
+
+@dataclass(frozen=True)
+class TransactionMessage(WriterCommitMessage):
+    """A task's open transaction: its stream, transaction segments and event count."""
+
+    stream: str
+    segments: tuple[str, ...]
+    events: int
+
+
+@dataclass(frozen=True)
+class CountMessage(WriterCommitMessage):
+    """A task's count of events written and flushed (at-least-once)."""
+
+    events: int
+
+
+def sink_state_segment(stream: str, sink_id: str) -> str:
+    """The segment whose attributes and records hold an exactly-once sink's state."""
+    return f"_system/spark_sink/{stream}/{sink_id}"
+
+
+def _check_input(schema: Any) -> tuple[int, int, int | None]:
+    """Positions of routing_key, payload and event_time in the input schema; raises ``SinkError``."""
+    names = [f.name for f in schema.fields]
+    types = {f.name: f.dataType.typeName() for f in schema.fields}
+    for col, allowed in (("routing_key", ("string",)), ("payload", ("binary", "string"))):
+        if col not in names:
+            raise SinkError(f"the ingestwm sink needs a column {col!r} ({' or '.join(allowed)}); got {names}")
+        if types[col] not in allowed:
+            raise SinkError(f"sink column {col!r} must be {' or '.join(allowed)}, got {types[col]}")
+    et = None
+    if "event_time" in names:
+        if types["event_time"] not in ("timestamp", "timestamp_ntz", "long", "integer"):
+            raise SinkError(
+                f"sink column 'event_time' must be a timestamp or bigint ms, got {types['event_time']}"
+            )
+        et = names.index("event_time")
+    return names.index("routing_key"), names.index("payload"), et
+
+
+def _events(
+    batches: Iterator[pa.RecordBatch], cols: tuple[int, int, int | None]
+) -> Iterator[tuple[str, bytes, int | None]]:
+    """``(routing key, payload, event time ms)`` of every input row. O(rows)."""
+    k, p, e = cols
+    for batch in batches:
+        keys = batch.column(k)
+        if keys.null_count:
+            raise SinkError("sink column 'routing_key' has a null value")
+        payload_col = batch.column(p)
+        if payload_col.null_count:
+            raise SinkError("sink column 'payload' has a null value")
+        if pa.types.is_string(payload_col.type) or pa.types.is_large_string(payload_col.type):
+            payload_col = payload_col.cast(pa.binary())
+        if e is None:
+            times: list[int | None] = [None] * batch.num_rows
+        else:
+            tcol = batch.column(e)
+            if pa.types.is_timestamp(tcol.type):
+                tcol = pc.divide(tcol.cast(pa.timestamp("us", tz=tcol.type.tz)).cast(pa.int64()), 1000)
+            times = tcol.cast(pa.int64()).to_pylist()
+        yield from zip(keys.to_pylist(), payload_col.to_pylist(), times, strict=True)
+
+
+def _write(
+    options: SinkOptions, cols: tuple[int, int, int | None], batches: Iterator[pa.RecordBatch]
+) -> WriterCommitMessage:
+    client = connect(options.endpoint, options.timeout_ms)
+    try:
+        n = 0
+        if options.delivery_guarantee == EXACTLY_ONCE:
+            txn: Transaction | None = None  # begun at the first row: an empty task commits nothing
+            try:
+                for key, payload, et in _events(batches, cols):
+                    if txn is None:
+                        txn = TransactionalEventWriter(
+                            client, options.stream, config=_WRITER_CONFIG
+                        ).begin_txn()
+                    txn.write_event(key, payload, et)
+                    n += 1
+                if txn is None:
+                    return CountMessage(0)
+                txn.flush()
+            except BaseException:
+                if txn is not None:
+                    with contextlib.suppress(Exception):
+                        txn.abort()
+                raise
+            return TransactionMessage(options.stream, txn.info.segment_names, n)
+        with EventWriter(client, options.stream, config=_WRITER_CONFIG) as writer:
+            for key, payload, et in _events(batches, cols):
+                writer.write_event(key, payload, et)
+                n += 1
+        return CountMessage(n)
+    finally:
+        client.close()
+
+
+def _abort_all(client: SegmentStoreClient, messages: Sequence[WriterCommitMessage | None]) -> None:
+    for m in messages:
+        if isinstance(m, TransactionMessage):
+            client.abort_transaction(m.stream, list(m.segments))
+
+
+class SinkState:
+    """An exactly-once sink's state in the store: last committed batch id and the write-ahead record."""
+
+    def __init__(self, client: SegmentStoreClient, stream: str, sink_id: str) -> None:
+        self._client = client
+        self.segment = sink_state_segment(stream, sink_id)
+        with contextlib.suppress(SegmentExistsError):
+            client.create_segment(self.segment)
+
+    def last_committed(self) -> int:
+        """The last batch id committed (-1: none)."""
+        return self._client.get_attributes(self.segment, [_LAST_COMMITTED]).get(_LAST_COMMITTED, -1)
+
+    def pending(self) -> tuple[int, list[TransactionMessage]] | None:
+        """The last write-ahead record ``(batch id, transactions)``, or None."""
+        offset = self._client.get_attributes(self.segment, [_LAST_RECORD]).get(_LAST_RECORD)
+        if offset is None:
+            return None
+        data = self._read(offset, _RECORD.size)
+        (n,) = _RECORD.unpack_from(data, 0)
+        obj = json.loads(self._read(offset + _RECORD.size, n))
+        txns = [TransactionMessage(s, tuple(segs), 0) for s, segs in obj["txns"]]
+        return int(obj["batch"]), txns
+
+    def _read(self, offset: int, n: int) -> bytes:
+        """Exactly ``n`` bytes of the state segment at ``offset`` (reads of at most 1 MiB each)."""
+        out = bytearray()
+        while len(out) < n:
+            r = self._client.read(self.segment, offset + len(out), min(n - len(out), 1 << 20))
+            if not r.data:
+                raise SinkError(f"sink state {self.segment!r}: record at offset {offset} is cut short")
+            out += r.data
+        return bytes(out)
+
+    def record(self, batch_id: int, txns: Sequence[TransactionMessage]) -> None:
+        """Append the write-ahead record of ``batch_id``'s transactions."""
+        body = json.dumps({"batch": batch_id, "txns": [[t.stream, list(t.segments)] for t in txns]}).encode()
+        r = self._client.append(self.segment, _RECORD.pack(len(body)) + body)
+        self._client.update_attributes(self.segment, [AttributeUpdate(_LAST_RECORD, r.offset)])
+
+    def mark_committed(self, batch_id: int) -> None:
+        self._client.update_attributes(self.segment, [AttributeUpdate(_LAST_COMMITTED, batch_id)])
+
+    def commit(self, batch_id: int, messages: Sequence[WriterCommitMessage | None]) -> bool:
+        """Commit ``batch_id``'s transactions once; False (and aborted) when it was committed already."""
+        pending = self.pending()
+        last = self.last_committed()
+        if pending is not None and pending[0] > last:  # a commit interrupted by a crash: finish it
+            self._commit_txns(pending[1])
+            last = pending[0]
+            self.mark_committed(last)
+        if batch_id <= last:
+            _abort_all(self._client, messages)
+            return False
+        txns = [m for m in messages if isinstance(m, TransactionMessage)]
+        self.record(batch_id, txns)
+        self._commit_txns(txns)
+        self.mark_committed(batch_id)
+        return True
+
+    def _commit_txns(self, txns: Sequence[TransactionMessage]) -> None:
+        for t in txns:
+            live = [s for s in t.segments if self._client.exists(s)]
+            if not live:
+                continue  # committed before a crash (merged segments are gone)
+            try:
+                self._client.commit_transaction(t.stream, list(t.segments))
+            except Exception as e:
+                raise SinkError(
+                    f"stream {t.stream!r}: commit of transaction {t.segments[0]!r} failed: {e}"
+                ) from e
+
+
+class IngestStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: one writer per task; commit/abort per micro-batch on the driver."""
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        self._options = parse_sink_options(options)
+        self._cols = _check_input(schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write(self._options, self._cols, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self._options.delivery_guarantee != EXACTLY_ONCE:
+            return
+        client = connect(self._options.endpoint, self._options.timeout_ms)
+        try:
+            SinkState(client, self._options.stream, self._options.sink_id).commit(batchId, messages)
+        finally:
+            client.close()
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        client = connect(self._options.endpoint, self._options.timeout_ms)
+        try:
+            _abort_all(client, messages)
+        finally:
+            client.close()
+
+
+class IngestBatchWriter(DataSourceArrowWriter):
+    """Batch sink (``df.write``): exactly-once commits every task's transaction at the end of the job."""
+
+    def __init__(self, options: Mapping[str, str], schema: Any) -> None:
+        self._options = parse_sink_options(options)
+        self._cols = _check_input(schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write(self._options, self._cols, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        client = connect(self._options.endpoint, self._options.timeout_ms)
+        try:
+            for m in messages:
+                if isinstance(m, TransactionMessage):
+                    client.commit_transaction(m.stream, list(m.segments))
+        finally:
+            client.close()
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        client = connect(self._options.endpoint, self._options.timeout_ms)
+        try:
+            _abort_all(client, messages)
+        finally:
+            client.close()

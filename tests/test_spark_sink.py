@@ -1,0 +1,135 @@
+"""The ingestwm Spark sink: exactly-once commits per batch id, and writes from Spark queries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_fixture  # noqa: F401 (fixtures)
+
+from readergroup.events import decode_frames
+from readergroup.transaction import TransactionalEventWriter
+from segmentstore import ManualClock, SegmentStore
+from segmentstore.client import EmbeddedClient
+from spark_source.errors import SinkError
+from spark_source.sink import CountMessage, SinkState, TransactionMessage
+
+
+def stream_payloads(client: EmbeddedClient, stream: str) -> list[tuple[str, bytes, int | None]]:
+    """Every event of a stream (all segments, sealed ones too) as (key, payload, event_time)."""
+    out: list[tuple[str, bytes, int | None]] = []
+    seen: set[str] = set()
+    todo = [s.name for s in client.get_stream(stream).active_segments]
+    todo += [cut for cut in client.get_head_cut(stream).as_dict()]
+    while todo:
+        seg = todo.pop()
+        if seg in seen:
+            continue
+        seen.add(seg)
+        info = client.get_info(seg)
+        frames, _ = decode_frames(client.read(seg, info.start_offset, info.length).data, info.start_offset)
+        out += [(f.routing_key, f.payload, f.event_time) for f in frames if f.is_event]
+        todo += [s.segment.name for s in client.get_successors(seg)]
+    return out
+
+
+def open_txn(client: EmbeddedClient, stream: str, events: list[bytes]) -> TransactionMessage:
+    txn = TransactionalEventWriter(client, stream).begin_txn()
+    for i, p in enumerate(events):
+        txn.write_event(f"k{i}", p)
+    txn.flush()
+    return TransactionMessage(stream, txn.info.segment_names, len(events))
+
+
+@pytest.fixture
+def client() -> Any:
+    store = SegmentStore(clock=ManualClock(1_000))
+    c = EmbeddedClient(store)
+    c.create_stream("out/s", 2)
+    yield c
+    store.close()
+
+
+def test_a_batch_id_is_committed_once(client: EmbeddedClient) -> None:
+    state = SinkState(client, "out/s", "q1")
+    assert state.last_committed() == -1
+    assert state.commit(0, [open_txn(client, "out/s", [b"a", b"b"]), CountMessage(0), None])
+    replay = open_txn(client, "out/s", [b"a", b"b"])
+    assert not state.commit(0, [replay])  # Spark replays batch 0: not written twice
+    assert not any(client.exists(s) for s in replay.segments)  # the replay's transaction is aborted
+    assert state.commit(1, [open_txn(client, "out/s", [b"c"])])
+    assert Counter(p for _, p, _ in stream_payloads(client, "out/s")) == Counter([b"a", b"b", b"c"])
+    assert SinkState(client, "out/s", "q1").last_committed() == 1  # kept in the store
+    assert SinkState(client, "out/s", "q2").last_committed() == -1  # per sink id
+
+
+def test_a_commit_interrupted_by_a_crash_is_finished_by_the_replay(client: EmbeddedClient) -> None:
+    state = SinkState(client, "out/s", "q1")
+    t1, t2 = open_txn(client, "out/s", [b"x1"]), open_txn(client, "out/s", [b"x2"])
+    state.record(5, [t1, t2])  # the driver wrote its intent, committed t1, then died
+    client.commit_transaction(t1.stream, list(t1.segments))
+    replay = [open_txn(client, "out/s", [b"x1"]), open_txn(client, "out/s", [b"x2"])]
+    assert not state.commit(5, replay)
+    assert sorted(p for _, p, _ in stream_payloads(client, "out/s")) == [b"x1", b"x2"]
+    assert state.last_committed() == 5
+
+
+def test_a_failed_commit_names_the_stream(client: EmbeddedClient) -> None:
+    t = open_txn(client, "out/s", [b"y"])
+    client.seal_stream("out/s")
+    with pytest.raises(SinkError, match="out/s"):
+        SinkState(client, "out/s", "q1").commit(0, [t])
+
+
+@pytest.mark.slow
+def test_a_query_copies_a_stream_exactly_once(spark: Any, served: Served, tmp_path: Path) -> None:
+    c = served.client
+    c.create_stream("in/s", 2)
+    c.create_stream("out/s", 3)
+    written = [(f"k{i % 9}", f"p{i}".encode(), 5_000 + i) for i in range(60)]
+    served.write("in/s", written)
+    df = served.reader(spark, "in/s", startingPosition="earliest", maxEventsPerTrigger=25)
+    q = (
+        df.filter("kind = 'event'")
+        .select("routing_key", "payload", "event_time")
+        .writeStream.format("ingestwm")
+        .option("endpoint", served.endpoint)
+        .option("stream", "out/s")
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    assert Counter(stream_payloads(c, "out/s")) == Counter(written)
+    state = SinkState(c, "out/s", next(iter(_sink_ids(c))))
+    assert state.last_committed() == max(p["batchId"] for p in q.recentProgress)
+
+
+def _sink_ids(client: EmbeddedClient) -> list[str]:
+    prefix = "_system/spark_sink/out/s/"
+    return [n[len(prefix) :] for n in client.store.list_segments() if n.startswith(prefix)]
+
+
+@pytest.mark.slow
+def test_a_batch_write_at_least_once_and_its_read_back(spark: Any, served: Served) -> None:
+    served.client.create_stream("out/b", 1)
+    rows = [(f"sensor-{i % 3}", f"reading {i}", i * 1000) for i in range(12)]
+    df = spark.createDataFrame(rows, "routing_key string, payload string, event_time bigint")
+    df.write.format("ingestwm").option("endpoint", served.endpoint).option("stream", "out/b").mode(
+        "append"
+    ).save()
+    back = (
+        spark.read.format("ingestwm")
+        .option("endpoint", served.endpoint)
+        .option("stream", "out/b")
+        .load()
+        .collect()
+    )
+    assert sorted((r.routing_key, r.payload.decode(), ms(r.event_time)) for r in back) == sorted(rows)
+    with pytest.raises(Exception, match="routing_key"):
+        spark.createDataFrame([("x",)], "payload string").write.format("ingestwm").option(
+            "endpoint", served.endpoint
+        ).option("stream", "out/b").mode("append").save()
