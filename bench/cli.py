@@ -24,14 +24,19 @@ def _sim_errors() -> tuple[type[Exception], ...]:
 @cli.command()
 @click.option("--out", default=None, metavar="DIR",
               help="Output directory for series and plots (default ./runs/demo).")
-def demo(out: str | None) -> None:
-    """Run the iot-sensors scenario (PDP-26 EventTimeITCase) end to end and print a short report."""
+@click.option("--no-spark", is_flag=True, help="Skip the Spark streaming query (simulation only).")
+def demo(out: str | None, no_spark: bool) -> None:
+    """Run the iot-sensors scenario (PDP-26 EventTimeITCase) end to end and print a short report.
+
+    The simulation runs on the embedded store; then the same store is served on
+    loopback and read by a Spark streaming query with per-sensor event-time windows.
+    """
     from pathlib import Path
 
     from .demo import run_demo
 
     try:
-        run_demo(click.echo, Path(out) if out is not None else None)
+        run_demo(click.echo, Path(out) if out is not None else None, spark=not no_spark)
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
 

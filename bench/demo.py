@@ -14,6 +14,8 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from segmentstore import SegmentStore
+
 from .sim.commands import DEFAULT_RUNS_DIR, fmt_ms, prepare_output_dir, run_with_progress
 from .sim.runner import SimResult, write_result
 from .sim.scenario import load_scenario
@@ -40,11 +42,37 @@ def run_demo(
     out: Path | None = None,
     overrides: Sequence[str] = (),
     progress: bool | None = None,
+    spark: bool = True,
 ) -> SimResult:
-    """Run ``iot-sensors``, write its outputs under ``out`` (default ``runs/demo``), print the report."""
+    """Run ``iot-sensors``, write its outputs under ``out`` (default ``runs/demo``), print the report.
+
+    With ``spark``, the store the simulation wrote is then served on loopback and read
+    by a Spark streaming query (``format("ingestwm")``, maxEventTimeLag as in the
+    scenario) with per-sensor event-time windows; its windows and late rows follow the
+    simulation's report.
+    """
     scenario = load_scenario(DEMO_SCENARIO, overrides)
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / "demo")
-    result = run_with_progress(scenario, progress)
+    spark_lines: list[str] = []
+
+    def spark_part(store: SegmentStore) -> None:
+        from segmentstore.server import SegmentStoreServer
+        from spark_source.demo import run_spark_demo
+
+        server = SegmentStoreServer(store)
+        port = server.start()
+        try:
+            run_spark_demo(
+                f"127.0.0.1:{port}",
+                scenario.stream.name,
+                scenario.group.max_event_time_lag_ms,
+                spark_lines.append,
+                window_ms=scenario.pipeline.window_ms or 30_000,
+            )
+        finally:
+            server.stop()
+
+    result = run_with_progress(scenario, progress, after=spark_part if spark else None)
     paths = write_result(result, out_dir)
     for line in report_lines(result):
         echo(line)
@@ -52,6 +80,11 @@ def run_demo(
     echo(f"Outputs in {out_dir}/:")
     for p in paths:
         echo(f"  {p.name}")
+    if spark_lines:
+        echo("")
+        echo("The same stream through Spark (store served on loopback, read by a streaming query):")
+        for line in spark_lines:
+            echo(line)
     return result
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ from typing import Any
 from .eventtime import event_time_windows, late_rows
 
 __all__ = ["WindowResult", "LateReading", "SparkDemoResult", "run_spark_demo"]
+
+_LATE_SHOWN = 6  # late readings printed one per line; the rest are counted per sensor
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +126,12 @@ def run_spark_demo(
     for w in windows:
         echo(f"  {w.sensor:<12} {_hms(w.start_ms)}-{_hms(w.end_ms)} {w.count:>8}")
     echo(f"  late readings: {late_count} (event time <= event-time watermark on arrival)")
-    for x in late:
+    for x in late[:_LATE_SHOWN]:
         echo(
             f"  {x.sensor:<12} event time {_hms(x.event_time_ms)}  watermark {_hms(x.watermark_ms)}  "
             f"late by {(x.watermark_ms - x.event_time_ms) / 1000:.1f} s"
         )
+    if len(late) > _LATE_SHOWN:
+        by_sensor = Counter(x.sensor for x in late[_LATE_SHOWN:])
+        echo("  ... and " + ", ".join(f"{n} more from {k}" for k, n in sorted(by_sensor.items())))
     return SparkDemoResult(tuple(windows), tuple(late), late_count, batches)

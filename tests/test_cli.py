@@ -67,11 +67,22 @@ def test_the_console_script_prints_no_traceback_on_bad_input() -> None:
     assert done.stderr.strip() == "Error: writers.nobody: no item named 'nobody' (items: w)"
 
 
+@pytest.mark.slow
 def test_demo_reports_watermarks_lateness_and_where_the_plots_went(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    # the Spark part: the same stream through format("ingestwm"); every late row is sensor C's
+    spark = out[out.index("The same stream through Spark") :]
+    assert "late readings: 30 " in spark and "... and 24 more from sensor-C" in spark
+    late_lines = [ln for ln in spark.splitlines() if "late by" in ln]
+    assert len(late_lines) == 6 and all("sensor-C" in ln for ln in late_lines)
+    window_rows = [
+        ln.split() for ln in spark.splitlines() if ln.strip().startswith("sensor-") and "late" not in ln
+    ]
+    assert {r[0] for r in window_rows} == {"sensor-A", "sensor-B"}
+    assert sum(int(r[-1]) for r in window_rows) == 60  # every A and B reading lands in a window
     assert "Watermark progression" in out
     assert "A: 30/30 delivered; 30 emitted in event-time order; 0 discarded as late" in out
     assert "B: 30/30 delivered; 30 emitted in event-time order; 0 discarded as late" in out

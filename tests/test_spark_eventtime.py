@@ -167,5 +167,7 @@ def test_windows_per_key_with_late_rows_flagged_and_counted(
     assert {x.sensor for x in result.late} == {"sensor-C"} and result.late_count == len(result.late) == 12
     assert sum(w.count for w in result.windows) == 12 and {w.sensor for w in result.windows} == {"sensor-A"}
     assert (
-        any("late readings: 12" in line for line in lines) and sum("sensor-C" in line for line in lines) == 12
+        any("late readings: 12" in line for line in lines)
+        and sum("sensor-C" in line and "late by" in line for line in lines) == 6
+        and lines[-1] == "  ... and 6 more from sensor-C"
     )

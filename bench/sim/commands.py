@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from segmentstore import SegmentStore
+
 from .errors import OutputError
 from .runner import SimResult, run_scenario, write_result
 from .scenario import Scenario, load_scenario
@@ -46,7 +48,11 @@ def default_out_dir(scenario: Scenario) -> Path:
     return DEFAULT_RUNS_DIR / f"{scenario.name}-seed{scenario.seed}"
 
 
-def run_with_progress(scenario: Scenario, show: bool | None = None) -> SimResult:
+def run_with_progress(
+    scenario: Scenario,
+    show: bool | None = None,
+    after: Callable[[SegmentStore], None] | None = None,
+) -> SimResult:
     """Run ``scenario`` with a tqdm bar over simulated seconds (shown only on a terminal by default)."""
     from tqdm import tqdm
 
@@ -58,7 +64,7 @@ def run_with_progress(scenario: Scenario, show: bool | None = None) -> SimResult
         def report(t_ms: int) -> None:
             bar.update(t_ms / 1000.0 - bar.n)
 
-        return run_scenario(scenario, progress=report if show else None)
+        return run_scenario(scenario, progress=report if show else None, after=after)
 
 
 def fmt_ms(ms: int | float | None) -> str:

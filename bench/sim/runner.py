@@ -18,7 +18,7 @@ from typing import Any
 
 import simpy
 
-from segmentstore import SegmentNotFoundError
+from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
@@ -125,8 +125,16 @@ def _progress(world: World, report: Callable[[int], None]) -> Proc:
         report(int(env.now))
 
 
-def run_scenario(scenario: Scenario, progress: Callable[[int], None] | None = None) -> SimResult:
-    """Simulate ``scenario`` to its end on the real store and reader group; returns the result."""
+def run_scenario(
+    scenario: Scenario,
+    progress: Callable[[int], None] | None = None,
+    after: Callable[[SegmentStore], None] | None = None,
+) -> SimResult:
+    """Simulate ``scenario`` to its end on the real store and reader group; returns the result.
+
+    ``after`` is called with the store once the simulation has ended, before the store
+    is closed (the demo serves it to a Spark query).
+    """
     t0 = monotonic_s()
     world = World(scenario)
     try:
@@ -146,6 +154,8 @@ def run_scenario(scenario: Scenario, progress: Callable[[int], None] | None = No
             env.process(_progress(world, progress))
         env.run(until=scenario.duration_ms + 1)
         summary = _summary(world, writers, readers)
+        if after is not None:
+            after(world.store)
         pipe = world.pipeline
         return SimResult(
             scenario,
