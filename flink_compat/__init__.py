@@ -27,6 +27,7 @@ from .errors import (
 from .operators import (
     LATE_DATA,
     CollectingOutput,
+    DiscardingOutput,
     EventTimeOrderingOperator,
     MapOperator,
     Output,
@@ -73,6 +74,7 @@ __all__ = [
     "BoundedOutOfOrdernessWatermarks",
     "CheckpointError",
     "CollectingOutput",
+    "DiscardingOutput",
     "CountAggregate",
     "EventTimeOrderingOperator",
     "FlinkCompatError",

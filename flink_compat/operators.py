@@ -30,6 +30,7 @@ __all__ = [
     "LATE_DATA",
     "Output",
     "CollectingOutput",
+    "DiscardingOutput",
     "StreamOperator",
     "MapOperator",
     "EventTimeOrderingOperator",
@@ -61,6 +62,24 @@ class Output(Protocol):
     def emit_watermark_status(self, status: WatermarkStatus) -> None: ...
 
     def collect_side(self, tag: OutputTag, record: StreamRecord[Any]) -> None: ...
+
+
+class DiscardingOutput:
+    """An ``Output`` that drops everything; subclass it and override what a sink keeps."""
+
+    __slots__ = ()
+
+    def collect(self, record: StreamRecord[Any]) -> None:
+        """Drop ``record``."""
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        """Drop ``watermark``."""
+
+    def emit_watermark_status(self, status: WatermarkStatus) -> None:
+        """Drop ``status``."""
+
+    def collect_side(self, tag: OutputTag, record: StreamRecord[Any]) -> None:
+        """Drop the side-output ``record``."""
 
 
 class CollectingOutput:

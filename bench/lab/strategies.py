@@ -27,12 +27,11 @@ from typing import Any
 
 from flink_compat import (
     CountAggregate,
+    DiscardingOutput,
     EventTimeOrderingOperator,
-    OutputTag,
     StreamRecord,
     TumblingEventTimeWindows,
     Watermark,
-    WatermarkStatus,
     WindowOperator,
     WindowResult,
 )
@@ -60,7 +59,7 @@ Firing = tuple[int, int, int, int]
 """(clock time fired, window start, window end, count)."""
 
 
-class _WindowSink:
+class _WindowSink(DiscardingOutput):
     __slots__ = ("clock", "firings")
 
     def __init__(self, clock: Clock) -> None:
@@ -71,17 +70,9 @@ class _WindowSink:
         r: WindowResult = record.value
         self.firings.append((self.clock.now(), r.window.start, r.window.end, int(r.value)))
 
-    def emit_watermark(self, watermark: Watermark) -> None:
-        pass
-
-    def emit_watermark_status(self, status: WatermarkStatus) -> None:
-        pass
-
-    def collect_side(self, tag: OutputTag, record: StreamRecord[Any]) -> None:
-        pass
 
 
-class _OrderingSink:
+class _OrderingSink(DiscardingOutput):
     __slots__ = ("pipeline",)
 
     def __init__(self, pipeline: StrategyPipeline) -> None:
@@ -94,11 +85,6 @@ class _OrderingSink:
     def emit_watermark(self, watermark: Watermark) -> None:
         self.pipeline.windows.process_watermark(watermark)
 
-    def emit_watermark_status(self, status: WatermarkStatus) -> None:
-        pass
-
-    def collect_side(self, tag: OutputTag, record: StreamRecord[Any]) -> None:
-        pass
 
 
 class StrategyPipeline:

@@ -19,6 +19,7 @@ import numpy as np
 
 from flink_compat import (
     CountAggregate,
+    DiscardingOutput,
     EventTimeOrderingOperator,
     OutputTag,
     StatusWatermarkValve,
@@ -42,7 +43,7 @@ WindowFiring = tuple[int, int, int, int, int]
 _MIN = -(2**63)
 
 
-class _WindowSink:
+class _WindowSink(DiscardingOutput):
     """The window operator's output: firings with their simulated time."""
 
     __slots__ = ("clock", "firings")
@@ -55,17 +56,9 @@ class _WindowSink:
         r: WindowResult = record.value
         self.firings.append((self.clock.now(), int(r.key), r.window.start, r.window.end, int(r.value)))
 
-    def emit_watermark(self, watermark: Watermark) -> None:
-        pass
-
-    def emit_watermark_status(self, status: WatermarkStatus) -> None:
-        pass
-
-    def collect_side(self, tag: OutputTag, record: StreamRecord[Any]) -> None:
-        pass
 
 
-class _OrderingSink:
+class _OrderingSink(DiscardingOutput):
     """The reordering operator's output: ordered records (forwarded to the windows) and late ones."""
 
     __slots__ = ("clock", "late", "ordered", "windows")
