@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from readergroup import (
@@ -115,8 +115,14 @@ def test_markers_follow_scaling_to_every_successor(client: EmbeddedClient) -> No
     w = EventWriter(client, S, writer_id=5)
     w.note_time(1)
     first = client.get_stream(S).active_segments[0]
-    client.scale_stream(S, [first.name], [(first.key_low, (first.key_low + first.key_high) / 2),
-                                          ((first.key_low + first.key_high) / 2, first.key_high)])
+    client.scale_stream(
+        S,
+        [first.name],
+        [
+            (first.key_low, (first.key_low + first.key_high) / 2),
+            ((first.key_low + first.key_high) / 2, first.key_high),
+        ],
+    )
     w.note_time(2)  # the writer still routes to the sealed segment: its marker goes to both successors
     for seg in client.get_stream(S).active_segments:
         times = [f.event_time for f in _frames(client, seg.name) if f.kind == KIND_WATERMARK]
@@ -318,6 +324,20 @@ _ops = st.lists(
 )
 
 
+@example(
+    [(0, "event", 0)] * 5
+    + [(0, "event", 1)] * 5
+    + [
+        (0, "assert", 0),
+        (0, "assert", 0),
+        (0, "idle", 0),
+        (1, "assert", 0),
+        (0, "idle", 0),
+        (0, "ack", 18),
+        (0, "event", 0),
+        (0, "ack", 33),
+    ]
+)  # an idle writer that comes back below the watermark is not a truthful writer (found in CI)
 @settings(max_examples=60, deadline=None)
 @given(_ops)
 def test_truthful_writers_never_have_an_event_behind_the_watermark(ops: list[tuple[int, str, int]]) -> None:
@@ -326,6 +346,8 @@ def test_truthful_writers_never_have_an_event_behind_the_watermark(ops: list[tup
     Truthful: every event of a writer written after its first assertion has event time at
     least every time it asserted before, and that first assertion is above the watermark
     of the moment (it joined in time: the PIP's "send an initial watermark eagerly").
+    ``mark_idle`` leaves the active set, so the watermark may pass the writer meanwhile;
+    it is truthful again only after it re-joins in time with a new assertion.
     """
     store = SegmentStore(clock=ManualClock(1))
     try:
@@ -355,6 +377,7 @@ def test_truthful_writers_never_have_an_event_behind_the_watermark(ops: list[tup
                 joined[w] = True
             elif op == "idle":
                 writers[w].mark_idle()
+                joined[w] = False  # until it asserts again above the watermark of that moment
             elif op == "tick":
                 clocks[w] += x
             else:  # a reader acknowledges up to some frame boundary
