@@ -12,7 +12,6 @@ Run ``python -m bench.bench_durable [--quick]``; ``run(quick)`` returns the rows
 
 from __future__ import annotations
 
-import argparse
 import gc
 import shutil
 import tempfile
@@ -22,15 +21,12 @@ from typing import Any
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.clock import monotonic_s
 
+from .runner import Row, module_main, row
+
 __all__ = ["run", "main"]
 
 EVENT_BYTES = 100
 SEGMENTS = 10
-Row = dict[str, Any]
-
-
-def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
 
 
 def _config(sync: str = "none", **extra: Any) -> StoreConfig:
@@ -62,11 +58,11 @@ def _appends_per_s(n: int, sync: str | None, work: Path) -> float:
 def _append_rows(n: int, n_always: int, work: Path, repeats: int) -> list[Row]:
     """Best of ``repeats`` runs each (fsync-bound ``always``: one run)."""
     mem = max(_appends_per_s(n, None, work) for _ in range(repeats))
-    rows = [_row("append 100 B, in memory", mem, "appends/s", "itself", 1.0)]
+    rows = [row("append 100 B, in memory", mem, "appends/s", "itself", 1.0)]
     for sync, count in (("none", n), ("interval", n), ("always", n_always)):
         rate = max(_appends_per_s(count, sync, work) for _ in range(1 if sync == "always" else repeats))
         rows.append(
-            _row(
+            row(
                 f"append 100 B, data_dir, sync={sync}",
                 rate,
                 "appends/s",
@@ -113,14 +109,14 @@ def _recovery_rows(ops: int, work: Path) -> list[Row]:
     t_log, replayed = _timed_open(log_only)
     t_snap, _ = _timed_open(with_snap)
     return [
-        _row(
+        row(
             f"recovery, log of {replayed:,} ops, no snapshot",
             t_log,
             "s",
             f"{replayed / t_log:,.0f} ops/s replayed; itself",
             1.0,
         ),
-        _row(
+        row(
             f"recovery, snapshot of the same {ops:,} ops",
             t_snap,
             "s",
@@ -140,21 +136,9 @@ def run(quick: bool = False) -> list[Row]:
         return _append_rows(n, n_always, work, 3) + _recovery_rows(ops, work)
 
 
-def _format(rows: list[Row]) -> str:
-    lines = [f"{'benchmark':<44} {'value':>14} {'unit':<10} {'ratio':>8}  vs"]
-    for r in rows:
-        lines.append(
-            f"{r['name']:<44} {r['value']:>14,.3f} {r['unit']:<10} {r['ratio']:>8.3f}  {r['ratio_vs']}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Print the durable-store benchmark table."""
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_durable", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="10x fewer operations")
-    args = parser.parse_args(argv)
-    print(_format(run(args.quick)))
+    """Run ``python -m bench.bench_durable [--quick]`` and print the table."""
+    module_main(run, argv, __doc__, "10x fewer operations")
     return 0
 
 

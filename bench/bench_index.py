@@ -7,27 +7,20 @@ both alike. ``ratio`` is how many times faster the index is than ``ratio_vs``.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from segmentstore.watermark_index import WatermarkIndex
 
+from .runner import Row, module_main, row
+
 __all__ = ["run", "main"]
-
-Row = dict[str, Any]
-
-
-def _row(name: str, value: float, unit: str, ratio_vs: str | None = None, ratio: float | None = None) -> Row:
-    """One result row."""
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
 
 
 def _best(fns: Sequence[Callable[[], object]], repeats: int) -> list[float]:
@@ -72,8 +65,8 @@ def _startup() -> list[Row]:
         vals = [float(x) for x in res.stdout.split()]
         best = [min(b, v) for b, v in zip(best, vals, strict=True)]
     return [
-        _row("import segmentstore.watermark_index (no numba)", best[0], "s"),
-        _row("first batch call: numba import + cached kernels", best[1], "s"),
+        row("import segmentstore.watermark_index (no numba)", best[0], "s"),
+        row("first batch call: numba import + cached kernels", best[1], "s"),
     ]
 
 
@@ -118,11 +111,11 @@ def _appends(n: int, repeats: int) -> list[Row]:
 
     (t_bulk,) = _best([bulk], repeats)
     return [
-        _row("record_write (distinct ts)", t_ours / n * 1e9, "ns/op"),
-        _row("record_write appends/s", n / t_ours, "ops/s", "SortedDict insert", t_sd / t_ours),
-        _row("record_write (same ts, entry extended)", t_same / n * 1e9, "ns/op"),
-        _row("record_time (tail raise)", t_tail / n * 1e9, "ns/op"),
-        _row("record_writes bulk", n / t_bulk, "writes/s", "record_write loop", t_ours / t_bulk),
+        row("record_write (distinct ts)", t_ours / n * 1e9, "ns/op"),
+        row("record_write appends/s", n / t_ours, "ops/s", "SortedDict insert", t_sd / t_ours),
+        row("record_write (same ts, entry extended)", t_same / n * 1e9, "ns/op"),
+        row("record_time (tail raise)", t_tail / n * 1e9, "ns/op"),
+        row("record_writes bulk", n / t_bulk, "writes/s", "record_write loop", t_ours / t_bulk),
     ]
 
 
@@ -147,7 +140,7 @@ def _single(sizes: list[int], nq: int, repeats: int) -> list[Row]:
 
         t_ours, t_bis = _best([ours, bis], repeats)
         rows.append(
-            _row(
+            row(
                 f"watermark_at, {n:.0e} entries",
                 t_ours / nq * 1e9,
                 "ns/op",
@@ -163,7 +156,7 @@ def _single(sizes: list[int], nq: int, repeats: int) -> list[Row]:
             wa(q)
 
     (t_tail,) = _best([tail], repeats)
-    rows.append(_row("watermark_at tail", t_tail / nq * 1e9, "ns/op"))
+    rows.append(row("watermark_at tail", t_tail / nq * 1e9, "ns/op"))
     return rows
 
 
@@ -226,55 +219,53 @@ def _batch(n: int, nq: int, repeats: int) -> list[Row]:
     ns = 1e9 / nq
     tag = f"{n:.0e} entries, {nq:.0e} queries"
     return [
-        _row(
+        row(
             f"watermarks_at random, {tag}",
             t_rnd * ns,
             "ns/query",
             "per-query bisect loop",
             per_bis / (t_rnd / nq),
         ),
-        _row("  same", t_rnd * ns, "ns/query", "numpy.searchsorted", t_np / t_rnd),
-        _row(
+        row("  same", t_rnd * ns, "ns/query", "numpy.searchsorted", t_np / t_rnd),
+        row(
             "  same, out allocated by the call",
             t_rnd_a * ns,
             "ns/query",
             "numpy.searchsorted",
             t_np / t_rnd_a,
         ),
-        _row(
-            f"  same, 1 thread (of {threads})", t_rnd1 * ns, "ns/query", "numpy.searchsorted", t_np / t_rnd1
-        ),
-        _row(
+        row(f"  same, 1 thread (of {threads})", t_rnd1 * ns, "ns/query", "numpy.searchsorted", t_np / t_rnd1),
+        row(
             f"watermarks_at sorted, {tag}",
             t_srt * ns,
             "ns/query",
             "numpy.searchsorted (sorted)",
             t_np_s / t_srt,
         ),
-        _row(
+        row(
             "  same, sortedness detected (assume_sorted=None), out allocated",
             t_srt_d * ns,
             "ns/query",
             "numpy.searchsorted (sorted)",
             t_np_s / t_srt_d,
         ),
-        _row(
+        row(
             f"  same, 1 thread (of {threads})",
             t_srt1 * ns,
             "ns/query",
             "numpy.searchsorted (sorted)",
             t_np_s / t_srt1,
         ),
-        _row(
+        row(
             "watermarks_at, 1000 random queries per call",
             t_mid / 100 * 1e6,
             "us/call",
             "numpy.searchsorted",
             t_np_mid / t_mid,
         ),
-        _row("per-query bisect loop (baseline)", per_bis * 1e9, "ns/query"),
-        _row("numpy.searchsorted random (baseline)", t_np * ns, "ns/query"),
-        _row("numpy.searchsorted sorted (baseline)", t_np_s * ns, "ns/query"),
+        row("per-query bisect loop (baseline)", per_bis * 1e9, "ns/query"),
+        row("numpy.searchsorted random (baseline)", t_np * ns, "ns/query"),
+        row("numpy.searchsorted sorted (baseline)", t_np_s * ns, "ns/query"),
     ]
 
 
@@ -292,24 +283,11 @@ def run(quick: bool) -> list[Row]:
     return rows
 
 
-def _fmt(v: float) -> str:
-    """A figure with 3-4 significant digits."""
-    if v >= 1e6:
-        return f"{v:.3e}"
-    if v >= 100:
-        return f"{v:.0f}"
-    return f"{v:.3g}"
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Print the table."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (seconds, not a minute)")
-    args = ap.parse_args(argv)
-    for r in run(args.quick):
-        ratio = "" if r["ratio"] is None else f"{r['ratio']:8.1f}x vs {r['ratio_vs']}"
-        print(f"{r['name']:<62} {_fmt(r['value']):>10} {r['unit']:<9} {ratio}")
+def main(argv: list[str] | None = None) -> int:
+    """Run ``python -m bench.bench_index [--quick]`` and print the table."""
+    module_main(run, argv, __doc__, "smaller sizes (seconds, not a minute)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -17,10 +17,8 @@ returns the rows.
 
 from __future__ import annotations
 
-import argparse
 import gc
 from collections.abc import Callable
-from typing import Any
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.events import decode_columns, encode_event
@@ -30,6 +28,8 @@ from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s
 
+from .runner import Row, module_main, row
+
 __all__ = ["run", "main", "EVENT_BYTES", "BATCH_GOAL_EVENTS_PER_S"]
 
 EVENT_BYTES = 100
@@ -37,12 +37,6 @@ BATCH_GOAL_EVENTS_PER_S = 1_000_000
 STREAM = "bench/reader"
 _BLOCK = 1 << 20
 _WRITE_BATCH = 1_000
-
-Row = dict[str, Any]
-
-
-def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
 
 
 def _frames() -> list[bytes]:
@@ -105,7 +99,10 @@ def _measure(n: int, rounds: int) -> dict[str, float]:
             return events
 
         contenders: dict[str, Callable[[], int]] = {
-            "raw": raw, "raw+decode": raw_decode, "batch": batch, "per event": per_event,
+            "raw": raw,
+            "raw+decode": raw_decode,
+            "batch": batch,
+            "per event": per_event,
         }
         for go in contenders.values():  # warm up: kernels load, caches fill
             go()
@@ -134,11 +131,11 @@ def run(quick: bool = False) -> list[Row]:
     batch = 1 / best["batch"]
     dec, one = best["raw+decode"], best["per event"]
     return [
-        _row("store.read 1 MiB blocks (raw bytes)", raw, "events/s", "itself", 1.0),
-        _row("store.read + decode_columns", 1 / dec, "events/s", vs, best["raw"] / dec),
-        _row("reader.read_batch (columns)", batch, "events/s", vs, best["raw"] / best["batch"]),
-        _row("reader.read_next_event", 1 / one, "events/s", vs, best["raw"] / one),
-        _row(
+        row("store.read 1 MiB blocks (raw bytes)", raw, "events/s", "itself", 1.0),
+        row("store.read + decode_columns", 1 / dec, "events/s", vs, best["raw"] / dec),
+        row("reader.read_batch (columns)", batch, "events/s", vs, best["raw"] / best["batch"]),
+        row("reader.read_next_event", 1 / one, "events/s", vs, best["raw"] / one),
+        row(
             "reader.read_batch vs goal",
             batch,
             "events/s",
@@ -148,22 +145,9 @@ def run(quick: bool = False) -> list[Row]:
     ]
 
 
-def _format(rows: list[Row]) -> str:
-    lines = [f"{'benchmark':<38} {'value':>14} {'unit':<9} {'ratio':>7}  vs"]
-    for r in rows:
-        lines.append(
-            f"{r['name']:<38} {r['value']:>14,.0f} {r['unit']:<9} {r['ratio']:>7.3f}  {r['ratio_vs']}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Print the reader benchmark table."""
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_reader", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="about 5x less work")
-    args = parser.parse_args(argv)
-    rows = run(args.quick)
-    print(_format(rows))
+    """Run ``python -m bench.bench_reader [--quick]`` and print the table."""
+    rows = module_main(run, argv, __doc__, "about 5x less work")
     batch = rows[-1]["value"]
     met = "met" if batch >= BATCH_GOAL_EVENTS_PER_S else "NOT met"
     print(f"\nbatch API: {batch / 1e6:.2f} M events/s (goal >= 1 M: {met})")

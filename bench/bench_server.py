@@ -18,28 +18,23 @@ Run ``python -m bench.bench_server [--quick]``; ``run(quick)`` returns the rows.
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from segmentstore.clock import monotonic_s
 from segmentstore.remote import RemoteClient
+
+from .runner import Row, module_main, row
 
 __all__ = ["run", "main"]
 
 EVENT_BYTES = 100
 READ_BYTES = 1 << 20
-Row = dict[str, Any]
 _ROOT = Path(__file__).resolve().parents[1]
-
-
-def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
 
 
 # ---------------------------------------------------------------------- raw baseline server
@@ -166,19 +161,19 @@ def _measure(server_pid: int, port: int, raw_port: int, quick: bool) -> list[Row
         client_us = (_cpu_s(os.getpid()) - cpu0) / n * 1e6
         server_us = (_cpu_s(server_pid) - srv0) / n * 1e6
         raw_events = _raw_echo_events_per_s(raw_port, n)
-        rows.append(_row("server append_many 100 B", appends, "appends/s", "raw echo", appends / raw_events))
+        rows.append(row("server append_many 100 B", appends, "appends/s", "raw echo", appends / raw_events))
         t0 = monotonic_s()
         futures = [c.append_async("bench/append", event) for _ in range(n_async)]
         for f in futures:
             f.result()
         per_future = n_async / (monotonic_s() - t0)
         ratio = per_future / raw_events
-        rows.append(_row("server append_async 100 B", per_future, "appends/s", "raw echo", ratio))
-        rows.append(_row("raw socket echo 100 B", raw_events, "events/s", "itself", 1.0))
+        rows.append(row("server append_async 100 B", per_future, "appends/s", "raw echo", ratio))
+        rows.append(row("raw socket echo 100 B", raw_events, "events/s", "itself", 1.0))
         if server_us:  # CPU per append: what the rates would be on idle cores
-            rows.append(_row("append_many client CPU", client_us, "us/append", "itself", 1.0))
+            rows.append(row("append_many client CPU", client_us, "us/append", "itself", 1.0))
             ratio = server_us / client_us
-            rows.append(_row("append_many server CPU", server_us, "us/append", "client CPU", ratio))
+            rows.append(row("append_many server CPU", server_us, "us/append", "client CPU", ratio))
 
         c.create_segment("bench/read")
         c.append_many("bench/read", [b"r" * READ_BYTES] * (read_total // READ_BYTES))
@@ -188,15 +183,15 @@ def _measure(server_pid: int, port: int, raw_port: int, quick: bool) -> list[Row
             offset += len(c.read("bench/read", offset, READ_BYTES).data)
         reads = read_total / (monotonic_s() - t0) / 1e6
         raw_reads = _raw_read_mb_per_s(raw_port, read_total)
-        rows.append(_row("server read 1 MiB", reads, "MB/s", "raw socket", reads / raw_reads))
-        rows.append(_row("raw socket read 1 MiB", raw_reads, "MB/s", "itself", 1.0))
+        rows.append(row("server read 1 MiB", reads, "MB/s", "raw socket", reads / raw_reads))
+        rows.append(row("raw socket read 1 MiB", raw_reads, "MB/s", "itself", 1.0))
 
         t0 = monotonic_s()
         for _ in range(calls):
             c.get_info("bench/read")
         rate = calls / (monotonic_s() - t0)
         raw_rate = _raw_round_trips_per_s(raw_port, calls)
-        rows.append(_row("server get_info round trip", rate, "calls/s", "raw 8 B ping-pong", rate / raw_rate))
+        rows.append(row("server get_info round trip", rate, "calls/s", "raw 8 B ping-pong", rate / raw_rate))
     return rows
 
 
@@ -212,20 +207,9 @@ def run(quick: bool = False) -> list[Row]:
             p.wait(30)
 
 
-def _format(rows: list[Row]) -> str:
-    lines = [f"{'benchmark':<34} {'value':>14} {'unit':<10} {'ratio':>8}  vs"]
-    for r in rows:
-        ratio = f"{r['ratio']:>8.3f}"
-        lines.append(f"{r['name']:<34} {r['value']:>14,.2f} {r['unit']:<10} {ratio}  {r['ratio_vs']}")
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Print the server benchmark table."""
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_server", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="fewer events and bytes")
-    args = parser.parse_args(argv)
-    print(_format(run(args.quick)))
+    """Run ``python -m bench.bench_server [--quick]`` and print the table."""
+    module_main(run, argv, __doc__, "fewer events and bytes")
     return 0
 
 

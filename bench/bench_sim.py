@@ -16,7 +16,6 @@ Run ``python -m bench.bench_sim [--quick]``; ``run(quick)`` returns the rows.
 
 from __future__ import annotations
 
-import argparse
 import gc
 from collections.abc import Generator
 from typing import Any
@@ -25,13 +24,13 @@ import simpy
 
 from segmentstore.clock import monotonic_s
 
+from .runner import Row, module_main, row
 from .sim.runner import run_scenario
 from .sim.scenario import Scenario, scenario_from_dict
 
 __all__ = ["run", "main", "bench_scenario", "GOAL_EVENTS_PER_S"]
 
 GOAL_EVENTS_PER_S = 1_000_000
-Row = dict[str, Any]
 
 
 def bench_scenario(
@@ -108,10 +107,6 @@ def _simpy_only(sc: Scenario) -> float:
     return monotonic_s() - t0
 
 
-def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float | None) -> Row:
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
-
-
 def run(quick: bool = False) -> list[Row]:
     """Measure the simulator; rows of name/value/unit/ratio_vs/ratio."""
     duration = 2_000 if quick else 5_000
@@ -127,29 +122,29 @@ def run(quick: bool = False) -> list[Row]:
     eps_e = events_e / wall_e
     simpy_s = _simpy_only(batched)
     return [
-        _row(
+        row(
             f"sim batched: 1000 segments, 100 readers ({events:,} events, {sim_s:g} s simulated)",
             eps,
             "events/s",
             "goal 1M events/s",
             eps / GOAL_EVENTS_PER_S,
         ),
-        _row(
+        row(
             "sim event_writer: same topology, EventWriter per event",
             eps_e,
             "events/s",
             "batched / event_writer",
             eps / eps_e,
         ),
-        _row("sim batched: simulated seconds per wall second", sim_s / wall, "x", "real time", sim_s / wall),
-        _row(
+        row("sim batched: simulated seconds per wall second", sim_s / wall, "x", "real time", sim_s / wall),
+        row(
             "sim batched: set-up (1000 segments, group state), not counted above",
             setup,
             "s",
             "run",
             setup / wall,
         ),
-        _row(
+        row(
             "simpy scheduling alone (same processes, no work)",
             simpy_s,
             "s",
@@ -159,14 +154,11 @@ def run(quick: bool = False) -> list[Row]:
     ]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Print the rows."""
-    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="a shorter simulated run")
-    args = ap.parse_args(argv)
-    for r in run(args.quick):
-        print(f"{r['name']:<78} {r['value']:>14,.3f} {r['unit']:<9} {r['ratio']:8.3f}x {r['ratio_vs']}")
+def main(argv: list[str] | None = None) -> int:
+    """Run ``python -m bench.bench_sim [--quick]`` and print the table."""
+    module_main(run, argv, __doc__, "a shorter simulated run")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    raise SystemExit(main())

@@ -25,7 +25,6 @@ returns the rows.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from typing import Any
 
@@ -36,16 +35,13 @@ from segmentstore.clock import monotonic_s
 from segmentstore.remote import RemoteClient
 from segmentstore.server import SegmentStoreServer
 
+from .runner import Row, module_main, row
+
 __all__ = ["run", "main"]
 
-Row = dict[str, Any]
 SEGMENTS = 4
 PAYLOAD = bytes(32)
 _CHUNK_FRAMES = 4096
-
-
-def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
 
 
 def _preload(client: EmbeddedClient, stream: str, events: int) -> None:
@@ -219,22 +215,19 @@ def run(quick: bool = False) -> list[Row]:
         server.stop()
         store.close()
     return [
-        _row("spark rate source (noop sink)", rate, "rows/s", "itself", 1.0),
-        _row(f"spark ingestwm source, {events} events", ours, "rows/s", "rate source", ours / rate),
-        _row("python data source ceiling (prebuilt Arrow)", ceiling, "rows/s", "rate source", ceiling / rate),
-        _row("spark ingestwm source vs the ceiling", ours, "rows/s", "python source ceiling", ours / ceiling),
-        _row(
+        row("spark rate source (noop sink)", rate, "rows/s", "itself", 1.0),
+        row(f"spark ingestwm source, {events} events", ours, "rows/s", "rate source", ours / rate),
+        row("python data source ceiling (prebuilt Arrow)", ceiling, "rows/s", "rate source", ceiling / rate),
+        row("spark ingestwm source vs the ceiling", ours, "rows/s", "python source ceiling", ours / ceiling),
+        row(
             "ingestwm read path in Python, 1 thread", python, "rows/s", "spark ingestwm source", python / ours
         ),
     ]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args(argv)
-    for r in run(args.quick):
-        print(f"{r['name']:<48} {r['value']:>14,.0f} {r['unit']:<8} {r['ratio']:.2f}x {r['ratio_vs']}")
+    """Run ``python -m bench.bench_spark [--quick]`` and print the table."""
+    module_main(run, argv, __doc__, "fewer events")
     return 0
 
 

@@ -14,7 +14,6 @@ Run ``python -m bench.bench_store [--quick]``; ``run(quick)`` returns the rows.
 
 from __future__ import annotations
 
-import argparse
 import gc
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -22,6 +21,8 @@ from typing import Any
 
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
 from segmentstore.clock import Clock, monotonic_s
+
+from .runner import Row, module_main, row
 
 __all__ = ["run", "main", "EVENT_BYTES", "BATCH_EVENTS", "READ_CHUNK"]
 
@@ -31,7 +32,6 @@ READ_CHUNK = 64 * 1024
 BATCH_GOAL_EVENTS_PER_S = 1_000_000
 APPEND_GOAL_SLOWDOWN = 3.0
 
-Row = dict[str, Any]
 _Runner = Callable[[list[Any]], None]
 _Factory = Callable[[ExitStack], _Runner]
 
@@ -103,10 +103,6 @@ def _batches(stack: ExitStack) -> _Runner:
     return go
 
 
-def _row(name: str, value: float, unit: str, ratio_vs: str, ratio: float) -> Row:
-    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
-
-
 def _append_rows(n: int, rounds: int) -> list[Row]:
     best = _race(
         {
@@ -122,10 +118,10 @@ def _append_rows(n: int, rounds: int) -> list[Row]:
     bare = best["bare"]
     vs = f"bare bytearray.extend+list.append loop ({1 / bare:,.0f} events/s); x slower, goal <= 3"
     return [
-        _row("bare loop: bytearray.extend + list.append", 1 / bare, "events/s", "itself", 1.0),
-        _row("store.append 100 B (ManualClock)", 1 / best["manual"], "events/s", vs, best["manual"] / bare),
-        _row("store.append 100 B (WallClock)", 1 / best["wall"], "events/s", vs, best["wall"] / bare),
-        _row(
+        row("bare loop: bytearray.extend + list.append", 1 / bare, "events/s", "itself", 1.0),
+        row("store.append 100 B (ManualClock)", 1 / best["manual"], "events/s", vs, best["manual"] / bare),
+        row("store.append 100 B (WallClock)", 1 / best["wall"], "events/s", vs, best["wall"] / bare),
+        row(
             f"store.append_batch {BATCH_EVENTS} x 100 B",
             1 / best["batch"],
             "events/s",
@@ -183,14 +179,14 @@ def _read_rows(total_bytes: int, rounds: int) -> list[Row]:
         )
     mb = READ_CHUNK / 1e6
     return [
-        _row(
+        row(
             "store.read 64 KiB sequential",
             mb / big["store"],
             "MB/s",
             f"bytearray slice copy ({mb / big['bare']:,.0f} MB/s); x slower",
             big["store"] / big["bare"],
         ),
-        _row(
+        row(
             "store.read 100 B events",
             1 / small["store"],
             "events/s",
@@ -208,22 +204,9 @@ def run(quick: bool = False) -> list[Row]:
     return _append_rows(n, rounds) + _read_rows(total_read, rounds)
 
 
-def _format(rows: list[Row]) -> str:
-    lines = [f"{'benchmark':<44} {'value':>16} {'unit':<9} {'ratio':>7}  vs"]
-    for r in rows:
-        lines.append(
-            f"{r['name']:<44} {r['value']:>16,.1f} {r['unit']:<9} {r['ratio']:>7.2f}  {r['ratio_vs']}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Print the store benchmark table."""
-    parser = argparse.ArgumentParser(prog="python -m bench.bench_store", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="about 10x less work")
-    args = parser.parse_args(argv)
-    rows = run(args.quick)
-    print(_format(rows))
+    """Run ``python -m bench.bench_store [--quick]`` and print the table."""
+    rows = module_main(run, argv, __doc__, "about 10x less work")
     append = next(r for r in rows if r["name"].startswith("store.append 100 B (ManualClock)"))
     batch = next(r for r in rows if r["name"].startswith("store.append_batch"))
     print(

@@ -13,9 +13,29 @@ import pkgutil
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["discover", "run_bench", "format_table"]
+__all__ = ["Row", "row", "discover", "run_bench", "format_table", "module_main"]
 
 Row = dict[str, Any]
+"""One benchmark figure: ``name``, ``value``, ``unit`` and what ``ratio`` compares it with (``ratio_vs``)."""
+
+
+def row(name: str, value: float, unit: str, ratio_vs: str | None = None, ratio: float | None = None) -> Row:
+    """A result row as every ``bench_*`` module returns it."""
+    return {"name": name, "value": value, "unit": unit, "ratio_vs": ratio_vs, "ratio": ratio}
+
+
+def module_main(
+    run: Callable[[bool], list[Row]], argv: list[str] | None, description: str | None, quick_help: str
+) -> list[Row]:
+    """``python -m bench.bench_X [--quick]``: run one module and print its table; returns the rows."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=(description or "").strip().splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    rows = run(parser.parse_args(argv).quick)
+    for text in format_table(rows):
+        print(text)
+    return rows
 
 
 def discover() -> list[str]:
