@@ -67,7 +67,7 @@ def format_table(rows: Sequence[Row]) -> list[str]:
             _fmt(r.get("value")),
             str(r.get("unit", "")),
             "-" if r.get("ratio") is None else f"{float(r['ratio']):.2f}x",
-            str(r.get("ratio_vs", "")),
+            str(r.get("ratio_vs") or ""),
         )
         for r in rows
     ]
