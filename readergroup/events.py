@@ -37,6 +37,7 @@ __all__ = [
     "frame_length",
     "decode_frames",
     "decode_columns",
+    "frame_ends_of",
 ]
 
 KIND_EVENT = 0
@@ -168,17 +169,20 @@ def decode_frames(buf: bytes | bytearray | memoryview, base_offset: int = 0) -> 
     return out, pos
 
 
-def decode_columns(
-    buf: bytes | bytearray | memoryview, base_offset: int = 0, *, events_only: bool = False
-) -> tuple[dict[str, Any], int]:
-    """Complete frames of ``buf`` as columns, and the bytes consumed. O(len(buf)).
+def frame_ends_of(buf: bytes | bytearray | memoryview) -> tuple[np.ndarray, int]:
+    """End positions (in ``buf``) of its complete frames, validated, and the bytes they take.
 
-    Returns numpy arrays ``offset`` (int64, segment offsets), ``length`` (int64),
-    ``kind`` (uint8), ``event_time`` (int64, ``NO_EVENT_TIME`` for none), and Arrow
-    arrays ``routing_key`` (string) and ``payload`` (binary). ``events_only`` drops
-    writer markers. A partial frame at the end is left for the next read.
+    The planner's boundary walk: headers only, no keys or payloads decoded. O(len(buf)),
+    a few ns per frame through the numba kernel for buffers of 32 KiB and more.
     """
-    arr = np.frombuffer(buf, dtype=np.uint8)
+    starts, lengths, _, _, _, consumed = _scan(np.frombuffer(buf, dtype=np.uint8), 0)
+    return starts + lengths, consumed
+
+
+def _scan(
+    arr: np.ndarray, base_offset: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Frame boundaries of ``arr``: starts, lengths, kinds, event times, key lengths; bytes consumed."""
     if arr.size >= _NUMBA_MIN_BYTES:
         k = _kernels()
         cap = arr.size // HEADER_SIZE + 1
@@ -191,15 +195,30 @@ def decode_columns(
         if bad >= 0:
             rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
             raise _bad(base_offset + bad, rest, kind, klen)
-        starts, lengths, kinds = starts[:count], lengths[:count], kinds[:count]
-        times, klens = times[:count], klens[:count]
-    else:
-        frames, consumed = _scan_py(arr, base_offset)
-        starts = np.array([f[0] for f in frames], np.int64)
-        lengths = np.array([f[1] for f in frames], np.int64)
-        kinds = np.array([f[2] for f in frames], np.uint8)
-        times = np.array([f[3] for f in frames], np.int64)
-        klens = np.array([f[4] for f in frames], np.int64)
+        return starts[:count], lengths[:count], kinds[:count], times[:count], klens[:count], int(consumed)
+    frames, consumed = _scan_py(arr, base_offset)
+    return (
+        np.array([f[0] for f in frames], np.int64),
+        np.array([f[1] for f in frames], np.int64),
+        np.array([f[2] for f in frames], np.uint8),
+        np.array([f[3] for f in frames], np.int64),
+        np.array([f[4] for f in frames], np.int64),
+        consumed,
+    )
+
+
+def decode_columns(
+    buf: bytes | bytearray | memoryview, base_offset: int = 0, *, events_only: bool = False
+) -> tuple[dict[str, Any], int]:
+    """Complete frames of ``buf`` as columns, and the bytes consumed. O(len(buf)).
+
+    Returns numpy arrays ``offset`` (int64, segment offsets), ``length`` (int64),
+    ``kind`` (uint8), ``event_time`` (int64, ``NO_EVENT_TIME`` for none), and Arrow
+    arrays ``routing_key`` (string) and ``payload`` (binary). ``events_only`` drops
+    writer markers. A partial frame at the end is left for the next read.
+    """
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    starts, lengths, kinds, times, klens, consumed = _scan(arr, base_offset)
     if events_only:
         keep = kinds == KIND_EVENT
         if not keep.all():

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from readergroup.events import NO_EVENT_TIME, decode_columns, frame_length
+from readergroup.events import NO_EVENT_TIME, decode_columns, frame_ends_of
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.remote import RemoteClient
@@ -212,28 +212,25 @@ def frame_ends(
 
     ``begin`` must be a frame boundary. Reads at most ``max_bytes`` bytes in
     ``SCAN_CHUNK_BYTES`` chunks (fewer once ``max_frames`` is reached) and walks the
-    headers without decoding keys or payloads: O(bytes read) + ~0.3 µs per frame.
+    headers without decoding keys or payloads (``frame_ends_of``): O(bytes read), a few ns per frame.
     """
     out: list[int] = []
     limit = begin + max_bytes
-    buf = bytearray()
-    base = begin  # segment offset of buf[0]
+    carry = b""
+    base = begin  # segment offset of carry + the next read's bytes
     read_pos = begin
     while read_pos < limit:
         r = client.read(segment, read_pos, min(SCAN_CHUNK_BYTES, limit - read_pos))
         if not r.data:
             break
-        buf += r.data
+        buf = carry + r.data if carry else r.data
         read_pos += len(r.data)
-        p = 0
-        while True:
-            n = frame_length(buf, p)
-            if n is None or p + n > len(buf):
-                break
-            p += n
-            out.append(base + p)
-            if max_frames is not None and len(out) >= max_frames:
-                return out
-        del buf[:p]
-        base += p
+        ends, consumed = frame_ends_of(buf)
+        if max_frames is not None and len(out) + len(ends) >= max_frames:
+            ends = ends[: max_frames - len(out)]
+            out.extend((ends + base).tolist())
+            return out
+        out.extend((ends + base).tolist())
+        carry = bytes(buf[consumed:])
+        base += consumed
     return out

@@ -21,7 +21,7 @@ from readergroup import (
     decode_frames,
     encode_event,
 )
-from readergroup.events import HEADER_SIZE, MAX_KEY_BYTES, frame_length
+from readergroup.events import HEADER_SIZE, MAX_KEY_BYTES, frame_ends_of, frame_length
 
 events_st = st.lists(
     st.tuples(
@@ -99,6 +99,8 @@ def test_batch_decoder_agrees_with_per_event_decoder(nbytes: int) -> None:
     ev, _ = decode_columns(buf, 5, events_only=True)
     assert ev["offset"].tolist() == [f.offset for f in frames if f.is_event]
     assert ev["payload"].to_pylist() == [f.payload for f in frames if f.is_event]
+    ends, used3 = frame_ends_of(memoryview(buf))
+    assert used3 == size and ends.tolist() == [f.end_offset - 5 for f in frames]
 
 
 def test_frame_layout() -> None:
@@ -149,6 +151,8 @@ def test_corrupt_frames_name_their_offset(pad: int) -> None:
             decode_frames(good + bad, 100)
         with pytest.raises(FrameFormatError, match=f"offset {100 + len(good)}"):
             decode_columns(good + bad, 100)
+        with pytest.raises(FrameFormatError, match=f"offset {len(good)}"):
+            frame_ends_of(good + bad)
 
 
 def test_invalid_utf8_key_is_a_format_error() -> None:

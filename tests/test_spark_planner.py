@@ -342,3 +342,24 @@ class PlanningMachine(RuleBasedStateMachine):
 
 PlanningMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=20, deadline=None)
 TestPlanning = PlanningMachine.TestCase
+
+
+@pytest.mark.parametrize("max_frames", [None, 1, 7_000, 39_999])
+def test_frame_ends_cross_read_chunks_exactly(max_frames: int | None) -> None:
+    """Boundaries found by the planner's scan are the frames' ends, also where a frame spans two reads."""
+    from readergroup.events import decode_frames
+    from spark_source.reading import SCAN_CHUNK_BYTES, frame_ends
+
+    _, store, client = make()
+    client.create_segment("seg")
+    frames = [encode_event(f"k{i % 7}", bytes(i % 90), i) for i in range(40_000)]
+    data = b"".join(frames)
+    assert len(data) > 2 * SCAN_CHUNK_BYTES
+    client.append("seg", data)
+    whole, _ = decode_frames(data, 0)
+    want = [f.end_offset for f in whole][: max_frames or None]
+    assert frame_ends(client, "seg", 0, len(data), max_frames) == want
+    # a byte budget that ends mid-frame stops at the last whole frame before it
+    cut = SCAN_CHUNK_BYTES + 3
+    assert frame_ends(client, "seg", 0, cut) == [e for e in (f.end_offset for f in whole) if e <= cut]
+    store.close()
