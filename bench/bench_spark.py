@@ -38,7 +38,7 @@ from segmentstore.server import SegmentStoreServer
 
 from .runner import Row, module_main, row
 
-__all__ = ["run", "main"]
+__all__ = ["run", "main", "preload", "ceiling_batches", "SEGMENTS", "PARTITIONS"]
 
 SEGMENTS = 2
 PARTITIONS = 2
@@ -47,7 +47,7 @@ ARROW_BATCH_ROWS = 65_536
 _CHUNK_FRAMES = 4096
 
 
-def _preload(client: EmbeddedClient, stream: str, events: int) -> None:
+def preload(client: EmbeddedClient, stream: str, events: int) -> None:
     """``events`` frames spread evenly over the stream's segments, appended in chunks of 4096 frames."""
     client.create_stream(stream, SEGMENTS)
     segments = [s.name for s in client.get_stream(stream).active_segments]
@@ -137,7 +137,7 @@ def _ceiling_source(rows_per_batch: int) -> type:
             return [InputPartition(n) for _ in range(PARTITIONS)] if n else []
 
         def read(self, partition: InputPartition) -> Any:
-            return _ceiling_batches(int(partition.value))
+            return ceiling_batches(int(partition.value))
 
         def commit(self, end: dict[str, int]) -> None:
             pass
@@ -156,7 +156,7 @@ def _ceiling_source(rows_per_batch: int) -> type:
     return Ceiling
 
 
-def _ceiling_batches(rows: int) -> Iterator[Any]:
+def ceiling_batches(rows: int) -> Iterator[Any]:
     """``rows`` rows of the source's schema, as prebuilt batches of 65,536 rows."""
     import pyarrow as pa
 
@@ -237,8 +237,8 @@ def run(quick: bool = False) -> list[Row]:
     endpoint = f"127.0.0.1:{server.port}"
     try:
         client = EmbeddedClient(store)
-        _preload(client, "bench/check", 20_000)
-        _preload(client, "bench/main", events)
+        preload(client, "bench/check", 20_000)
+        preload(client, "bench/main", events)
         spark = local_session("ingestwm-bench")
         _check_delivery(spark, endpoint, "bench/check", 20_000)
         ours = _ingestwm(spark, endpoint, "bench/main", rows_per_batch, batches)

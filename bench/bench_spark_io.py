@@ -1,0 +1,213 @@
+"""Spark bounded reads and the sink, each beside its plain-Python reference in one session.
+
+- Bounded read: ``spark.read.format("ingestwm")`` of a served stream between its
+  earliest and latest cuts (2 segments, 32-byte payloads) into the ``noop`` sink, vs a
+  minimal Python batch source of the same schema yielding prebuilt Arrow batches of the
+  same rows over the same 2 partitions (the ceiling of a Python data source).
+- Sink: ``writeStream.format("ingestwm")`` (at-least-once) of ``rate-micro-batch`` rows
+  turned into ``(routing_key, payload, event_time)``, vs ``foreachBatch`` of the same
+  rows whose partitions encode the same frames and append them through
+  ``RemoteClient.append_many``: the same bytes, the same source and micro-batch sizes.
+
+Each side runs once as a warm-up; the bounded read is then timed end to end, the sink
+by Spark's ``processedRowsPerSecond`` over measured micro-batches. Before timing, the
+bounded read is checked to return every event and each sink's stream to hold every
+row it was given. Run ``python -m bench.bench_spark_io [--quick]``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+from segmentstore import SegmentStore, StoreConfig, WallClock
+from segmentstore.client import EmbeddedClient
+from segmentstore.clock import monotonic_s
+from segmentstore.server import SegmentStoreServer
+
+from .bench_spark import PARTITIONS, ceiling_batches, preload
+from .runner import Row, module_main, row
+
+__all__ = ["run", "main"]
+
+
+def _ceiling_reader(rows: int) -> type:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from spark_source.reading import SPARK_SCHEMA
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(rows // PARTITIONS) for _ in range(PARTITIONS)]
+
+        def read(self, partition: InputPartition) -> Iterator[Any]:
+            return ceiling_batches(int(partition.value))
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "ingestwm_bench_batch_ceiling"
+
+        def schema(self) -> str:
+            return SPARK_SCHEMA
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader()
+
+    return Ceiling
+
+
+def _timed_noop(df: Any) -> float:
+    t0 = monotonic_s()
+    df.write.format("noop").mode("overwrite").save()
+    return monotonic_s() - t0
+
+
+def _rows_df(spark: Any, rows_per_batch: int) -> Any:
+    return (
+        spark.readStream.format("rate-micro-batch")
+        .option("rowsPerBatch", rows_per_batch)
+        .option("numPartitions", PARTITIONS)
+        .load()
+        .selectExpr(
+            "concat('sensor-', lpad(cast(value % 64 as string), 2, '0')) as routing_key",
+            "unhex(repeat('00', 32)) as payload",
+            "timestamp as event_time",
+        )
+    )
+
+
+def _append_many_partition(endpoint: str, segments: list[str]) -> Any:
+    """A ``foreachPartition`` function: encode each row's frame, ``append_many`` per segment."""
+
+    def write(rows: Iterator[Any]) -> None:
+        from readergroup.events import encode_event
+        from segmentstore.remote import RemoteClient
+
+        by_segment: dict[str, list[bytes]] = {s: [] for s in segments}
+        for r in rows:
+            seg = segments[zlib.crc32(r.routing_key.encode()) % len(segments)]
+            by_segment[seg].append(
+                encode_event(r.routing_key, bytes(r.payload), int(r.event_time.timestamp() * 1000))
+            )
+        with RemoteClient(endpoint) as client:
+            for seg, frames in by_segment.items():
+                if frames:
+                    client.append_many(seg, frames)
+
+    return write
+
+
+def _sink_batches(df: Any, start: Any, rows_per_batch: int, batches: int) -> list[dict[str, Any]]:
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as ckpt:
+        q = start(df.writeStream.option("checkpointLocation", ckpt).trigger(processingTime="0 seconds"))
+        deadline = monotonic_s() + 600
+        try:
+            while len([p for p in q.recentProgress if p["numInputRows"] >= rows_per_batch]) < batches + 1:
+                if q.exception() is not None:
+                    raise RuntimeError(f"the query failed: {q.exception()}")
+                if monotonic_s() > deadline:
+                    raise TimeoutError(f"fewer than {batches + 1} micro-batches in 600 s")
+                q.awaitTermination(0.1)
+        finally:
+            q.stop()
+        return [p for p in q.recentProgress if p["numInputRows"] >= rows_per_batch][1 : batches + 1]
+
+
+def _events_in(client: EmbeddedClient, stream: str) -> int:
+    from readergroup.events import decode_columns
+
+    n = 0
+    for s in client.get_stream(stream).active_segments:
+        info = client.get_info(s.name)
+        cols, _ = decode_columns(client.read(s.name, 0, info.length).data, 0, events_only=True)
+        n += len(cols["offset"])
+    return n
+
+
+def run(quick: bool = False) -> list[Row]:
+    """Bounded read vs its ceiling and the sink vs ``append_many``, in one session."""
+    from spark_source.session import local_session
+
+    rows = 400_000 if quick else 2_000_000
+    sink_rows = 100_000 if quick else 500_000
+    batches = 2 if quick else 3
+    store = SegmentStore(clock=WallClock(), config=StoreConfig(advancer_thread=False))
+    server = SegmentStoreServer(store)
+    server.start()
+    endpoint = f"127.0.0.1:{server.port}"
+    try:
+        client = EmbeddedClient(store)
+        preload(client, "bench/bounded", rows)
+        spark = local_session("ingestwm-bench")
+        got = (
+            spark.read.format("ingestwm")
+            .option("endpoint", endpoint)
+            .option("stream", "bench/bounded")
+            .load()
+            .where("kind = 'event'")
+            .count()
+        )
+        if got != rows:
+            raise AssertionError(f"the bounded read returned {got} events of {rows}")
+        ours_df = spark.read.format("ingestwm").option("endpoint", endpoint).option("stream", "bench/bounded")
+        spark.dataSource.register(_ceiling_reader(rows))
+        ceiling_df = spark.read.format("ingestwm_bench_batch_ceiling")
+        for _ in range(2):  # the first pass is the warm-up
+            ours_s = _timed_noop(ours_df.load())
+            ceiling_s = _timed_noop(ceiling_df.load())
+
+        for name in ("bench/sink", "bench/append_many"):
+            client.create_stream(name, PARTITIONS)
+        segments = [s.name for s in client.get_stream("bench/append_many").active_segments]
+        sink = _sink_batches(
+            _rows_df(spark, sink_rows),
+            lambda w: w.format("ingestwm").options(endpoint=endpoint, stream="bench/sink").start(),
+            sink_rows,
+            batches,
+        )
+        plain = _sink_batches(
+            _rows_df(spark, sink_rows),
+            lambda w: w.foreachBatch(
+                lambda bdf, _id: bdf.foreachPartition(_append_many_partition(endpoint, segments))
+            ).start(),
+            sink_rows,
+            batches,
+        )
+        for name in ("bench/sink", "bench/append_many"):
+            if _events_in(client, name) < sink_rows * (batches + 1):
+                raise AssertionError(f"stream {name} holds fewer events than the batches it was given")
+    finally:
+        server.stop()
+        store.close()
+
+    def rate(progress: list[dict[str, Any]]) -> float:
+        ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+        return float(sum(p["numInputRows"] for p in progress) / (ms / 1000.0))
+
+    ours, ceiling = rows / ours_s, rows / ceiling_s
+    s_ours, s_plain = rate(sink), rate(plain)
+    return [
+        row(f"bounded read, python ceiling, {rows:,} rows", ceiling, "rows/s", "itself", 1.0),
+        row(f"bounded read, ingestwm, {rows:,} rows", ours, "rows/s", "python ceiling", ours / ceiling),
+        row(f"sink, foreachBatch + append_many, {sink_rows:,} rows/batch", s_plain, "rows/s", "itself", 1.0),
+        row(
+            f"sink, format('ingestwm'), {sink_rows:,} rows/batch",
+            s_ours,
+            "rows/s",
+            "foreachBatch + append_many",
+            s_ours / s_plain,
+        ),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``python -m bench.bench_spark_io [--quick]`` and print the table."""
+    module_main(run, argv, __doc__, "fewer rows")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
