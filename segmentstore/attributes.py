@@ -25,6 +25,9 @@ __all__ = [
     "AttributeUpdate",
     "is_core_attribute",
     "plan_attribute_updates",
+    "check_attribute_keys",
+    "replace_all",
+    "as_updates",
 ]
 
 INT64_MIN = -(2**63)
@@ -141,6 +144,52 @@ def plan_attribute_updates(
             new = u.value
         planned[u.key] = new
     return planned
+
+
+def check_attribute_keys(segment: str, keys: object) -> tuple[int, ...]:
+    """``keys`` of ``get_attributes`` as a tuple of int64 keys; ``InvalidArgumentError`` naming them. O(k)."""
+    if isinstance(keys, (str, bytes, bytearray, Mapping)) or not isinstance(keys, Iterable):
+        raise InvalidArgumentError(
+            f"segment {segment!r}: attribute keys must be an iterable of ints, "
+            f"got {type(keys).__name__} {keys!r:.60}"
+        )
+    out = tuple(keys)
+    for k in out:
+        _check_int64(f"segment {segment!r}: attribute key", k)
+    return out
+
+
+def replace_all(segment: str, values: Mapping[object, object]) -> list[AttributeUpdate]:
+    """``{key: value}`` as REPLACE updates (what a user passes for "set these"). O(k)."""
+    out = []
+    for k, v in values.items():
+        _check_int64(f"segment {segment!r}: attribute key", k)
+        _check_int64(f"segment {segment!r}: value of attribute {k}", v)
+        out.append(AttributeUpdate(k, v))  # type: ignore[arg-type]
+    return out
+
+
+def as_updates(segment: str, updates: object) -> tuple[AttributeUpdate, ...]:
+    """What ``update_attributes`` was given, as a tuple of updates; a mapping means REPLACE each. O(k).
+
+    Raises ``InvalidArgumentError`` naming the segment and the value for anything
+    else, identically in the embedded store and the remote client.
+    """
+    if isinstance(updates, Mapping):
+        return tuple(replace_all(segment, updates))
+    if isinstance(updates, (str, bytes, bytearray)) or not isinstance(updates, Iterable):
+        raise InvalidArgumentError(
+            f"segment {segment!r}: attribute updates must be an iterable of AttributeUpdate or a "
+            f"mapping {{key: value}}, got {type(updates).__name__} {updates!r:.60}"
+        )
+    out = tuple(updates)
+    for u in out:
+        if not isinstance(u, AttributeUpdate):
+            raise InvalidArgumentError(
+                f"segment {segment!r}: attribute updates must be AttributeUpdate, got "
+                f"{type(u).__name__} {u!r:.60}"
+            )
+    return out
 
 
 def _check_int64(what: str, value: object) -> None:

@@ -18,6 +18,8 @@ from .attributes import (
     INT64_MAX,
     LAST_WRITE_TIME,
     AttributeUpdate,
+    as_updates,
+    check_attribute_keys,
     is_core_attribute,
     plan_attribute_updates,
 )
@@ -113,6 +115,7 @@ class SegmentContainer(ReadIndex):
     def segment_names(self) -> list[str]:
         """Names of all segments, transactions included. O(n)."""
         with self._lock:
+            self._check_open()
             names = list(self._segments)
             if self._evictor is not None:
                 names.extend(self._evictor.cold_names())
@@ -121,6 +124,9 @@ class SegmentContainer(ReadIndex):
     def exists(self, name: str) -> bool:
         """Whether the segment exists. O(1)."""
         with self._lock:
+            self._check_open()
+            if type(name) is not str:
+                check_name(name)
             if name in self._segments:
                 return True
             return self._evictor is not None and self._evictor.is_cold(name)
@@ -317,13 +323,7 @@ class SegmentContainer(ReadIndex):
         advancer's trivial update). ``use=False`` is for the advancer: it does not count
         as a client's use of the segment.
         """
-        try:
-            updates = tuple(updates)
-        except TypeError:
-            raise InvalidArgumentError(
-                f"segment {quote(name)}: attribute updates must be an iterable of AttributeUpdate, "
-                f"got {type(updates).__name__} {updates!r:.60}"
-            ) from None
+        updates = as_updates(name, updates)
         with self._lock:
             seg = self._get(name, use=use)
             if seg.sealed:
@@ -348,6 +348,8 @@ class SegmentContainer(ReadIndex):
 
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
         """The segment's attributes, core ones included; only ``keys`` if given. O(k)."""
+        if keys is not None:
+            keys = check_attribute_keys(name, keys)
         with self._lock:
             attrs = self._get(name).all_attributes()
         if keys is None:
@@ -373,7 +375,11 @@ class SegmentContainer(ReadIndex):
         seg.windex.record_time(ts)
 
     def truncate(self, name: str, offset: int) -> None:
-        """Move the start offset to ``offset`` (a no-op at or below the current start). Not temporal."""
+        """Move the start offset to ``offset`` (a no-op at the current start). Not temporal.
+
+        Below the current start offset it raises ``BadOffsetError``, as Pravega's
+        ``BadOffsetException``: the bytes there are gone already.
+        """
         with self._lock:
             seg = self._get(name)
             check_offset(name, "truncate offset", offset)
@@ -383,7 +389,14 @@ class SegmentContainer(ReadIndex):
                     expected=seg.length,
                     actual=offset,
                 )
-            if offset <= seg.start_offset:
+            if offset < seg.start_offset:
+                raise BadOffsetError(
+                    f"segment {name!r}: truncate offset {offset} is below the start offset "
+                    f"{seg.start_offset} (truncated already)",
+                    expected=seg.start_offset,
+                    actual=offset,
+                )
+            if offset == seg.start_offset:
                 return
             seq, ts = self._processor.stamp()
             self._log(Truncate(seq, ts, name, offset))
@@ -394,14 +407,31 @@ class SegmentContainer(ReadIndex):
         seg.windex.truncate(offset)
 
     def delete(self, name: str) -> None:
-        """Delete the segment; reads waiting on it fail. Not temporal."""
+        """Delete the segment and its open transactions; reads waiting on them fail. Not temporal.
+
+        A transaction cannot outlive its parent (Pravega deletes them together): left
+        open, it would merge into a later segment created under the same name.
+        O(segments) to find the transactions.
+        """
         wakeups: list[Wakeup] = []
         with self._lock:
             seg = self._get(name)
-            seq, ts = self._processor.stamp()
+            txns = [] if seg.parent is not None else self._transactions_of(name)
+            seq, ts = self._processor.stamp_many(len(txns) + 1)
+            for txn in txns:  # logged before the parent: replaying the log deletes them first
+                self._log(Delete(seq, ts, txn.name))
+                self._remove(txn, wakeups, f"transaction {txn.name!r} ended: {name!r} was deleted")
+                seq += 1
             self._log(Delete(seq, ts, name))
             self._remove(seg, wakeups, f"segment {name!r} was deleted")
         complete(wakeups)
+
+    def _transactions_of(self, parent: str) -> list[Segment]:
+        prefix = parent + TRANSACTION_SEPARATOR
+        names = [n for n in self._segments if n.startswith(prefix)]
+        if self._evictor is not None:
+            names += [n for n in self._evictor.cold_names() if n.startswith(prefix)]
+        return [self._get(n, use=False) for n in names]
 
     def _remove(self, seg: Segment, wakeups: list[Wakeup], why: str) -> None:
         del self._segments[seg.name]

@@ -30,6 +30,7 @@ __all__ = [
     "ProtocolError",
     "AuthenticationError",
     "ConnectionLostError",
+    "InvalidClockError",
 ]
 
 
@@ -134,3 +135,7 @@ class AuthenticationError(ProtocolError, PermissionError):
 
 class ConnectionLostError(SegmentStoreError, ConnectionError):
     """The connection to the server broke or could not be made; the call's outcome is unknown."""
+
+
+class InvalidClockError(SegmentStoreError):
+    """The store's clock returned something that is not int64 milliseconds; nothing was changed."""

@@ -8,13 +8,41 @@ completely, then stamps it, logs it and applies it.
 
 from __future__ import annotations
 
+import operator
 from typing import Protocol
 
-from .attributes import INT64_MIN
+from .attributes import INT64_MAX, INT64_MIN
 from .clock import Clock
+from .errors import InvalidClockError
 from .operations import Operation
 
-__all__ = ["OperationProcessor", "OperationSink"]
+__all__ = ["OperationProcessor", "OperationSink", "checked_now"]
+
+
+def checked_now(clock: Clock) -> int:
+    """``clock.now()``, refused with ``InvalidClockError`` unless it is an int64 of milliseconds. O(1).
+
+    A float (``time.time() * 1000``), ``None`` or a value beyond int64 would be stored
+    as an ingestion time and break every later operation; refusing it before anything
+    is stamped leaves the store as it was, and usable once the clock is fixed.
+    """
+    now = clock.now()
+    if type(now) is int and INT64_MIN < now <= INT64_MAX:
+        return now
+    return _refuse(clock, now)
+
+
+def _refuse(clock: Clock, now: object) -> int:
+    value = None
+    if not isinstance(now, bool) and hasattr(now, "__index__"):
+        value = operator.index(now)  # type: ignore[arg-type]  # an int subclass, a numpy integer
+        if INT64_MIN < value <= INT64_MAX:
+            return value
+    what = "beyond int64" if value is not None else type(now).__name__
+    raise InvalidClockError(
+        f"the store's clock {type(clock).__name__} returned {now!r} ({what}); a clock must return "
+        "whole milliseconds as an int in int64 (nothing was changed)"
+    )
 
 
 class OperationSink(Protocol):
@@ -45,17 +73,30 @@ class OperationProcessor:
 
     def now(self) -> int:
         """The timestamp the next operation would get, without stamping one. O(1)."""
-        now = self._clock.now()
+        now = checked_now(self._clock)
         return now if now > self._last_ts else self._last_ts
 
     def stamp(self) -> tuple[int, int]:
         """Give the next operation its ``(seq, timestamp)``. O(1)."""
         now = self._clock.now()
+        if type(now) is not int or not INT64_MIN < now <= INT64_MAX:
+            now = _refuse(self._clock, now)
         if now > self._last_ts:
             self._last_ts = now
         self._seq += 1
         self.stamped += 1
         return self._seq, self._last_ts
+
+    def stamp_many(self, count: int) -> tuple[int, int]:
+        """``count`` operations at one timestamp (one clock reading): (first seq, timestamp). O(1).
+
+        For a compound operation (a delete with its transactions) that must not be left
+        half done by a clock refused between two of its parts.
+        """
+        seq, ts = self.stamp()
+        self._seq += count - 1
+        self.stamped += count - 1
+        return seq, ts
 
     def restore(self, seq: int, timestamp: int) -> None:
         """After recovery: continue after ``seq`` and never below ``timestamp``."""

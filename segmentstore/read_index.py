@@ -18,6 +18,7 @@ import numpy as np
 from .clock import Clock
 from .errors import BadOffsetError, InvalidArgumentError, SegmentTruncatedError
 from .future_read import FutureRead
+from .processor import checked_now
 from .results import SegmentRead
 from .segment import Segment
 from .validation import check_offset, quote
@@ -125,9 +126,9 @@ class ReadIndex:
             if type(offset) is not int or offset < 0:
                 check_offset(name, "read offset", offset)
             self._check_length(seg, max_length)
-            if offset < seg.start_offset:
-                self._check_position(seg, offset, "read offset")
-            now = self._clock.now()
+            if offset < seg.start_offset or (seg.sealed and offset > seg.length):
+                self._check_position(seg, offset, "read offset")  # raises, as read() does
+            now = checked_now(self._clock)
             deadline = None if timeout_ms is None else now + timeout_ms
             fut = FutureRead(name, offset, max_length, seg.tail_watermark(), deadline, self._expire)
             if offset < seg.length:
@@ -149,6 +150,9 @@ class ReadIndex:
                 continue
             if f.offset < length:
                 out.append((f, self._read_locked(seg, f.offset, f.max_length)))
+            elif seg.sealed and f.offset > length:
+                why = f"segment {seg.name!r}: read offset {f.offset} is beyond the length {length} (sealed)"
+                out.append((f, BadOffsetError(why, expected=length, actual=f.offset)))
             elif seg.sealed or tail_wm > f.watermark:
                 out.append((f, tail_read(seg, f.offset)))
             else:
@@ -169,7 +173,7 @@ class ReadIndex:
 
     def expire_future_reads(self) -> int:
         """Complete every future read whose ingestion-clock deadline has passed. O(waiting)."""
-        now = self._clock.now()
+        now = checked_now(self._clock)
         wake: list[Wakeup] = []
         with self._lock:
             for seg in self._segments.values():

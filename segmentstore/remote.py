@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .attributes import AttributeUpdate
+from .attributes import AttributeUpdate, as_updates, check_attribute_keys
 from .client import SegmentStoreClient
 from .clock import monotonic_s
 from .commands import COMMANDS, decode_read, encode_args
@@ -362,10 +362,10 @@ class RemoteClient(SegmentStoreClient):
 
     # ------------------------------------------------------------------ attributes
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
-        return self._call("update_attributes", name=name, updates=list(updates))  # type: ignore[no-any-return]
+        return self._call("update_attributes", name=name, updates=list(as_updates(name, updates)))  # type: ignore[no-any-return]
 
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
-        keys = None if keys is None else list(keys)
+        keys = None if keys is None else list(check_attribute_keys(name, keys))
         return self._call("get_attributes", name=name, keys=keys)  # type: ignore[no-any-return]
 
     # ------------------------------------------------------------------ reads and watermarks

@@ -18,6 +18,7 @@ from segmentstore import (
     SegmentStoreError,
 )
 from segmentstore.attributes import CORE_KEY_MIN, INT64_MAX
+from segmentstore.errors import InvalidClockError
 
 RIE = AttributeUpdateType.REPLACE_IF_EQUALS
 RIG = AttributeUpdateType.REPLACE_IF_GREATER
@@ -62,10 +63,11 @@ def _populate(st: SegmentStore, clock: ManualClock) -> dict[str, str]:
     st.seal(SP)
     st.create_segment(GONE)
     st.delete(GONE)
-    st.create_segment(DP)  # a deleted parent whose sealed transaction is left behind
+    st.create_segment(DP)  # a deleted parent, whose sealed transaction ends with it ...
     txn_orphan = st.create_transaction(DP)
     st.seal(txn_orphan)
     st.delete(DP)
+    st.create_segment(DP)  # ... and a new segment under the same name, which it must not reach
     txn_gone = st.create_transaction(MAIN)  # a deleted transaction
     st.seal(txn_gone)
     st.delete(txn_gone)
@@ -151,7 +153,8 @@ CASES: list[tuple[str, _Call, str, tuple[str, ...]]] = [
         "@txn_sealed",
         (MISSING,),
     ),
-    ("merge-into-deleted", lambda s, n: s.merge_transaction(n["txn_orphan"]), DP, ()),
+    ("merge-txn-of-deleted", lambda s, n: s.merge_transaction(n["txn_orphan"]), "@txn_orphan", ()),
+    ("merge-txn-of-namesake", lambda s, n: s.merge_transaction(n["txn_orphan"], DP), "@txn_orphan", ()),
     ("merge-deleted-txn", lambda s, n: s.merge_transaction(n["txn_gone"]), "@txn_gone", ()),
     ("append-deleted-txn", lambda s, n: s.append(n["txn_gone"], b"x"), "@txn_gone", ()),
     ("txn-of-txn", lambda s, n: s.create_transaction(n["txn_open"]), "@txn_open", ()),
@@ -196,6 +199,9 @@ CASES: list[tuple[str, _Call, str, tuple[str, ...]]] = [
     ("read-beyond", lambda s, n: s.read(MAIN, MAIN_LEN + 1, 1), MAIN, (str(MAIN_LEN + 1),)),
     ("watermark-beyond", lambda s, n: s.watermark_at(MAIN, MAIN_LEN + 1), MAIN, (str(MAIN_LEN + 1),)),
     ("ingestion-at-tail", lambda s, n: s.ingestion_time_at(MAIN, MAIN_LEN), MAIN, (str(MAIN_LEN),)),
+    ("truncate-below-start", lambda s, n: s.truncate(TRUNC, 3), TRUNC, ("3", "5")),
+    ("future-beyond-sealed", lambda s, n: s.read_future(SEALED, 12, 1), SEALED, ("12", "11")),
+    ("future-beyond-sealed-wait", lambda s, n: s.read_future(SEALED, 12, 1, 50), SEALED, ("12", "11")),
     # reads below the start offset
     ("read-truncated", lambda s, n: s.read(TRUNC, 4, 1), TRUNC, ("4", "5")),
     ("future-truncated", lambda s, n: s.read_future(TRUNC, 0, 1), TRUNC, ("0", "5")),
@@ -236,6 +242,15 @@ CASES: list[tuple[str, _Call, str, tuple[str, ...]]] = [
         (str(INT64_MAX),),
     ),
     ("attr-not-an-update", lambda s, n: s.update_attributes(MAIN, [A(5, 1), (1, 2)]), MAIN, ("(1, 2)",)),
+    ("attrs-none", lambda s, n: s.update_attributes(MAIN, None), MAIN, ("None",)),
+    ("attrs-int", lambda s, n: s.update_attributes(MAIN, 7), MAIN, ("7",)),
+    ("attrs-map-str-value", lambda s, n: s.update_attributes(MAIN, {1: "x"}), MAIN, ("'x'",)),
+    ("attrs-map-float-key", lambda s, n: s.update_attributes(MAIN, {1.5: 1}), MAIN, ("1.5",)),
+    ("attrs-map-core", lambda s, n: s.update_attributes(MAIN, {CREATION_TIME: 1}), MAIN, ("CREATION_TIME",)),
+    ("attrs-map-big", lambda s, n: s.update_attributes(MAIN, {1: 2**63}), MAIN, (str(2**63),)),
+    ("get-attrs-int-keys", lambda s, n: s.get_attributes(MAIN, 5), MAIN, ("5",)),
+    ("get-attrs-str-keys", lambda s, n: s.get_attributes(MAIN, "ab"), MAIN, ("'ab'",)),
+    ("get-attrs-str-key", lambda s, n: s.get_attributes(MAIN, [1, "a"]), MAIN, ("'a'",)),
     # payloads
     ("payload-str", lambda s, n: s.append(MAIN, "text"), MAIN, ("str",)),
     ("payload-int", lambda s, n: s.append(MAIN, 5), MAIN, ("int",)),
@@ -297,3 +312,63 @@ def test_failed_operations_do_not_consume_timestamps(store: SegmentStore, clock:
     assert store.last_timestamp == t0
     clock.set(t0 + 1)
     assert store.append(MAIN, b"z").timestamp == t0 + 1
+
+
+class _BadClock:
+    """A clock that returns ``value`` once set, ``ManualClock``'s time before."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.value: object = None
+        self.bad = False
+
+    def now(self) -> Any:
+        return self.value if self.bad else self.clock.now()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [1.7e12, 1_700_000_000_000.0, None, 2**63, -(2**63), "1700000000000", True],
+    ids=["float", "whole-float", "none", "beyond-int64", "int64-min", "str", "bool"],
+)
+def test_a_clock_that_is_not_int64_ms_is_refused_and_changes_nothing(value: object) -> None:
+    clock = ManualClock(1_000)
+    bad = _BadClock(clock)
+    st = SegmentStore(clock=bad)  # type: ignore[arg-type]
+    try:
+        names = _populate(st, clock)
+        before = _snapshot(st)
+        bad.bad, bad.value = True, value
+        for call in (
+            lambda: st.append(MAIN, b"x"),
+            lambda: st.append_batch(MAIN, [b"x", b"y"]),
+            lambda: st.create_segment("new"),
+            lambda: st.create_transaction(MAIN),
+            lambda: st.seal(OTHER),
+            lambda: st.update_attributes(MAIN, {7: 7}),
+            lambda: st.truncate(MAIN, 2),
+            lambda: st.delete(OTHER),
+            lambda: st.merge_transaction(names["txn_sealed"]),
+            lambda: st.read_future(MAIN, MAIN_LEN, 10, 100),
+        ):
+            with pytest.raises(InvalidClockError) as ei:
+                call()
+            assert repr(value) in str(ei.value) and "_BadClock" in str(ei.value)
+        bad.bad = False
+        assert _snapshot(st) == before
+        st._check()
+        clock.advance(1)
+        assert st.append(MAIN, b"ok").timestamp == clock.now()  # usable once the clock is right
+    finally:
+        bad.bad = False
+        st.close()
+
+
+def test_a_numpy_integer_clock_is_taken_as_its_value() -> None:
+    clock = ManualClock(1_000)
+    bad = _BadClock(clock)
+    bad.bad, bad.value = True, np.int64(5_000)
+    with SegmentStore(clock=bad) as st:  # type: ignore[arg-type]
+        st.create_segment("s")
+        r = st.append("s", b"x")
+        assert r.timestamp == 5_000 and type(r.timestamp) is int

@@ -340,7 +340,9 @@ def test_seal_truncate_delete(client: SegmentStoreClient) -> None:
     client.create_segment("s")
     client.append("s", b"0123456789")
     client.truncate("s", 3)
-    client.truncate("s", 2)  # below the start: a no-op
+    client.truncate("s", 3)  # at the start: a no-op
+    with pytest.raises(BadOffsetError, match="below the start offset 3"):
+        client.truncate("s", 2)  # below it: refused, as Pravega's BadOffsetException
     assert client.get_info("s").start_offset == 3
     with pytest.raises(BadOffsetError):
         client.truncate("s", 11)
@@ -405,3 +407,47 @@ def test_same_error_class(client: SegmentStoreClient, case: tuple[str, Any, type
         call(client)
     assert type(e.value) is cls
     assert client.get_info("s").length == 0  # and nothing changed
+
+
+# ---------------------------------------------------------------- bad arguments, alike on both clients
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda c: c.update_attributes("s", None), "None"),
+        (lambda c: c.update_attributes("s", 5), "5"),
+        (lambda c: c.update_attributes("s", {1: "x"}), "'x'"),
+        (lambda c: c.get_attributes("s", 5), "5"),
+        (lambda c: c.get_attributes("s", ["k"]), "'k'"),
+        (lambda c: c.truncate("s", 1), "1"),
+    ],
+    ids=["updates-none", "updates-int", "updates-map-str", "keys-int", "keys-str", "truncate-below"],
+)
+def test_bad_arguments_get_the_same_store_error_embedded_and_remote(
+    client: SegmentStoreClient, call: Callable[[SegmentStoreClient], Any], named: str
+) -> None:
+    client.create_segment("s")
+    client.append("s", b"0123")
+    client.truncate("s", 2)
+    client.update_attributes("s", [AttributeUpdate(1, 1)])
+    before = (client.get_info("s"), client.get_attributes("s"))
+    with pytest.raises(InvalidArgumentError if named != "1" else BadOffsetError) as ei:
+        call(client)
+    assert "'s'" in str(ei.value) and named in str(ei.value)
+    assert (client.get_info("s"), client.get_attributes("s")) == before
+
+
+def test_update_attributes_takes_a_mapping_as_replace(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.update_attributes("s", {1: 10, 2: 20})
+    client.update_attributes("s", {1: 11})
+    assert client.get_attributes("s", [1, 2, 3]) == {1: 11, 2: 20}
+
+
+def test_read_future_beyond_a_sealed_end_raises_like_read(client: SegmentStoreClient) -> None:
+    client.create_segment("s")
+    client.append("s", b"abc")
+    client.seal("s")
+    with pytest.raises(BadOffsetError, match="beyond the length 3"):
+        client.read("s", 5, 10)
+    with pytest.raises(BadOffsetError, match="beyond the length 3"):
+        client.read("s", 5, 10, wait_ms=200)

@@ -168,9 +168,9 @@ class _Model:
 
     def truncate(self, name: str, offset: int, now: int) -> bool:
         seg = self.get(name)
-        if offset > len(seg.data):
+        if offset > len(seg.data) or offset < seg.start:  # below the start: refused (Pravega)
             raise _Fail(BadOffsetError)
-        if offset > seg.start:  # a truncate at or below the start is no operation at all
+        if offset > seg.start:  # a truncate at the start is no operation at all
             self.stamp(now)
             seg.start = offset
         return True
@@ -179,6 +179,8 @@ class _Model:
         self.get(name)
         self.stamp(now)
         del self.segs[name]
+        for txn in [n for n, s in self.segs.items() if s.parent == name]:  # they end with it
+            del self.segs[txn]
         return True
 
     def merge(self, txn: str, parent: str | None, now: int) -> tuple[int, int, int]:
@@ -423,9 +425,10 @@ class StoreMachine(RuleBasedStateMachine):
     def delete(self, seg: tuple[str, Any]) -> None:
         name = self._target(seg)
         now = self.clock.now()
+        before = set(self.model.segs)
         ok, _ = self._run(lambda: self.model.delete(name, now), lambda: self.store.delete(name))
-        if ok and "#transaction." in name:
-            self.gone_txns.append(name)
+        if ok:
+            self.gone_txns.extend(n for n in before - set(self.model.segs) if "#transaction." in n)
 
     @rule(seg=_targets, parent=st.sampled_from(["none", "right", "wrong"]), result=st.booleans())
     def merge(self, seg: tuple[str, Any], parent: str, result: bool) -> None:

@@ -10,6 +10,7 @@ from segmentstore import (
     CREATION_TIME,
     LAST_WRITE_TIME,
     AppendResult,
+    BadOffsetError,
     ManualClock,
     SegmentInfo,
     SegmentNotFoundError,
@@ -216,7 +217,9 @@ def test_truncate_moves_the_start_offset(store: SegmentStore) -> None:
     store.truncate("s", 4)
     assert store.get_info("s").start_offset == 4
     assert store.read("s", 4, 100).data == b"456789"
-    store.truncate("s", 2)  # at or below the start: nothing happens
+    store.truncate("s", 4)  # at the start: nothing happens
+    with pytest.raises(BadOffsetError, match="truncate offset 2 is below the start offset 4"):
+        store.truncate("s", 2)  # below it: refused, as Pravega's BadOffsetException
     assert store.get_info("s").start_offset == 4
     store.truncate("s", 10)
     info = store.get_info("s")
@@ -259,14 +262,23 @@ def test_delete_removes_and_the_name_can_be_reused(store: SegmentStore, clock: M
     assert store.read("s", 0, 10).data == b""
 
 
-def test_deleting_a_parent_leaves_its_transaction_unmergeable(store: SegmentStore) -> None:
+def test_deleting_a_segment_ends_its_open_transactions(store: SegmentStore) -> None:
     store.create_segment("p")
-    txn = store.create_transaction("p")
-    store.seal(txn)
+    sealed = store.create_transaction("p")
+    store.append(sealed, b"old")
+    store.seal(sealed)
+    open_txn = store.create_transaction("p")
+    waiting = store.read_future(open_txn, 0, 10)
     store.delete("p")
-    with pytest.raises(SegmentNotFoundError, match="'p'"):
-        store.merge_transaction(txn)
-    assert store.exists(txn)
+    assert not store.exists(sealed) and not store.exists(open_txn)
+    assert store.list_segments() == []
+    with pytest.raises(SegmentNotFoundError, match="was deleted"):
+        waiting.wait(5)
+    store.create_segment("p")  # a new segment under the old name: the old transaction is not its
+    with pytest.raises(SegmentNotFoundError):
+        store.merge_transaction(sealed)
+    assert store.get_info("p").length == 0
+    store._check()
 
 
 # ---------------------------------------------------------------- lifecycle
@@ -277,6 +289,15 @@ def test_closed_store_refuses_operations(clock: ManualClock) -> None:
         s.append("s", b"x")
     with pytest.raises(StoreClosedError):
         s.create_segment("t")
+    for query in (
+        lambda: s.exists("s"),
+        lambda: s.list_segments(),
+        lambda: s.get_info("s"),
+        lambda: s.read("s", 0, 1),
+        lambda: s.get_attributes("s"),
+    ):
+        with pytest.raises(StoreClosedError):
+            query()
     s.close()  # idempotent
 
 
