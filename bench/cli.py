@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -114,28 +115,47 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
 
 
 @cli.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="TOML file with [store] and [server] settings; flags override it.")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Durable store directory.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=int, default=12345, show_default=True, help="Port (0 picks a free one).")
+@click.option("--host", default=None, help="Address to bind.  [default: 127.0.0.1]")
+@click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 12345]")
 @click.option("--token", envvar="INGESTWM_TOKEN", default=None, help="Shared secret (env INGESTWM_TOKEN).")
 @click.option("--certfile", type=click.Path(dir_okay=False), default=None, help="TLS certificate.")
 @click.option("--keyfile", type=click.Path(dir_okay=False), default=None, help="TLS private key.")
 @click.option("--sync", type=click.Choice(["always", "interval", "none"]), default=None, help="Log sync.")
+@click.option("--max-watermark-lag", "max_watermark_lag_ms", type=int, default=None, metavar="MS",
+              help="PDP-26 max watermark lag: idle segments' watermarks advance after it.  [default: 10000]")
+@click.option("--polling-period", "polling_period_ms", type=int, default=None, metavar="MS",
+              help="How often the watermark advancer runs.  [default: 1000]")
+@click.option("--eviction-age", "eviction_age_ms", type=int, default=None, metavar="MS",
+              help="Segments unused this long leave memory.  [default: 600000]")
+@click.option("--snapshot-every", "snapshot_every_ops", type=int, default=None, metavar="OPS",
+              help="Snapshot and truncate the log every so many operations.  [default: 100000]")
+@click.option("--transaction-lease", "transaction_lease_ms", type=int, default=None, metavar="MS",
+              help="Open transactions unwritten this long are aborted.  [default: 600000]")
+@click.option("--max-connections", type=int, default=None,
+              help="Connections held at once; more are refused.  [default: 1024]")
+@click.option("--handshake-timeout", "handshake_timeout_s", type=float, default=None, metavar="S",
+              help="Close connections without a hello after this long.  [default: 5]")
+@click.option("--idle-timeout", "idle_timeout_s", type=float, default=None, metavar="S",
+              help="Close connections idle this long.  [default: 600]")
 def serve(
+    config_file: str | None,
     data_dir: str | None,
-    host: str,
-    port: int,
     token: str | None,
     certfile: str | None,
     keyfile: str | None,
-    sync: str | None,
+    **settings: Any,
 ) -> None:
     """Serve a segment store until SIGINT/SIGTERM; prints ``listening on HOST:PORT``."""
     from segmentstore.errors import SegmentStoreError
+    from segmentstore.serve_config import load_serve_config
     from segmentstore.server import serve as run_server
 
     try:
-        run_server(data_dir, host, port, token, certfile, keyfile, sync, echo=_echo_flush)  # type: ignore[arg-type]
+        config = load_serve_config(config_file, settings)
+        run_server(data_dir, config, token, certfile, keyfile, echo=_echo_flush)
     except (SegmentStoreError, OSError) as e:
         raise click.ClickException(str(e)) from None
 

@@ -3,7 +3,8 @@
 One code path, two ways to drive it: ``run_pass()`` called by a simulation on its own
 clock (no threads, deterministic), or ``start()`` for a background thread that runs a
 pass every ``polling_period_ms`` of real time and survives (and logs) a failed pass.
-Each pass also expires future reads whose ingestion-clock deadline has passed, and
+Each pass also expires future reads whose ingestion-clock deadline has passed, aborts
+open transactions whose lease ran out (``StoreConfig.transaction_lease_ms``), and
 then evicts inactive segments (``segmentstore.eviction``): an evicted idle segment
 costs no operation until it is used again.
 """
@@ -32,6 +33,7 @@ class AdvancerStats:
     segments_advanced: int
     failed_passes: int
     segments_evicted: int = 0
+    transactions_expired: int = 0
 
 
 class WatermarkAdvancer:
@@ -44,6 +46,7 @@ class WatermarkAdvancer:
         self._config = config
         self._evictor = evictor
         self._evicted = 0
+        self._expired = 0
         self._passes = 0
         self._examined = 0
         self._advanced = 0
@@ -53,10 +56,11 @@ class WatermarkAdvancer:
         self._lock = threading.Lock()
 
     def run_pass(self) -> list[str]:
-        """One pass: expire due future reads, advance idle segments, evict inactive ones. O(segments)."""
+        """One pass: expire due reads, advance idle segments, abort expired transactions, evict. O(n)."""
         with self._lock:
             self._container.expire_future_reads()
             advanced, examined = self._container.advance_idle_watermarks()
+            self._expired += len(self._container.expire_transactions())
             if self._evictor is not None:
                 self._evicted += len(self._evictor.run_pass())
             self._passes += 1
@@ -67,7 +71,7 @@ class WatermarkAdvancer:
     @property
     def stats(self) -> AdvancerStats:
         return AdvancerStats(
-            self._passes, self._examined, self._advanced, self._failed, self._evicted
+            self._passes, self._examined, self._advanced, self._failed, self._evicted, self._expired
         )
 
     @property

@@ -32,6 +32,11 @@ class StoreConfig:
       the least recently used beyond that count, leave the in-memory active set.
     - ``cache_bytes``: segment bytes kept in memory when there is a data directory.
     - ``max_append_bytes``: the largest single append accepted.
+    - ``transaction_lease_ms``: an open transaction with no write (append, attribute
+      update, ``ping``) for this long, on the ingestion clock, is aborted by the
+      advancer's pass, as Pravega's transaction lease: a writer that died or a failed
+      Spark task attempt does not leave it open for ever. Sealed (committing)
+      transactions are not aborted.
     """
 
     max_watermark_lag_ms: int = 10_000
@@ -44,6 +49,7 @@ class StoreConfig:
     max_active_segments: int = 100_000
     cache_bytes: int = 256 * 1024 * 1024
     max_append_bytes: int = 8 * 1024 * 1024
+    transaction_lease_ms: int = 600_000
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -70,7 +70,7 @@ class Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ssl_context is not None:
                 sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
-            reader = FrameReader(max_frame_bytes)
+            reader = FrameReader(max_frame_bytes, size=256 * 1024)
             self._sock = sock
             self.info = self._handshake(reader, token)
         except BaseException as e:

@@ -473,6 +473,33 @@ class SegmentContainer(ReadIndex):
         complete(wakeups)
         return advanced, examined
 
+    def expire_transactions(self) -> list[str]:
+        """Abort open transactions unwritten for ``transaction_lease_ms``; return their names.
+
+        A transaction's lease runs from its last temporal operation (creation, append,
+        attribute update: ``ping`` is an empty one), on the ingestion clock. Sealed
+        transactions are being committed and stay. Waiting reads of an aborted one fail.
+        O(segments).
+        """
+        wakeups: list[Wakeup] = []
+        with self._lock:
+            self._check_open()
+            threshold = self._processor.now() - self._config.transaction_lease_ms
+            due = [
+                seg
+                for seg in self._segments.values()
+                if seg.parent is not None and not seg.sealed and seg.last_write_time <= threshold
+            ]
+            if due:
+                seq, ts = self._processor.stamp_many(len(due))
+                for seg in due:
+                    self._log(Delete(seq, ts, seg.name))
+                    lease = self._config.transaction_lease_ms
+                    self._remove(seg, wakeups, f"transaction {seg.name!r} expired (no write for {lease} ms)")
+                    seq += 1
+        complete(wakeups)
+        return [seg.name for seg in due]
+
     # ------------------------------------------------------------------ recovery
     def replay(self, op: Operation) -> None:
         """Apply a logged operation again (recovery), with its recorded timestamp."""

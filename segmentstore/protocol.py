@@ -111,6 +111,9 @@ from .errors import ProtocolError, SegmentStoreError
 __all__ = [
     "PROTOCOL_VERSION",
     "DEFAULT_MAX_FRAME_BYTES",
+    "HELLO_MAX_FRAME_BYTES",
+    "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_BUFFERED_BYTES",
     "REQUEST",
     "REPLY",
     "ERROR",
@@ -127,6 +130,12 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024 + 64 * 1024
+HELLO_MAX_FRAME_BYTES = 16 * 1024
+"""The largest frame a server takes before the hello: the hello itself is a few hundred bytes."""
+DEFAULT_MAX_CONNECTIONS = 1024
+"""Connections a server holds at once by default; beyond, it refuses with an error frame."""
+DEFAULT_MAX_BUFFERED_BYTES = 32 * 1024 * 1024
+"""Memory a server gives all its connections' receive buffers together (at least one frame each)."""
 REQUEST, REPLY, ERROR = 0, 1, 2
 
 _PREFIX = struct.Struct(">II")
@@ -323,7 +332,7 @@ class FrameReader:
     Raises ``ProtocolError`` on a frame over ``max_frame_bytes``. O(bytes) overall.
     """
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, size: int = 256 * 1024):
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, size: int = 64 * 1024):
         self.max_frame_bytes = max_frame_bytes
         self._size = size
         self._buf = bytearray(size)
@@ -333,19 +342,29 @@ class FrameReader:
         self._need = 8  # bytes the next frame needs in total from _start
 
     def writable(self, sizehint: int = 0) -> memoryview:
-        """Free space (at least 4 KiB) at the end of the buffer, compacting or growing it first."""
+        """Free space (at least 4 KiB) at the end of the buffer, compacting or growing it first.
+
+        The buffer grows with the bytes actually received (by half at a time), never to
+        a frame's declared length at once: a peer that declares 16 MiB and sends 1 MiB
+        costs about 1.5 MiB, not 17; after a frame over 256 KiB it shrinks back.
+        """
         cap = len(self._buf)
         n = self._end - self._start
-        need = max(self._need, n + 4096)
-        if n == 0 and cap > 16 * self._size and need <= self._size:
-            self._renew(self._size)  # shrink after a very large frame (keep up to 16x)
+        need = n + 4096
+        if n == 0 and cap > max(16 * self._size, 256 * 1024) and self._need <= self._size:
+            self._renew(self._size)  # shrink after a large frame
         elif self._start + need > cap:
             if need > cap or n > self._start:  # grow, or a move that would overlap
-                self._renew(max(need, cap) if need > cap else cap)
+                self._renew(max(need, min(cap + cap // 2, self._need)) if need > cap else cap)
             else:
                 self._buf[:n] = self._view[self._start : self._end]
                 self._start, self._end = 0, n
         return self._view[self._end :]
+
+    @property
+    def capacity(self) -> int:
+        """Bytes of memory the buffer holds."""
+        return len(self._buf)
 
     def _renew(self, size: int) -> None:
         n = self._end - self._start

@@ -17,6 +17,7 @@ the others and the stored data are not affected.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import ipaddress
@@ -31,12 +32,14 @@ from typing import Any
 from .client import EmbeddedClient
 from .clock import monotonic_s
 from .commands import COMMANDS, decode_args, encode_read
-from .config import StoreConfig, SyncPolicy
 from .errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
 from .future_read import FutureRead
 from .handlers import Handler, handlers
 from .protocol import (
+    DEFAULT_MAX_BUFFERED_BYTES,
+    DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_FRAME_BYTES,
+    HELLO_MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     REPLY,
     REQUEST,
@@ -45,6 +48,7 @@ from .protocol import (
     error_header,
     unpack,
 )
+from .serve_config import ServeConfig
 from .store import SegmentStore
 
 __all__ = ["SegmentStoreServer", "serve"]
@@ -80,6 +84,10 @@ class SegmentStoreServer:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_in_flight: int = 1024,
         idle_timeout_s: float = 600.0,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        handshake_timeout_s: float = 5.0,
+        frame_timeout_s: float = 60.0,
+        max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
     ) -> None:
         if not isinstance(host, str) or not host:
             raise InvalidArgumentError(f"server host must be a non-empty str, got {host!r}")
@@ -91,11 +99,21 @@ class SegmentStoreServer:
             raise InvalidArgumentError(
                 f"binding to the non-loopback address {host!r} requires a token (--token or INGESTWM_TOKEN)"
             )
-        for what, v, lo in (("max_frame_bytes", max_frame_bytes, 65536), ("max_in_flight", max_in_flight, 1)):
+        for what, v, lo in (
+            ("max_frame_bytes", max_frame_bytes, 65536),
+            ("max_in_flight", max_in_flight, 1),
+            ("max_connections", max_connections, 1),
+            ("max_buffered_bytes", max_buffered_bytes, 65536),
+        ):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise InvalidArgumentError(f"server {what} must be an int >= {lo}, got {v!r}")
-        if not isinstance(idle_timeout_s, (int, float)) or not idle_timeout_s > 0:
-            raise InvalidArgumentError(f"server idle_timeout_s must be > 0, got {idle_timeout_s!r}")
+        for what, t in (
+            ("idle_timeout_s", idle_timeout_s),
+            ("handshake_timeout_s", handshake_timeout_s),
+            ("frame_timeout_s", frame_timeout_s),
+        ):
+            if isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0:
+                raise InvalidArgumentError(f"server {what} must be a number > 0, got {t!r}")
         self.store = store
         self.host = host
         self.token = token
@@ -103,6 +121,13 @@ class SegmentStoreServer:
         self.max_frame_bytes = max_frame_bytes
         self.max_in_flight = max_in_flight
         self.idle_timeout_s = float(idle_timeout_s)
+        self.max_connections = max_connections
+        self.handshake_timeout_s = float(handshake_timeout_s)
+        self.frame_timeout_s = float(frame_timeout_s)
+        self.refused = 0  # connections refused over max_connections
+        self.max_buffered_bytes = max_buffered_bytes
+        self._held = 0  # receive-buffer bytes of every connection
+        self._starved: collections.deque[_Connection] = collections.deque()  # paused for memory
         self.client = EmbeddedClient(store)
         self.max_append_bytes = store.config.max_append_bytes
         self._port = port
@@ -171,17 +196,42 @@ class SegmentStoreServer:
 
     @property
     def _tick_s(self) -> float:
-        return min(1.0, self.idle_timeout_s / 4)
+        return min(1.0, self.idle_timeout_s / 4, self.handshake_timeout_s / 4, self.frame_timeout_s / 4)
 
     def _idle_check(self) -> None:
         now = monotonic_s()
         for c in list(self._connections):
-            if not c.waiting and now - c.last_activity > self.idle_timeout_s:
-                err = ProtocolError(f"connection idle for more than {self.idle_timeout_s:g} s")
-                err.reason = "idle"  # type: ignore[attr-defined]
-                c.fatal(0, err)
+            if not c.hello and now - c.opened > self.handshake_timeout_s:
+                c.fatal(0, _closing(f"no hello within {self.handshake_timeout_s:g} s", "handshake"))
+            elif not (c.paused or c.starved) and now > (c.partial_since or now) + self.frame_timeout_s:
+                c.fatal(0, _closing(f"a frame took more than {self.frame_timeout_s:g} s to arrive", "slow"))
+            elif not c.waiting and now - c.last_activity > self.idle_timeout_s:
+                c.fatal(0, _closing(f"connection idle for more than {self.idle_timeout_s:g} s", "idle"))
         assert self._loop is not None
         self._loop.call_later(self._tick_s, self._idle_check)
+
+    def _account(self, c: _Connection) -> None:
+        """Track ``c``'s receive buffer; past ``max_buffered_bytes``, a connection mid-frame waits.
+
+        Memory then follows what was received, summed over every connection: a peer
+        that declares a large frame and trickles it holds its bytes, not the server's;
+        the kernel keeps the rest. Freed memory lets the waiting ones read again.
+        """
+        cap = 0 if c.closed else c.reader.capacity
+        delta, c.held = cap - c.held, cap
+        self._held += delta
+        if self._held > self.max_buffered_bytes and c.reader.buffered and not c.starved and not c.closed:
+            c.starved = True
+            if c.transport is not None:
+                c.transport.pause_reading()
+            self._starved.append(c)
+        elif delta < 0:
+            while self._starved and self._held <= self.max_buffered_bytes:
+                w = self._starved.popleft()
+                w.starved = False
+                if not w.closed and not w.paused and w.transport is not None:
+                    w.partial_since = monotonic_s()
+                    w.transport.resume_reading()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop serving and close every connection (the store stays open). Idempotent."""
@@ -207,6 +257,12 @@ class SegmentStoreServer:
         self.stop()
 
 
+def _closing(message: str, reason: str) -> ProtocolError:
+    err = ProtocolError(message)
+    err.reason = reason  # type: ignore[attr-defined]
+    return err
+
+
 class _Connection(asyncio.BufferedProtocol):
     """One client connection: frame parsing, dispatch, ordered replies, waiting reads."""
 
@@ -215,14 +271,17 @@ class _Connection(asyncio.BufferedProtocol):
         self.store = server.store
         self.client = server.client
         self.max_append_bytes = server.max_append_bytes
-        self.reader = FrameReader(server.max_frame_bytes)
+        self.reader = FrameReader(HELLO_MAX_FRAME_BYTES, size=4096)  # until the hello: a small frame
         self.transport: asyncio.Transport | None = None
         self.hello = False
         self.closed = False
         self.paused = False
         self.max_reply = server.max_frame_bytes
         self.waiting: dict[FutureRead, tuple[int, asyncio.TimerHandle]] = {}
-        self.last_activity = monotonic_s()
+        self.last_activity = self.opened = monotonic_s()
+        self.partial_since: float | None = None  # when the frame still arriving began
+        self.held = 0  # receive-buffer bytes counted in the server's total
+        self.starved = False  # reading paused: the server's buffer budget is spent
         self._out: list[bytes | memoryview] = []
         self._out_n = 0
 
@@ -231,11 +290,18 @@ class _Connection(asyncio.BufferedProtocol):
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
-        self.server._connections.add(self)
+        server = self.server
+        if len(server._connections) >= server.max_connections:
+            server.refused += 1
+            self.fatal(0, _closing(f"the server has max_connections={server.max_connections} open", "busy"))
+            return
+        server._connections.add(self)
+        server._account(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server._connections.discard(self)
+        self.server._account(self)
         self._drop_waiting()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -243,8 +309,13 @@ class _Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.reader.commit(nbytes)
-        self.last_activity = monotonic_s()
+        self.last_activity = now = monotonic_s()
         self._process()
+        if not self.reader.buffered:
+            self.partial_since = None
+        elif self.partial_since is None:
+            self.partial_since = now
+        self.server._account(self)
 
     def eof_received(self) -> bool | None:
         self._flush()
@@ -257,9 +328,13 @@ class _Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self.paused = False
+        if self.partial_since is not None:
+            self.partial_since = monotonic_s()  # the wait was the server's, not the peer's
         if self.transport is not None and not self.closed:
-            self.transport.resume_reading()
+            if not self.starved:
+                self.transport.resume_reading()
             self._process()
+            self.server._account(self)
 
     # ------------------------------------------------------------------ frames
     def _process(self) -> None:
@@ -313,6 +388,7 @@ class _Connection(asyncio.BufferedProtocol):
         if type(mf) is int and mf >= 65536:
             self.max_reply = min(self.max_reply, mf)
         self.hello = True
+        self.reader.max_frame_bytes = self.server.max_frame_bytes
         s = self.server
         self.reply(
             rid,
@@ -418,28 +494,44 @@ def _expire(fut: FutureRead) -> None:
 # ---------------------------------------------------------------------- serve (CLI)
 def serve(
     data_dir: str | Path | None,
-    host: str = "127.0.0.1",
-    port: int = 0,
+    config: ServeConfig | None = None,
     token: str | None = None,
     certfile: str | None = None,
     keyfile: str | None = None,
-    sync: SyncPolicy | None = None,
     echo: Callable[[str], None] = print,
 ) -> None:
     """Run ``ingestwm serve`` until SIGINT/SIGTERM; then stop and close the store (log synced)."""
+    config = config if config is not None else ServeConfig()
     ctx = None
     if certfile is not None:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(certfile, keyfile)
-    config = StoreConfig(sync=sync) if sync is not None else StoreConfig()
-    store = SegmentStore(config=config, data_dir=data_dir)
+    lim = config.server
+    store = SegmentStore(config=config.store, data_dir=data_dir)
     try:
-        server = SegmentStoreServer(store, host, port, token=token, ssl_context=ctx)
+        server = SegmentStoreServer(
+            store,
+            lim.host,
+            lim.port,
+            token=token,
+            ssl_context=ctx,
+            max_frame_bytes=lim.max_frame_bytes,
+            max_in_flight=lim.max_in_flight,
+            idle_timeout_s=lim.idle_timeout_s,
+            max_connections=lim.max_connections,
+            handshake_timeout_s=lim.handshake_timeout_s,
+        )
         stop = threading.Event()
         old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             bound = server.start()
-            echo(f"listening on {host}:{bound}")
+            c = config.store
+            echo(f"listening on {lim.host}:{bound}")
+            echo(
+                f"settings: max_watermark_lag_ms={c.max_watermark_lag_ms} polling_period_ms="
+                f"{c.polling_period_ms} transaction_lease_ms={c.transaction_lease_ms} "
+                f"max_connections={lim.max_connections} sync={c.sync}"
+            )
             while not stop.wait(0.5):
                 pass
         finally:
