@@ -125,6 +125,18 @@ class Transaction:
             for app in self._appenders.values():
                 app.flush(self._config)
 
+    def ping(self) -> None:
+        """Renew the transaction's lease (``StoreConfig.transaction_lease_ms``) on every segment.
+
+        Writes renew the lease of the segments they go to; a transaction open longer
+        than the lease, with segments it does not write to, pings (Pravega's
+        ``pingTransaction``). Raises ``SegmentNotFoundError`` if it expired already.
+        """
+        with self._lock:
+            self._check_open("ping")
+            for name in self._appenders:
+                self._client.update_attributes(name, [])
+
     def commit(self) -> None:
         """Flush, then make every event visible at once (see the module docstring for scaled streams)."""
         with self._lock:

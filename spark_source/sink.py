@@ -15,8 +15,9 @@ Input columns: ``routing_key`` (string), ``payload`` (binary or string) and opti
   twice, and a commit interrupted by a crash is finished from its record (its
   transactions, not the replay's) when the batch is replayed.
 
-Transactions of task attempts that failed or were never reported stay open in the
-store (like Pravega's, they would need a lease timeout to be reclaimed).
+Transactions of task attempts that failed or were never reported are aborted by the
+store when their lease runs out (``StoreConfig.transaction_lease_ms``, ``ingestwm serve
+--transaction-lease``), as Pravega's transaction timeout.
 """
 
 from __future__ import annotations
