@@ -84,8 +84,13 @@ class EventRead(NamedTuple):
     watermark: int | None = None
     checkpoint_name: str | None = None
 
+    @property
     def is_event(self) -> bool:
-        """Whether this is an event (PDP-26 ``isEvent()``, for forward compatibility)."""
+        """Whether this is an event (PDP-26 ``isEvent()``), a property like ``is_watermark``.
+
+        A plain ``bool``: ``if r.is_event:`` is always the test meant, and calling it
+        (``r.is_event()``) raises ``TypeError`` instead of being always true.
+        """
         return self.kind is ReadKind.EVENT
 
     @property
@@ -294,7 +299,9 @@ class EventReader:
             if self._slot.online and st.epoch == self._epoch:
                 if not st.is_crossed(self.reader_id):
                     self._report()
-                st.remove_reader(self.reader_id)
+                    st.remove_reader(self.reader_id)
+                else:  # past a checkpoint's marker: the positions apply once it completes
+                    st.remove_reader(self.reader_id, {s.name: s.acked()[0] for s in self._segs.values()})
             elif self._slot.online:
                 st.remove_reader(self.reader_id)
         self._closed = True
@@ -454,6 +461,7 @@ class EventReader:
         deadline = monotonic_s() + timeout_ms / 1000.0
         turn = 0
         while True:
+            before = self._progress()
             for s in self._segs.values():
                 if s.idx >= s.n and not s.end_of_segment:
                     s.roll()
@@ -474,6 +482,8 @@ class EventReader:
                     return self._deliver(self._cur, self._cur.idx)
             left_ms = int((deadline - monotonic_s()) * 1000)
             if left_ms <= 0:
+                if self._progress() != before:
+                    continue  # catching up (marker-only blocks, empty sealed segments): not EMPTY yet
                 return self._batch([], None, None) if batch else EventRead(ReadKind.EMPTY, self._epoch)
             live = [s for s in self._segs.values() if not s.end_of_segment]
             if live:
@@ -483,6 +493,11 @@ class EventReader:
                 self._fetch(s, min(left_ms, _WAIT_SLICE_MS))
             else:
                 _sleep_ms(min(left_ms, _WAIT_SLICE_MS))
+
+    def _progress(self) -> tuple[frozenset[str], int, int]:
+        """What a pass over the segments can change: which are held, how far read, how many ended."""
+        segs = self._segs.values()
+        return frozenset(self._segs), sum(s.fetch for s in segs), sum(s.end_of_segment for s in segs)
 
     # ------------------------------------------------------------------ group state
     def _report(self) -> None:

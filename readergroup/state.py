@@ -46,7 +46,6 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
 
 from sortedcontainers import SortedList
 
@@ -62,62 +61,12 @@ from .errors import (
     ReaderNotInGroupError,
 )
 from .event_time import ProducerWatermarks
+from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
 
 __all__ = ["ReaderGroupState", "SegmentState", "INT64_MIN"]
 
 INT64_MIN = -(2**63)
 """The group watermark before any segment is known (Java's ``Long.MIN_VALUE``)."""
-
-ASSIGNED, UNASSIGNED, FUTURE = "assigned", "unassigned", "future"
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentState:
-    """One incomplete segment as the state sees it: position, watermark, owner and status."""
-
-    segment: StreamSegment
-    position: int
-    watermark: int
-    owner: str | None
-    status: str  # "assigned" | "unassigned" | "future"
-    waiting_for: tuple[str, ...] = ()
-
-
-class _Entry:
-    """Mutable state of one incomplete segment (guarded by the state's lock)."""
-
-    __slots__ = ("owner", "position", "seg", "waiting", "watermark")
-
-    def __init__(self, seg: StreamSegment, position: int, watermark: int) -> None:
-        self.seg = seg
-        self.position = position
-        self.watermark = watermark
-        self.owner: str | None = None
-        self.waiting: set[str] | None = None  # predecessors not complete yet (a future segment)
-
-
-class _Slot:
-    """A reader's membership: shared with the reader, which checks ``online`` on every read."""
-
-    __slots__ = ("online", "reader_id", "segments")
-
-    def __init__(self, reader_id: str) -> None:
-        self.reader_id = reader_id
-        self.online = True
-        self.segments: set[str] = set()
-
-
-class _Pending:
-    """A checkpoint in progress: readers still to reach it, readers that did."""
-
-    __slots__ = ("crossed", "future", "name", "waiting")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.future: Future[Checkpoint] = Future()
-        self.waiting: set[str] | None = None  # set when the checkpoint becomes active
-        self.crossed: set[str] = set()
-
 
 class ReaderGroupState:
     """The shared, synchronised state of one reader group (Pravega's ``ReaderGroupState``).
@@ -138,12 +87,12 @@ class ReaderGroupState:
         self.streams = tuple(streams)
         self.lock = threading.RLock()
         self.epoch = 0
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         self._by_wm: SortedList = SortedList()  # (watermark, name) of every entry
         self._unassigned: SortedList = SortedList()  # (watermark, name) of readable unassigned ones
-        self._readers: dict[str, _Slot] = {}
+        self._readers: dict[str, Slot] = {}
         self._completed: dict[str, int] = {}  # name -> final watermark, this epoch
-        self._checkpoints: deque[_Pending] = deque()
+        self._checkpoints: deque[Pending] = deque()
         self._checkpoint_names: set[str] = set()
         self._floor = INT64_MIN
         self._event_time: ProducerWatermarks | None = None
@@ -187,13 +136,13 @@ class ReaderGroupState:
         with self.lock:
             return dict(self._completed)
 
-    def _row(self, e: _Entry) -> SegmentState:
+    def _row(self, e: Entry) -> SegmentState:
         if e.waiting:
             return SegmentState(e.seg, e.position, e.watermark, None, FUTURE, tuple(sorted(e.waiting)))
         return SegmentState(e.seg, e.position, e.watermark, e.owner, ASSIGNED if e.owner else UNASSIGNED)
 
     # ------------------------------------------------------------------ membership
-    def add_reader(self, reader_id: str) -> _Slot:
+    def add_reader(self, reader_id: str) -> Slot:
         """Add an online reader; it acquires segments at its first sync. O(1)."""
         if not isinstance(reader_id, str) or not reader_id:
             raise InvalidPositionError(
@@ -202,7 +151,7 @@ class ReaderGroupState:
         with self.lock:
             if reader_id in self._readers:
                 raise ReaderExistsError(f"group {self.group!r}: reader {reader_id!r} is online already")
-            slot = self._readers[reader_id] = _Slot(reader_id)
+            slot = self._readers[reader_id] = Slot(reader_id)
             return slot
 
     def remove_reader(self, reader_id: str, positions: Mapping[str, int] | None = None) -> None:
@@ -210,12 +159,14 @@ class ReaderGroupState:
 
         ``positions`` (segment -> offset) may move some of them forward first, as
         Pravega's ``readerOffline(reader, lastPosition)``; the watermark there comes from
-        the index. Ignored for a reader that already reached the active checkpoint.
+        the index. For a reader that already reached the active checkpoint they apply
+        when the checkpoint completes (the checkpoint keeps its positions at the marker,
+        and what the reader returned after it is not delivered again).
         """
         with self.lock:
             slot = self._slot(reader_id)
-            updates: list[tuple[_Entry, int, int]] = []
-            if positions and not self.is_crossed(reader_id):
+            updates: list[tuple[Entry, int, int]] = []
+            if positions:
                 for name, offset in positions.items():
                     e = self._entries.get(name)
                     if e is None or e.owner != reader_id:
@@ -228,8 +179,12 @@ class ReaderGroupState:
                             f"acknowledged position {e.position}"
                         )
                     updates.append((e, offset, self._watermark_at(name, offset)))
-            for e, offset, wm in updates:
-                self._move(e, offset, wm)
+            cp = self._active()
+            if cp is not None and reader_id in cp.crossed:
+                cp.deferred.update((e.seg.name, (offset, wm)) for e, offset, wm in updates)
+            else:
+                for e, offset, wm in updates:
+                    self._move(e, offset, wm)
             for name in sorted(slot.segments):
                 self._unassign(self._entries[name])
             slot.segments.clear()
@@ -241,7 +196,7 @@ class ReaderGroupState:
                 cp.crossed.discard(reader_id)
                 self._maybe_complete_checkpoint()
 
-    def _slot(self, reader_id: str) -> _Slot:
+    def _slot(self, reader_id: str) -> Slot:
         try:
             return self._readers[reader_id]
         except (KeyError, TypeError):
@@ -286,7 +241,7 @@ class ReaderGroupState:
                     f"group {self.group!r}: reader {reader_id!r} completed segment {name!r}, "
                     "which it does not hold"
                 )
-            plans: list[tuple[SuccessorInfo, int, int, dict[str, StreamSegment]]] = []
+            plans: list[tuple[SuccessorInfo, int, int, dict[str, bool]]] = []
             for info in self.client.get_successors(name):
                 s = info.segment.name
                 if s in self._entries or s in self._completed:
@@ -294,7 +249,7 @@ class ReaderGroupState:
                     continue
                 start = self.client.get_info(s).start_offset
                 unknown = {
-                    p: self.client.get_segment(p)
+                    p: self._still_to_come(self.client.get_segment(p))
                     for p in info.predecessors
                     if p != name and p not in self._completed and p not in self._entries
                 }
@@ -312,29 +267,55 @@ class ReaderGroupState:
                     if s not in self._completed:
                         self._register(info, start, max(wm0, final, before), unknown)
                 elif f.waiting:
+                    self._move(f, f.position, final)  # while still waiting: not in the unassigned set
                     f.waiting.discard(name)
-                    self._move(f, f.position, final)
                     if not f.waiting:
                         f.waiting = None
                         self._unassigned.add((f.watermark, s))
 
-    def _register(
-        self, info: SuccessorInfo, start: int, wm: int, unknown: Mapping[str, StreamSegment]
-    ) -> None:
+    def _register(self, info: SuccessorInfo, start: int, wm: int, to_come: Mapping[str, bool]) -> None:
         seg = info.segment
         waiting: set[str] = set()
         for p in info.predecessors:
             if p in self._completed:
                 wm = max(wm, self._completed[p])
-            elif p in self._entries or not self._before_entries(unknown[p]):
+            elif p in self._entries or to_come[p]:
                 waiting.add(p)
-        e = _Entry(seg, start, wm)
+        e = Entry(seg, start, wm)
         self._entries[seg.name] = e
         self._by_wm.add((wm, seg.name))
         if waiting:
             e.waiting = waiting
         else:
             self._unassigned.add((wm, seg.name))
+
+    def _still_to_come(self, p: StreamSegment) -> bool:
+        """Whether a segment neither known nor completed is still to be read (a descendant of an entry).
+
+        Mostly an entry on its keys tells (``_before_entries``). After a restore it may
+        not: a checkpoint or cut leaves out future segments, so keys that reach ``p``
+        only through a merge whose other side was read already are on no entry; then
+        the successors of the entries are walked up to ``p``'s epoch. Cached per epoch
+        (the answer never changes within one). O(entries), or O(segments walked) store calls.
+        """
+        if not self._before_entries(p):
+            return True
+        known = self._lineage.get(p.name)
+        if known is None:
+            todo = [e.seg.name for e in self._entries.values() if e.seg.stream == p.stream]
+            todo = [n for n in todo if self._entries[n].seg.epoch < p.epoch]
+            seen = set(todo)
+            known = False
+            while todo and not known:
+                for info in self.client.get_successors(todo.pop()):
+                    s = info.segment
+                    if s.name == p.name:
+                        known = True
+                    elif s.epoch < p.epoch and s.name not in seen:
+                        seen.add(s.name)
+                        todo.append(s.name)
+            self._lineage[p.name] = known
+        return known
 
     def _before_entries(self, p: StreamSegment) -> bool:
         """Whether a segment neither known nor completed lies before the state (complete) or after it.
@@ -418,7 +399,7 @@ class ReaderGroupState:
                     f"group {self.group!r}: checkpoint {name!r} exists already in epoch {self.epoch}"
                 )
             self._checkpoint_names.add(name)
-            cp = _Pending(name)
+            cp = Pending(name)
             self._checkpoints.append(cp)
             self._activate()
             return cp.future
@@ -446,7 +427,7 @@ class ReaderGroupState:
             cp.crossed.add(reader_id)
             self._maybe_complete_checkpoint()
 
-    def _active(self) -> _Pending | None:
+    def _active(self) -> Pending | None:
         return self._checkpoints[0] if self._checkpoints else None
 
     def _activate(self) -> None:
@@ -466,6 +447,10 @@ class ReaderGroupState:
         )
         result = Checkpoint(cp.name, self.group, self.epoch, self.streams, positions)
         self._checkpoints.popleft()
+        for name, (offset, wm) in cp.deferred.items():
+            e = self._entries.get(name)
+            if e is not None and offset >= e.position:
+                self._move(e, offset, wm)
         cp.future.set_result(result)
         self._activate()
 
@@ -496,8 +481,8 @@ class ReaderGroupState:
             self._install(entries)
             return self.epoch
 
-    def _build(self, positions: Sequence[tuple[str, int]], hints: Mapping[str, int]) -> list[_Entry]:
-        out: list[_Entry] = []
+    def _build(self, positions: Sequence[tuple[str, int]], hints: Mapping[str, int]) -> list[Entry]:
+        out: list[Entry] = []
         for name, offset in positions:
             seg = self.client.get_segment(name)
             if seg.stream not in self.streams:
@@ -514,7 +499,7 @@ class ReaderGroupState:
                     f"[{info.start_offset}, {info.length}]"
                 )
             wm = self._watermark_at(name, offset)
-            out.append(_Entry(seg, offset, max(wm, hints.get(name, wm))))
+            out.append(Entry(seg, offset, max(wm, hints.get(name, wm))))
         for i, a in enumerate(out):
             for b in out[i + 1 :]:
                 if a.seg.stream == b.seg.stream and a.seg.overlaps(b.seg.key_low, b.seg.key_high):
@@ -524,7 +509,8 @@ class ReaderGroupState:
                     )
         return out
 
-    def _install(self, entries: list[_Entry]) -> None:
+    def _install(self, entries: list[Entry]) -> None:
+        self._lineage: dict[str, bool] = {}  # segment -> still to come (a descendant of an entry)
         self._entries = {e.seg.name: e for e in entries}
         self._by_wm = SortedList((e.watermark, e.seg.name) for e in entries)
         self._unassigned = SortedList((e.watermark, e.seg.name) for e in entries)
@@ -534,7 +520,7 @@ class ReaderGroupState:
     def _watermark_at(self, name: str, offset: int) -> int:
         return self.client.watermark_at(name, offset)
 
-    def _move(self, e: _Entry, pos: int, wm: int) -> None:
+    def _move(self, e: Entry, pos: int, wm: int) -> None:
         wm = max(wm, e.watermark)
         name = e.seg.name
         if wm != e.watermark:
@@ -546,11 +532,11 @@ class ReaderGroupState:
         e.position = pos
         e.watermark = wm
 
-    def _unassign(self, e: _Entry) -> None:
+    def _unassign(self, e: Entry) -> None:
         e.owner = None
         self._unassigned.add((e.watermark, e.seg.name))
 
-    def _drop(self, e: _Entry) -> None:
+    def _drop(self, e: Entry) -> None:
         self.group_watermark  # noqa: B018 - the floor includes the dropped entry
         del self._entries[e.seg.name]
         self._by_wm.remove((e.watermark, e.seg.name))

@@ -39,7 +39,7 @@ def _events(reader: EventReader, n: int | None = None) -> list[bytes]:
         r = reader.read_next_event()
         if r.kind is ReadKind.EMPTY:
             break
-        if r.is_event() and r.payload is not None:
+        if r.is_event and r.payload is not None:
             out.append(r.payload)
     return out
 

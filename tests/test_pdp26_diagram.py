@@ -32,7 +32,7 @@ def _label(r: EventRead) -> str:
         return f"W({minutes // 60}:{minutes % 60:02d})"
     if r.is_checkpoint:
         return f"chkpt({r.checkpoint_name})"
-    if not r.is_event():
+    if not r.is_event:
         return "-"
     assert r.payload is not None
     return r.payload.decode()

@@ -427,7 +427,7 @@ def test_event_time_group_delivers_producer_watermarks_strictly_ascending(
     a.write_event("k1", b"a", event_time=1_200)
     reads = _drain(reader)
     assert [r.watermark for r in reads if r.is_watermark] == [499]  # min(1000, 500) - 1
-    assert [r.event_time for r in reads if r.is_event()] == [1_200]  # markers are never delivered
+    assert [r.event_time for r in reads if r.is_event] == [1_200]  # markers are never delivered
     b.note_time(900)
     b.mark_idle()
     a.note_time(2_000)
@@ -447,7 +447,7 @@ def test_false_assertions_make_true_late_events_counted_not_hidden(
     _drain(reader)
     liar.write_event("k", b"late", event_time=400)  # breaks its own assertion
     liar.write_event("k", b"fine", event_time=1_500)
-    events = [r for r in _drain(reader) if r.is_event()]
+    events = [r for r in _drain(reader) if r.is_event]
     assert [r.payload for r in events] == [b"late", b"fine"]  # delivered, not hidden
     assert reader.stats.late_events == 1
     assert group.metrics().late_events == 1
@@ -483,7 +483,7 @@ def test_after_a_reader_crash_no_redelivered_event_is_behind_an_emitted_watermar
                     assert r.watermark is not None and r.watermark > last[rd.reader_id]  # strictly ascending
                     last[rd.reader_id] = r.watermark
                     emitted = max(emitted, r.watermark)
-                elif r.is_event():
+                elif r.is_event:
                     assert r.event_time is not None and r.event_time > emitted, (r, emitted)
                     delivered.append((r.payload or b"", r.event_time))
         if step == 20:
@@ -492,7 +492,7 @@ def test_after_a_reader_crash_no_redelivered_event_is_behind_an_emitted_watermar
     for r in _drain(r2):
         if r.is_watermark:
             emitted = max(emitted, r.watermark or INT64_MIN)
-        elif r.is_event():
+        elif r.is_event:
             assert r.event_time is not None and r.event_time > emitted
             delivered.append((r.payload or b"", r.event_time))
     payloads = [p for p, _ in delivered]

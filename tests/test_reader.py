@@ -53,7 +53,7 @@ def test_events_carry_key_payload_event_time_and_the_stores_ingestion_time(
     group = _group(client, clock, segments=3)
     _write(client, clock, 40)
     reads = _drain(group.create_reader("r"))
-    events = [r for r in reads if r.is_event()]
+    events = [r for r in reads if r.is_event]
     assert sorted(r.payload for r in events if r.payload) == sorted(f"k-{i}".encode() for i in range(40))
     for r in events:
         assert r.segment is not None and r.routing_key is not None and r.payload is not None
@@ -119,7 +119,7 @@ def test_the_batch_api_returns_the_same_events_as_columns(
     one = ReaderGroup("one", cfg, client, clock).create_reader("r")
     many = ReaderGroup("many", cfg, client, clock).create_reader("r")
     singles = [(r.segment, r.position, r.routing_key, r.payload, r.event_time, r.ingestion_time)
-               for r in _drain(one) if r.is_event()]
+               for r in _drain(one) if r.is_event]
     rows = []
     watermarks = []
     for _ in range(100):
@@ -158,7 +158,7 @@ def test_frames_split_across_reads_and_frames_larger_than_the_read_buffer(
         clock.advance(1)
         client.append(seg, encode_event("key", p))
     reader = group.create_reader("r")
-    events = [r for r in _drain(reader) if r.is_event()]
+    events = [r for r in _drain(reader) if r.is_event]
     assert [r.payload for r in events] == payloads
     for r in events:
         assert r.ingestion_time == client.ingestion_time_at(seg, r.position)
@@ -180,7 +180,7 @@ def test_writer_markers_are_skipped_and_the_position_moves_past_them(
         clock.advance(1)
         client.append(seg, f)
     reader = group.create_reader("r")
-    assert [r.payload for r in _drain(reader) if r.is_event()] == [b"1", b"2"]
+    assert [r.payload for r in _drain(reader) if r.is_event] == [b"1", b"2"]
     assert reader.get_position().as_dict() == {seg: client.get_info(seg).length}
 
 
@@ -197,7 +197,7 @@ def test_a_read_with_timeout_waits_for_data_appended_meanwhile(
         r = reader.read_next_event(timeout_ms=30_000)
     finally:
         timer.join()
-    assert r.is_event() and r.payload == b"late"
+    assert r.is_event and r.payload == b"late"
 
 
 def test_get_position_and_close_hand_back_the_acknowledged_positions(
@@ -209,7 +209,7 @@ def test_get_position_and_close_hand_back_the_acknowledged_positions(
     got: list[EventRead] = []
     while len(got) < 4:
         r = first.read_next_event()
-        if r.is_event():
+        if r.is_event:
             got.append(r)
     seg = got[-1].segment
     assert seg is not None
@@ -219,7 +219,7 @@ def test_get_position_and_close_hand_back_the_acknowledged_positions(
     with pytest.raises(ReaderNotInGroupError):
         first.read_next_event()
     second = group.create_reader("second")
-    rest = [r.payload for r in _drain(second) if r.is_event()]
+    rest = [r.payload for r in _drain(second) if r.is_event]
     assert rest == [f"k-{i}".encode() for i in range(4, 10)]
 
 
@@ -272,10 +272,10 @@ def test_bad_read_arguments_are_named(clock: ManualClock, client: SegmentStoreCl
 
 def test_eventread_kinds() -> None:
     w = EventRead(ReadKind.WATERMARK, 0, watermark=5)
-    assert w.is_watermark and not w.is_event() and not w.is_checkpoint and w.watermark == 5
+    assert w.is_watermark and not w.is_event and not w.is_checkpoint and w.watermark == 5
     c = EventRead(ReadKind.CHECKPOINT, 3, checkpoint_name="c")
     assert c.is_checkpoint and c.checkpoint_name == "c" and c.epoch == 3
-    assert not EventRead(ReadKind.EMPTY, 0).is_event()
+    assert not EventRead(ReadKind.EMPTY, 0).is_event
 
 
 def test_a_store_with_a_short_lag_still_never_delivers_below_a_watermark(
@@ -296,7 +296,7 @@ def test_a_store_with_a_short_lag_still_never_delivers_below_a_watermark(
             r = reader.read_next_event()
             if r.is_watermark:
                 last = r.watermark
-            elif r.is_event():
+            elif r.is_event:
                 assert last is None or (r.ingestion_time is not None and r.ingestion_time > last)
     finally:
         store.close()

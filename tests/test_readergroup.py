@@ -50,7 +50,7 @@ class Tracker:
             assert r.watermark > self.last.get(key, r.watermark - 1), "watermarks must strictly ascend"
             self.last[key] = r.watermark
             self.emitted[r.epoch] = max(self.emitted.get(r.epoch, r.watermark), r.watermark)
-        elif r.is_event():
+        elif r.is_event:
             assert r.ingestion_time is not None
             assert r.ingestion_time > self.emitted.get(r.epoch, r.ingestion_time - 1), "late ingestion"
             self.events.append(r)
@@ -118,7 +118,7 @@ def test_a_crashed_readers_segments_are_redelivered_from_its_last_report(
     a = group.create_reader("a")
     t = Tracker(group)
     got = [t.read(a) for _ in range(11)]
-    assert got[0].is_watermark and all(r.is_event() for r in got[1:])
+    assert got[0].is_watermark and all(r.is_event for r in got[1:])
     group.reader_offline("a")  # crash: nothing reported since the acquisition
     b = group.create_reader("b")
     t.drain(b)

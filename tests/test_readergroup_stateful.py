@@ -45,10 +45,11 @@ MAX_READERS = 4
 
 class ReaderGroupMachine(RuleBasedStateMachine):
     REMOTE = False  # True: the group talks to the store through a server on loopback
+    CLOCK: type[ManualClock] = ManualClock
 
     def __init__(self) -> None:
         super().__init__()
-        self.clock = ManualClock(1_000_000)
+        self.clock = self.CLOCK(1_000_000)
         cfg = StoreConfig(max_watermark_lag_ms=40, polling_period_ms=10, advancer_thread=False)
         self.store = SegmentStore(clock=self.clock, config=cfg)
         self.server: SegmentStoreServer | None = None
@@ -215,7 +216,7 @@ class ReaderGroupMachine(RuleBasedStateMachine):
         if r.is_watermark:
             assert r.watermark is not None
             self._watermark(rid, r.epoch, r.watermark)
-        elif r.is_event():
+        elif r.is_event:
             assert r.segment is not None and r.ingestion_time is not None and r.payload is not None
             self._event(r.epoch, r.segment, r.position, r.ingestion_time, r.payload)
 

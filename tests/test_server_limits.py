@@ -168,13 +168,13 @@ def test_declared_lengths_floods_and_slow_senders_keep_the_server_small(tmp_path
         _healthy(port)
         base = _rss_kib(p.pid)
         socks = []
-        for i in range(64):  # after the hello: declare 16 MiB, send 1 MiB
+        for _i in range(64):  # after the hello: declare 16 MiB, send 1 MiB
             s = socket.create_connection(("127.0.0.1", port))
             s.sendall(_HELLO)
             s.recv(1024)
             s.sendall(_prefix(16 * MiB, 8) + bytes(MiB))
             socks.append(s)
-        for i in range(64):  # before the hello: declare 16 MiB (refused at once)
+        for _i in range(64):  # before the hello: declare 16 MiB (refused at once)
             s = socket.create_connection(("127.0.0.1", port))
             s.sendall(_prefix(16 * MiB) + bytes(64 * 1024))
             socks.append(s)
@@ -243,7 +243,7 @@ def test_serve_settings_come_from_flags_over_a_toml_file(tmp_path: Path) -> None
 def test_a_bad_config_file_is_refused_naming_what_is_wrong(tmp_path: Path, text: str, named: str) -> None:
     f = tmp_path / "serve.toml"
     f.write_text(text)
-    with pytest.raises(InvalidArgumentError, match="serve.toml") as ei:
+    with pytest.raises(InvalidArgumentError, match=r"serve\.toml") as ei:
         load_serve_config(f)
     assert named in str(ei.value)
 

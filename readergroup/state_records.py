@@ -1,0 +1,63 @@
+"""The records of the reader-group state: one incomplete segment, one reader, one checkpoint in progress."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from segmentstore import StreamSegment
+
+from .checkpoint import Checkpoint
+
+__all__ = ["SegmentState", "Entry", "Slot", "Pending", "ASSIGNED", "UNASSIGNED", "FUTURE"]
+
+ASSIGNED, UNASSIGNED, FUTURE = "assigned", "unassigned", "future"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    """One incomplete segment as the state sees it: position, watermark, owner and status."""
+
+    segment: StreamSegment
+    position: int
+    watermark: int
+    owner: str | None
+    status: str  # "assigned" | "unassigned" | "future"
+    waiting_for: tuple[str, ...] = ()
+
+
+class Entry:
+    """Mutable state of one incomplete segment (guarded by the state's lock)."""
+
+    __slots__ = ("owner", "position", "seg", "waiting", "watermark")
+
+    def __init__(self, seg: StreamSegment, position: int, watermark: int) -> None:
+        self.seg = seg
+        self.position = position
+        self.watermark = watermark
+        self.owner: str | None = None
+        self.waiting: set[str] | None = None  # predecessors not complete yet (a future segment)
+
+
+class Slot:
+    """A reader's membership: shared with the reader, which checks ``online`` on every read."""
+
+    __slots__ = ("online", "reader_id", "segments")
+
+    def __init__(self, reader_id: str) -> None:
+        self.reader_id = reader_id
+        self.online = True
+        self.segments: set[str] = set()
+
+
+class Pending:
+    """A checkpoint in progress: readers still to reach it, readers that did."""
+
+    __slots__ = ("crossed", "deferred", "future", "name", "waiting")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.future: Future[Checkpoint] = Future()
+        self.waiting: set[str] | None = None  # set when the checkpoint becomes active
+        self.crossed: set[str] = set()
+        self.deferred: dict[str, tuple[int, int]] = {}  # positions of readers that left after it
