@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from readergroup.checkpoint import Checkpoint
 from readergroup.config import TimeDomain
+from readergroup.frontier import event_time_watermark
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, ReaderStats, ReadKind
 
@@ -42,7 +43,7 @@ from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
 from .runner import PollResult
 from .strategies import RecordTimestampAssigner, TimestampAssigner, WatermarkStrategy, as_timestamp_assigner
-from .watermark import MAX_TIMESTAMP, MIN_TIMESTAMP, StreamElement, StreamRecord, Watermark, WatermarkStatus
+from .watermark import MIN_TIMESTAMP, StreamElement, StreamRecord, Watermark, WatermarkStatus
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -60,7 +61,6 @@ __all__ = [
 DEFAULT_MAX_EVENT_TIME_LAG = 60_000
 """The prototype's default ``maxEventTimeLag``: one minute."""
 
-_INT64_MAX = 2**63 - 1
 
 
 def _payload(read: EventRead) -> Any:
@@ -292,9 +292,7 @@ class PravegaSourceSubtask:
         self._sync_status()
 
     def _event_time_watermark(self, ingestion_watermark: int) -> int:
-        if ingestion_watermark >= _INT64_MAX:
-            return MAX_TIMESTAMP
-        return max(MIN_TIMESTAMP, ingestion_watermark - self._lag)
+        return event_time_watermark(ingestion_watermark, self._lag)
 
     def _emit_record(self, read: EventRead) -> None:
         value = self._deserializer(read)

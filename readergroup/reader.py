@@ -37,6 +37,7 @@ from .checkpoint import ReaderPosition, SegmentPosition
 from .config import TimeDomain
 from .errors import InvalidReadError, ReaderNotInGroupError
 from .events import NO_EVENT_TIME
+from .frontier import event_time_watermark
 from .segment_input import BlockSlice, SegmentInput
 from .state import INT64_MIN
 
@@ -443,7 +444,7 @@ class EventReader:
     def _set_emitted(self, wm: int) -> None:
         self._emitted = wm
         self._wm_count += 1
-        self._late_threshold = wm - self._lag
+        self._late_threshold = event_time_watermark(wm, self._lag)
         if not self._event_time:
             self._it_emitted = wm
 

@@ -31,8 +31,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore.client import SegmentStoreClient
-from segmentstore.errors import SegmentNotFoundError, SegmentStoreError, SegmentTruncatedError
+from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.results import SegmentInfo
 
 from .errors import DataLossError, InvalidOptionError
@@ -43,7 +44,6 @@ from .reading import frame_ends
 __all__ = ["Limit", "SegmentRange", "Planner", "READ_ALL", "water_fill", "NO_WATERMARK"]
 
 _log = logging.getLogger("spark_source")
-NO_WATERMARK = -(2**63)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,8 +301,11 @@ class Planner:
         if cached is None:
             try:
                 infos = self._client.get_successors(seg)
-            except SegmentStoreError:
-                infos = ()
+            except SegmentNotFoundError:
+                infos = ()  # deleted with its stream: nothing follows it
+            # other errors (a lost connection, a timeout, a closed store) propagate: they say
+            # nothing about the successors, and caching "none" would drop every later event.
+            # Asked only of complete (sealed) segments, whose successors never change.
             cached = [(i.segment.name, tuple(i.predecessors)) for i in infos]
             self._successors[seg] = cached
         return cached
@@ -324,7 +327,7 @@ class Planner:
                 if tcut is not None and seg in tcut.positions:
                     continue  # active when the target was taken: its successors come after it
                 succ = self._successors_of(seg)
-                if succ and all(all(p in complete or p in finished for p in preds) for _, preds in succ):
+                if succ and len(ready_successors(succ, complete | finished)) == len(succ):
                     for name, _ in succ:
                         if name not in positions:
                             positions[name] = starts[stream][name] = 0
@@ -348,9 +351,7 @@ class Planner:
                     final.append(w)
                 else:
                     live.append(w)
-        values = live or final
-        w = min(values) if values else NO_WATERMARK
-        return min(w, cap) if cap is not None else w
+        return frontier_watermark(live, final, cap)
 
 
 def water_fill(avail: list[int], budget: int) -> list[int]:

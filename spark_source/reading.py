@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from readergroup.events import NO_EVENT_TIME, decode_columns, frame_ends_of
+from readergroup.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.remote import RemoteClient
@@ -100,7 +101,7 @@ class BatchMeta:
 
     @property
     def event_time_watermark_ms(self) -> int:
-        return self.watermark_ms - self.max_event_time_lag_ms
+        return event_time_watermark(self.watermark_ms, self.max_event_time_lag_ms)
 
     @property
     def event_time_watermark_us(self) -> int:
@@ -112,7 +113,8 @@ class BatchMeta:
         watermark, which is whole milliseconds (the column's value divided by 1000,
         rounded down). Compared with millisecond event times it means the same.
         """
-        return self.event_time_watermark_ms * 1000 + WATERMARK_COLUMN_SLACK_US
+        us = self.event_time_watermark_ms * 1000 + WATERMARK_COLUMN_SLACK_US
+        return min(max(us, NO_WATERMARK), END_OF_TIME)  # within int64 at the edges
 
 
 def read_range(

@@ -19,6 +19,7 @@ from readergroup.events import encode_event
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient
+from segmentstore.errors import ConnectionLostError, ReadTimeoutError, StoreClosedError
 from spark_source.errors import DataLossError
 from spark_source.offsets import SourceOffset
 from spark_source.options import parse_source_options
@@ -362,4 +363,50 @@ def test_frame_ends_cross_read_chunks_exactly(max_frames: int | None) -> None:
     # a byte budget that ends mid-frame stops at the last whole frame before it
     cut = SCAN_CHUNK_BYTES + 3
     assert frame_ends(client, "seg", 0, cut) == [e for e in (f.end_offset for f in whole) if e <= cut]
+    store.close()
+
+
+class _Flaky(EmbeddedClient):
+    """An embedded client whose ``get_successors`` fails transiently the first ``n`` times."""
+
+    def __init__(self, store: SegmentStore, error: type[Exception], n: int) -> None:
+        super().__init__(store)
+        self.error, self.left = error, n
+
+    def get_successors(self, segment_name: str):  # type: ignore[no-untyped-def]
+        if self.left > 0:
+            self.left -= 1
+            raise self.error(f"injected: {segment_name}")
+        return super().get_successors(segment_name)
+
+
+@pytest.mark.parametrize("error", [ConnectionLostError, ReadTimeoutError, StoreClosedError])
+def test_a_transient_store_error_after_a_scale_never_drops_events(error: type[Exception]) -> None:
+    """The planner lets a transient error through (the batch is retried) and never caches "no successors"."""
+    clock, store, _ = make()
+    c = _Flaky(store, error, 0)
+    c.create_stream("s/a", 1)
+    (seg,) = c.get_stream("s/a").active_segments
+    written = write(clock, c, "s/a", ["k1", "k2", "k3"])
+    c.scale_stream("s/a", [seg.name], [(0.0, 0.5), (0.5, 1.0)])
+    written += write(clock, c, "s/a", ["k1", "k2", "k3"], tag="after-")
+    p = planner(c)
+    start = p.initial_offset()
+    got: list[bytes] = []
+    failures = 0
+    c.left = 1  # the first successors call after the scale fails
+    for _ in range(50):
+        try:
+            end = p.next_offset(start, READ_ALL, None)
+        except error:
+            failures += 1
+            continue  # Spark retries the trigger
+        if end is start:
+            break
+        for r in p.ranges(start, end):
+            for b in read_range(c, r.stream, r.segment, r.begin, r.end, BatchMeta(end.watermark, 0)):
+                got.extend(b.to_pydict()["payload"])
+        start = end
+    assert failures == 1
+    assert Counter(got) == Counter(written), "events after the scale were dropped"
     store.close()

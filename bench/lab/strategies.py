@@ -37,6 +37,7 @@ from flink_compat import (
 )
 from flink_compat.strategies import WatermarkStrategy
 from readergroup.config import TimeDomain
+from readergroup.frontier import event_time_watermark
 from readergroup.state import SegmentState
 from segmentstore import Clock
 
@@ -174,7 +175,7 @@ class IngestionStrategy(Strategy):
     time_domain = TimeDomain.INGESTION_TIME
 
     def on_watermark(self, watermark: int) -> None:
-        self.pipeline.advance(watermark - self.config.max_event_time_lag_ms)
+        self.pipeline.advance(event_time_watermark(watermark, self.config.max_event_time_lag_ms))
 
 
 class ProducerStrategy(Strategy):

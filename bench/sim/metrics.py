@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from readergroup.events import NO_EVENT_TIME
+from readergroup.frontier import event_time_watermark
 from readergroup.reader import EventBatch
 
 from .errors import OutputError
@@ -152,7 +153,8 @@ class Recorder:
         gw = self.group_emitted
         late_i = it <= gw
         no_wm = gw == INT64_MIN
-        late_e = np.zeros(n, np.bool_) if no_wm else (et != NO_EVENT_TIME) & (et <= gw - self.lag)
+        etw = event_time_watermark(gw, self.lag)
+        late_e = np.zeros(n, np.bool_) if no_wm else (et != NO_EVENT_TIME) & (et <= etw)
         self.delivered += np.bincount(w, minlength=nw)
         if late_i.any():
             self.late_ingestion += np.bincount(w[late_i], minlength=nw)
@@ -162,7 +164,6 @@ class Recorder:
         self.duplicates += int(np.count_nonzero(seen))
         self._seen[s] = True
         if self.event_log:
-            etw = None if gw == INT64_MIN else gw - self.lag
             segs = batch.segments
             keys = batch.routing_key.to_pylist()
             for si, off, k, wi, sq, e, ing, li, le in zip(
@@ -190,7 +191,7 @@ class Recorder:
                         ing,
                         int(li),
                         int(le),
-                        etw,
+                        None if no_wm else etw,
                     )
                 )
         return w, s

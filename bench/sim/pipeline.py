@@ -30,6 +30,7 @@ from flink_compat import (
     WindowOperator,
     WindowResult,
 )
+from readergroup.frontier import event_time_watermark
 from segmentstore import Clock
 
 __all__ = ["OrderedRecord", "WindowFiring", "EventTimePipeline"]
@@ -122,7 +123,7 @@ class EventTimePipeline:
 
     def on_watermark(self, channel: int, ingestion_watermark: int) -> None:
         """A group watermark returned by the reader of ``channel``."""
-        wm = max(_MIN + 1, ingestion_watermark - self.lag)
+        wm = event_time_watermark(ingestion_watermark, self.lag)
         self._forward(self.valve.input_watermark(Watermark(wm), channel))
 
     def on_events(self, writers: np.ndarray, seqs: np.ndarray, event_times: np.ndarray) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import simpy
 
+from readergroup.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s
 
@@ -77,6 +78,7 @@ def _sample(world: World) -> None:
                 (t, name, r.owner or "", r.status, r.position, length, wm, None if wm is None else now - wm)
             )
     adv = world.store.advancer_stats
+    lag = world.scenario.group.max_event_time_lag_ms
     rec.add_sample(
         {
             "t_ms": t,
@@ -85,7 +87,7 @@ def _sample(world: World) -> None:
             "group_lag_ms": None if gw is None else now - gw,
             "event_time_watermark": pipe.event_time_watermark
             if pipe is not None
-            else (None if gw is None else gw - world.scenario.group.max_event_time_lag_ms),
+            else (None if gw is None else event_time_watermark(gw, lag)),
             "events_written": int(rec.written.sum()),
             "events_delivered": int(rec.delivered.sum()),
             "events_unique": rec.events_unique,
