@@ -188,8 +188,9 @@ class ProducerWatermarks:
                         bound, active = INT64_MIN, True
                         break
                     continue
-                bound = min(bound, s[0])
-                active = active or not s[1]
+                if not s[1]:  # idle here: its next events come after a re-join marker
+                    bound = min(bound, s[0])
+                    active = True
             if active:
                 out[w] = bound
         return out

@@ -47,6 +47,7 @@ from .errors import FrameFormatError, InvalidEventError
 from .events import KIND_EVENT, KIND_IDLE, KIND_WATERMARK, decode_columns, encode_event, frame_length
 
 __all__ = [
+    "NO_TIME",
     "BROADCAST",
     "SNAPSHOT_PREFIX",
     "WriterMark",
@@ -70,6 +71,8 @@ SNAPSHOT_PREFIX = "_system/_pwm/"
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
+NO_TIME = _INT64_MIN
+"""A writer's time in a segment where it has asserted nothing (only an idle marker is there)."""
 _LEN = struct.Struct("<I")
 _DEFAULT_SNAPSHOT_BYTES = 1 << 16
 _DEFAULT_READ_BYTES = 1 << 20
@@ -174,8 +177,10 @@ class ProducerWatermarkTracker:
             self._times[writer] = t if old is None else max(old, t)
             self._idle.discard(writer)
         elif kind == KIND_IDLE:
-            if writer in self._times:  # idle before joining says nothing
-                self._idle.add(writer)
+            # also for a writer not seen in this segment: after a scale its assertions are in the
+            # predecessors, and this idle marker is what takes it out here (its own time: none)
+            self._times.setdefault(writer, NO_TIME)
+            self._idle.add(writer)
         else:
             raise FrameFormatError(f"kind {kind} of writer {writer} is not a marker")
 
@@ -204,8 +209,9 @@ class ProducerWatermarkTracker:
         return MarkState(position, tuple(sorted(marks)))
 
     def _check(self) -> None:
-        """Assert idle writers are writers that joined."""
-        assert self._idle <= set(self._times), "an idle writer never joined"
+        """Assert idle writers are known, and a writer without an assertion here is idle."""
+        assert self._idle <= set(self._times), "an idle writer is unknown"
+        assert all(w in self._idle for w, t in self._times.items() if t == NO_TIME), "active without a time"
 
 
 def scan_markers(buf: bytes | bytearray | memoryview, base_offset: int) -> tuple[list[Marker], int]:

@@ -3,7 +3,7 @@
 The hash is BLAKE2b of the key's UTF-8 bytes (64 bits, top 53 used), so every
 process and every run maps a key to the same point; writers of one stream therefore
 agree on a key's segment. ``RoutingTable`` maps points to segments by binary search
-over the key ranges and is updated in place when a segment is found sealed.
+over the key ranges; a writer builds a new one from the active segments after a seal.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from segmentstore import StreamSegment, SuccessorInfo
+from segmentstore import StreamSegment
 
 from .errors import InvalidEventError
 
@@ -38,7 +38,7 @@ def key_hash(routing_key: str) -> float:
 
 
 class RoutingTable:
-    """Key ranges -> segments. Lookup O(log n); ``replace`` O(n). Not thread-safe (the writer locks)."""
+    """Key ranges -> segments. Built in O(n log n), lookup O(log n). Not thread-safe (the writer locks)."""
 
     __slots__ = ("_highs", "_lows", "_segs")
 
@@ -69,30 +69,6 @@ class RoutingTable:
         for s in self._segs:
             out.setdefault(s.name, s)
         return tuple(out.values())
-
-    def replace(self, sealed: str, successors: Sequence[SuccessorInfo]) -> None:
-        """Route the ranges of ``sealed`` to the successors overlapping them. O(n)."""
-        entries: list[tuple[float, float, StreamSegment]] = []
-        found = False
-        for lo, hi, seg in zip(self._lows, self._highs, self._segs, strict=True):
-            if seg.name != sealed:
-                entries.append((lo, hi, seg))
-                continue
-            found = True
-            covered = lo
-            for succ in sorted((s.segment for s in successors), key=lambda s: s.key_low):
-                a, b = max(lo, succ.key_low), min(hi, succ.key_high)
-                if a < b:
-                    if a != covered:
-                        raise InvalidEventError(f"successors of {sealed!r} leave [{covered}, {a}) uncovered")
-                    entries.append((a, b, succ))
-                    covered = b
-            if covered != hi:
-                raise InvalidEventError(f"successors of {sealed!r} leave [{covered}, {hi}) uncovered")
-        if not found:
-            raise InvalidEventError(f"segment {sealed!r} is not in the routing table")
-        entries.sort(key=lambda e: e[0])
-        self._set(entries)
 
     def __repr__(self) -> str:
         rows = zip(self._lows, self._highs, self._segs, strict=True)

@@ -14,13 +14,16 @@
   ``linger_ms`` (with a clock) flushes a segment whose oldest buffered event waited
   that long, checked at each write.
 - Scaling: when an append raises ``SegmentSealedError`` the writer asks the store
-  whether its in-flight append landed (the writer's event number attribute), fetches
-  the successors, re-routes the segment's unwritten events to them in their original
-  order, and resends. Events of one routing key thus keep their order across scaling.
+  whether its in-flight append landed (the writer's event number attribute), reloads
+  the stream's active segments (one call, however many scalings happened meanwhile),
+  moves the unwritten events of *every* segment no longer active to the segments now
+  owning their keys, in their original order, and resends. Events of one routing key
+  thus keep their order across any sequence of splits and merges.
 - Producer watermarks (Pulsar's PIP): ``note_time(t)`` asserts that every later event
   of this writer has event time ``>= t``; ``mark_idle()`` takes the writer out of the
-  active set. Each sends a marker frame, after everything buffered, to every active
-  segment (a sealed one's markers go to all its successors) and flushes. An event
+  active set. Each first flushes everything buffered, then sends a marker frame to
+  every active segment (one found sealed passes it to every active segment overlapping
+  its key range, once each), so no event written before a marker lands after it. An event
   written after ``mark_idle()`` first re-joins the writer at its last asserted time.
   See ``producer_watermarks``.
 """
@@ -196,6 +199,7 @@ class EventWriter:
         self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
         self._table = RoutingTable(client.get_stream(stream).active_segments)
         self._appenders: dict[str, SegmentAppender] = {}
+        self._segment_of: dict[str, StreamSegment] = {}  # the key range of each appender's segment
         self._lock = threading.RLock()
         self._closed = False
         self._asserted: int | None = None  # highest time given to note_time
@@ -285,10 +289,12 @@ class EventWriter:
         app = self._appenders.get(seg.name)
         if app is None:
             app = self._appenders[seg.name] = SegmentAppender(self._client, seg.name, self.writer_id)
+            self._segment_of[seg.name] = seg
         return app
 
     def _broadcast(self, frame: bytes) -> None:
-        """Queue a marker after everything buffered in every routed segment, then flush them all."""
+        """Flush everything buffered, then append a marker to every routed segment."""
+        self._drain([a for a in self._appenders.values() if a.unsent])
         now = self._clock.now() if self._clock is not None else 0
         apps = [self._appender(seg) for seg in self._table.segments]
         for app in apps:
@@ -296,33 +302,51 @@ class EventWriter:
         self._drain(apps)
 
     def _drain(self, queue: list[SegmentAppender]) -> None:
-        """Flush ``queue``; a sealed segment's events move to its successors, which join the queue."""
+        """Flush ``queue``; on a seal the events of every stale segment move on and join the queue."""
         while queue:
             app = queue.pop(0)
+            if self._appenders.get(app.segment) is not app:
+                continue  # swept by a reroute meanwhile: its events moved on
             try:
                 app.flush(self._config)
             except SegmentSealedError:
                 queue.extend(self._reroute(app))
 
-    def _reroute(self, app: SegmentAppender) -> list[SegmentAppender]:
-        successors = self._client.get_successors(app.segment)
-        if not successors:
+    def _reroute(self, sealed: SegmentAppender) -> list[SegmentAppender]:
+        """Reload the active segments; move every stale appender's unwritten events to them."""
+        if not self._client.get_successors(sealed.segment):
             raise NoSuccessorsError(
-                f"segment {app.segment!r} of stream {self._stream!r} is sealed without successors "
-                f"(stream sealed?); {app.unsent} events were not written"
+                f"segment {sealed.segment!r} of stream {self._stream!r} is sealed without successors "
+                f"(stream sealed?); {sealed.unsent} events were not written"
             )
-        events = app.take_unwritten()
-        self._table.replace(app.segment, successors)
-        del self._appenders[app.segment]
+        active = self._client.get_stream(self._stream).active_segments
+        if not active:
+            raise NoSuccessorsError(
+                f"stream {self._stream!r} has no active segments (sealed?); "
+                f"{sealed.unsent} events of segment {sealed.segment!r} were not written"
+            )
+        live = {s.name for s in active}
+        stale = [a for a in self._appenders.values() if a.segment not in live]
+        self._table = RoutingTable(active)
         touched: dict[str, SegmentAppender] = {}
-        for h, frame in events:
-            if h == BROADCAST:  # a marker goes to every successor
-                targets = [self._appender(i.segment) for i in successors]
-            else:
-                targets = [self._appender(self._table.segment_for_hash(h))]
-            for nxt in targets:
-                nxt.add(h, frame, app.first_ms)
-                touched[nxt.segment] = nxt
+        placed: set[tuple[int, str]] = set()  # (marker frame, segment): a marker once per segment
+        for old in stale:
+            events = old.take_unwritten()
+            del self._appenders[old.segment]
+            seg = self._segment_of.pop(old.segment)
+            for h, frame in events:
+                if h == BROADCAST:  # to every active segment holding keys of the stale one
+                    targets = [s for s in active if s.key_low < seg.key_high and seg.key_low < s.key_high]
+                else:
+                    targets = [self._table.segment_for_hash(h)]
+                for t in targets:
+                    if h == BROADCAST:
+                        if (id(frame), t.name) in placed:
+                            continue
+                        placed.add((id(frame), t.name))
+                    nxt = self._appender(t)
+                    nxt.add(h, frame, old.first_ms)
+                    touched[nxt.segment] = nxt
         return list(touched.values())
 
     def _check(self) -> None:
@@ -330,6 +354,7 @@ class EventWriter:
         with self._lock:
             self._table._check()
             routed = {s.name for s in self._table.segments}
+            assert self._segment_of.keys() == self._appenders.keys()
             for name, app in self._appenders.items():
                 assert app.segment == name
                 assert app.pending_bytes == sum(len(f) for _, f in app.pending)

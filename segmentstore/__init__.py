@@ -9,7 +9,7 @@ from .attributes import (
     AttributeUpdate,
     AttributeUpdateType,
 )
-from .clock import Clock, ManualClock, WallClock
+from .clock import Clock, ManualClock, TickingClock, WallClock
 from .config import StoreConfig
 from .errors import (
     AuthenticationError,
@@ -63,6 +63,7 @@ __all__ = [
     "FutureRead",
     "InvalidArgumentError",
     "ManualClock",
+    "TickingClock",
     "MergeResult",
     "NotATransactionError",
     "ReadTimeoutError",

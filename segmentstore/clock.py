@@ -3,7 +3,10 @@
 Time is an ``int`` of milliseconds since the epoch. Domain code receives a clock and
 calls ``now()``; it never reads the system time itself (DESIGN §1). ``WallClock``
 is real time; ``ManualClock`` is advanced, or set (also backwards, to simulate a
-wall-clock step back), by its owner: tests and the simulator.
+wall-clock step back), by its owner: tests and the simulator. ``TickingClock`` is a
+manual clock that also moves on its own at every reading, as a busy wall clock seen
+by a fast caller does: every operation gets its own millisecond, so code that assumed
+"nothing moves between two calls" fails under it as it would in production.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import threading
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "WallClock", "ManualClock", "monotonic_s"]
+__all__ = ["Clock", "WallClock", "ManualClock", "TickingClock", "monotonic_s"]
 
 
 @runtime_checkable
@@ -64,6 +67,26 @@ class ManualClock:
 
     def __repr__(self) -> str:
         return f"ManualClock({self._now})"
+
+
+class TickingClock(ManualClock):
+    """A ``ManualClock`` that also moves ``step_ms`` (default 1) forward at every ``now()``."""
+
+    __slots__ = ("_step",)
+
+    def __init__(self, start_ms: int = 0, step_ms: int = 1) -> None:
+        super().__init__(start_ms)
+        if _check_ms("step_ms", step_ms) < 0:
+            raise ValueError(f"TickingClock: step_ms must be >= 0, got {step_ms}")
+        self._step = step_ms
+
+    def now(self) -> int:
+        with self._lock:
+            self._now += self._step
+            return self._now
+
+    def __repr__(self) -> str:
+        return f"TickingClock({self._now}, step_ms={self._step})"
 
 
 def monotonic_s() -> float:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
-from segmentstore import ManualClock, SegmentStore
+from segmentstore import ManualClock, SegmentStore, TickingClock
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 from segmentstore.remote import RemoteClient
 from segmentstore.server import SegmentStoreServer
@@ -56,3 +56,19 @@ def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[Segm
     finally:
         remote.close()
         server.stop()
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def ticking(request: pytest.FixtureRequest) -> Iterator[tuple[TickingClock, SegmentStoreClient]]:
+    """A store on a clock that moves 1 ms at every reading, and a client of it: direct or over loopback."""
+    clock = TickingClock(START_MS)
+    store = SegmentStore(clock=clock)
+    try:
+        if request.param == "embedded":
+            yield clock, EmbeddedClient(store)
+        else:
+            with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+                yield clock, c
+        store._check()
+    finally:
+        store.close()

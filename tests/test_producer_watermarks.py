@@ -22,6 +22,7 @@ from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.event_time import INT64_MIN, ProducerWatermarks
 from readergroup.group import ReaderGroup
 from readergroup.producer_watermarks import (
+    NO_TIME,
     ProducerWatermarkTracker,
     SegmentWatermarkCursor,
     load_snapshots,
@@ -60,8 +61,8 @@ def client(store: SegmentStore) -> EmbeddedClient:
 def test_tracker_min_over_active_writers_idle_drop_out_and_rejoin() -> None:
     t = ProducerWatermarkTracker()
     assert t.watermark is None  # nobody joined: no watermark
-    t.observe(KIND_IDLE, 9)  # idle before joining says nothing
-    assert t.watermark is None and t.marks() == {}
+    t.observe(KIND_IDLE, 9)  # idle here without an assertion here: it holds nothing back
+    assert t.watermark is None and t.marks() == {9: (NO_TIME, True)} and t.active == {}
     t.observe(KIND_WATERMARK, 1, 100)
     t.observe(KIND_WATERMARK, 2, 250)
     assert t.watermark == 99  # min(100, 250) - 1: an event at exactly 100 is on time

@@ -5,31 +5,16 @@ Each runs over the embedded and the remote client (the ``client`` fixture).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.writer import EventWriter
-from segmentstore import ManualClock, SegmentStore, StreamCut
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore import ManualClock, StreamCut, TickingClock
+from segmentstore.client import SegmentStoreClient
 
 S = "test/defects"
-
-
-class TickingClock(ManualClock):
-    """Moves 1 ms on every reading, as a busy wall clock does."""
-
-    __slots__ = ()
-
-    def now(self) -> int:
-        with self._lock:
-            self._now += 1
-            return self._now
 
 
 def _group(client: SegmentStoreClient, clock: ManualClock, name: str = "g", **opts: object) -> ReaderGroup:
@@ -47,22 +32,6 @@ def _events(reader: EventReader, limit: int = 10_000) -> list[EventRead]:
         if r.is_event:
             out.append(r)
     raise AssertionError("the reader never ran dry")
-
-
-@pytest.fixture(params=["embedded", "remote"])
-def ticking(request: pytest.FixtureRequest) -> Iterator[tuple[TickingClock, SegmentStoreClient]]:
-    """A store on a ticking clock, and a client of it: direct, or through a server on loopback."""
-    clock = TickingClock(1_000_000)
-    store = SegmentStore(clock=clock)
-    try:
-        if request.param == "embedded":
-            yield clock, EmbeddedClient(store)
-        else:
-            with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
-                yield clock, c
-        store._check()
-    finally:
-        store.close()
 
 
 def test_merge_successors_on_a_ticking_clock(ticking: tuple[TickingClock, SegmentStoreClient]) -> None:

@@ -28,18 +28,7 @@ from test_readergroup_stateful import ReaderGroupMachine
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroup
-from segmentstore import ManualClock
-
-
-class TickingClock(ManualClock):
-    """A manual clock that also moves 1 ms every time it is read."""
-
-    __slots__ = ()
-
-    def now(self) -> int:
-        with self._lock:
-            self._now += 1
-            return self._now
+from segmentstore import TickingClock
 
 
 class InOperationMachine(ReaderGroupMachine):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from typing import Any
 
@@ -27,24 +26,12 @@ from segmentstore import (
     SegmentStore,
     StreamController,
     StreamSealedError,
+    TickingClock,
 )
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 S = "scope/t"
 KEYS = [f"k{i}" for i in range(12)]
-
-
-class TickingClock:
-    """Moves 1 ms at every reading, so every store operation gets its own timestamp."""
-
-    def __init__(self, start: int) -> None:
-        self.t = start
-        self.lock = threading.Lock()
-
-    def now(self) -> int:
-        with self.lock:
-            self.t += 1
-            return self.t
 
 
 @pytest.fixture
@@ -165,7 +152,7 @@ def test_transaction_writes_are_retried_without_duplicates(store: SegmentStore) 
 
 # ---------------------------------------------------------------------- the stream scaled meanwhile
 def test_commit_after_scaling_is_rolled() -> None:
-    ticking = SegmentStore(clock=TickingClock(10_000))  # type: ignore[arg-type]
+    ticking = SegmentStore(clock=TickingClock(10_000))
     client = EmbeddedClient(ticking)
     client.create_stream(S, 2)
     plain = EventWriter(client, S)
