@@ -49,6 +49,7 @@ from .stream_metadata import (
     TransactionSegment,
 )
 from .streams import StreamController
+from .wait_any import ReadyFuture
 
 __all__ = [
     "CREATION_TIME",
@@ -61,6 +62,7 @@ __all__ = [
     "Clock",
     "DataCorruptionError",
     "FutureRead",
+    "ReadyFuture",
     "InvalidArgumentError",
     "ManualClock",
     "TickingClock",

@@ -113,6 +113,16 @@ class SegmentStoreClient(abc.ABC):
         """Read at ``offset``; at the tail wait up to ``wait_ms`` for data or a watermark increase."""
 
     @abc.abstractmethod
+    def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
+        """Wait on many segments at once, up to ``wait_ms``; ``()`` if nothing happened.
+
+        ``requests`` are ``(segment, offset, known watermark)``; the result is the sorted
+        indexes of those whose read at ``offset`` would return something new: data, a
+        seal, a tail watermark above the known one, or an error (truncated, deleted).
+        One call however many segments (``segmentstore.wait_any``).
+        """
+
+    @abc.abstractmethod
     def watermark_at(self, name: str, offset: int) -> int:
         """DESIGN §1 ``watermark_at``."""
 
@@ -255,6 +265,12 @@ class EmbeddedClient(SegmentStoreClient):
         if wait_ms == 0:
             return self.store.read(name, offset, max_length)
         return self.store.read_future(name, offset, max_length).wait(wait_ms / 1000.0)
+
+    def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
+        if type(wait_ms) is not int or wait_ms < 0:
+            raise InvalidArgumentError(f"wait_any: wait_ms must be an int >= 0, got {wait_ms!r}")
+        fut = self.store.wait_any(requests)
+        return fut.wait(wait_ms / 1000.0) if wait_ms else fut.wait(0)
 
     def watermark_at(self, name: str, offset: int) -> int:
         return self.store.watermark_at(name, offset)

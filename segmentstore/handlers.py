@@ -19,6 +19,7 @@ from .commands import COMMANDS, decode_args, encode_append_result, encode_read
 from .errors import InvalidArgumentError, ProtocolError
 from .future_read import FutureRead
 from .results import SegmentRead
+from .wait_any import ReadyFuture
 
 if TYPE_CHECKING:
     from .store import SegmentStore
@@ -38,7 +39,13 @@ class Conn(Protocol):
 
     def error(self, rid: int, exc: BaseException) -> None: ...
 
-    def wait_read(self, rid: int, fut: FutureRead, wait_ms: int) -> None: ...
+    def wait_read(
+        self,
+        rid: int,
+        fut: FutureRead | ReadyFuture,
+        wait_ms: int,
+        encode: Callable[[Any], tuple[Any, bytes]] = ...,
+    ) -> None: ...
 
 
 Handler = Callable[[Conn, int, Any, memoryview], None]
@@ -90,6 +97,29 @@ def _read(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
         conn.error(rid, e)
         return
     conn.reply(rid, *encode_read(r))
+
+
+def _wait_any(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
+    kw = decode_args(COMMANDS["wait_any"], args, payload)
+    wait_ms = kw.get("wait_ms", 0)
+    try:
+        if type(wait_ms) is not int or wait_ms < 0:
+            raise InvalidArgumentError(f"wait_any: wait_ms must be an int >= 0, got {wait_ms!r}")
+        fut = conn.store.wait_any(kw["requests"])
+        if not fut.done() and wait_ms:
+            conn.wait_read(rid, fut, wait_ms, _encode_ready)
+            return
+        ready = fut.wait(0)
+    except ProtocolError:
+        raise
+    except Exception as e:
+        conn.error(rid, e)
+        return
+    conn.reply(rid, *_encode_ready(ready))
+
+
+def _encode_ready(ready: tuple[int, ...]) -> tuple[Any, bytes]:
+    return list(ready), b""
 
 
 def _append(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
@@ -239,7 +269,7 @@ def _uniform(
     )
 
 
-_SPECIAL: dict[str, Handler] = {"ping": _ping, "read": _read, "append": _append}
+_SPECIAL: dict[str, Handler] = {"ping": _ping, "read": _read, "wait_any": _wait_any, "append": _append}
 
 
 def handlers() -> dict[str, Handler]:

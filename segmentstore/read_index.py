@@ -2,7 +2,8 @@
 
 It serves bytes from a segment's data together with ``watermark_at(end of read)``,
 tracks future reads waiting at the tail and completes them on data, on a tail
-watermark increase, on seal or on their deadline, and answers ``watermark_at`` /
+watermark increase, on seal or on their deadline, waits on many segments at once
+(``wait_any``), and answers ``watermark_at`` /
 ``ingestion_time_at`` from each segment's ``WatermarkIndex``. ``SegmentContainer``
 inherits it; every method takes the container's lock, and waiting reads are completed
 only after the lock is released.
@@ -11,17 +12,19 @@ only after the lock is released.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .clock import Clock
-from .errors import BadOffsetError, InvalidArgumentError, SegmentTruncatedError
+from .errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
 from .future_read import FutureRead
 from .processor import checked_now
 from .results import SegmentRead
 from .segment import Segment
 from .validation import check_offset, quote
+from .wait_any import ReadyFuture, WaitRequest, check_wait_requests
 
 __all__ = ["ReadIndex", "Wakeup", "tail_read", "complete"]
 
@@ -138,6 +141,63 @@ class ReadIndex:
             else:
                 seg.futures.append(fut)
             return fut
+
+    def wait_any(self, requests: Sequence[WaitRequest]) -> ReadyFuture:
+        """A future of the indexes of ready requests (``wait_any`` module). O(k) to register.
+
+        Already complete if a request is ready now; else one waiting read per segment,
+        whichever completes first completes it with every request ready at that moment.
+        """
+        reqs = check_wait_requests(requests)
+        fut = ReadyFuture(self._unregister)
+        with self._lock:
+            ready = self._ready(reqs)
+            if not ready:
+                for name, offset, wm in reqs:
+                    seg = self._get(name)
+                    part = FutureRead(name, offset, 0, wm, None, self._expire)
+                    seg.futures.append(part)
+                    fut.parts.append(part)
+        if ready:
+            fut.set_result(ready)
+            return fut
+        for part in fut.parts:
+            part.add_done_callback(lambda _p: self._woken(fut, reqs))
+        return fut
+
+    def _ready(self, reqs: list[WaitRequest]) -> tuple[int, ...]:
+        """Indexes of the requests whose read would return something new (under the lock). O(k)."""
+        out = []
+        for i, (name, offset, wm) in enumerate(reqs):
+            try:
+                seg = self._get(name, use=False)
+            except SegmentNotFoundError:
+                out.append(i)
+                continue
+            if offset < seg.start_offset or offset < seg.length or seg.sealed or seg.tail_watermark() > wm:
+                out.append(i)
+        return tuple(out)
+
+    def _woken(self, fut: ReadyFuture, reqs: list[WaitRequest]) -> None:
+        """A part completed: unregister the others and complete ``fut`` with the ready requests."""
+        if fut.done():
+            return
+        self._unregister(fut)
+        try:
+            with self._lock:
+                ready = self._ready(reqs)
+        except Exception as e:  # the store closed meanwhile
+            fut.settle(e)
+            return
+        fut.settle(ready or tuple(i for i, p in enumerate(fut.parts) if p.done()))
+
+    def _unregister(self, fut: ReadyFuture) -> None:
+        """Take ``fut``'s waiting reads off their segments. O(waiting reads of those segments)."""
+        with self._lock:
+            for part in fut.parts:
+                seg = self._segments.get(part.segment)
+                if seg is not None and part in seg.futures:
+                    seg.futures.remove(part)
 
     def _wakeups(self, seg: Segment) -> list[Wakeup]:
         """Future reads of ``seg`` that can complete now, removed from its list. O(waiting)."""

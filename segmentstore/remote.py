@@ -35,6 +35,7 @@ from .connection import Connection, ConnectionPool, NotSentError
 from .errors import (
     ConnectionLostError,
     InvalidArgumentError,
+    ProtocolError,
     ReadTimeoutError,
     SegmentStoreError,
     StoreClosedError,
@@ -43,6 +44,7 @@ from .pipeline import AppendPipeline, Chunk
 from .protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from .results import AppendResult, SegmentInfo, SegmentRead
 from .stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
+from .wait_any import check_wait_requests
 
 __all__ = ["RemoteClient", "parse_address"]
 
@@ -381,6 +383,14 @@ class RemoteClient(SegmentStoreClient):
         if ahead and 0 < max_length == len(r.data) and not r.at_tail:
             self._prefetch(name, r.end_offset, max_length)
         return r
+
+    def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
+        reqs = check_wait_requests(requests)
+        extra = wait_ms / 1000.0 if type(wait_ms) is int and wait_ms > 0 else 0.0
+        result, _ = self._invoke("wait_any", {"requests": [list(r) for r in reqs], "wait_ms": wait_ms}, extra)
+        if not isinstance(result, list) or any(type(i) is not int or not 0 <= i < len(reqs) for i in result):
+            raise ProtocolError(f"wait_any: malformed reply {result!r:.80}")
+        return tuple(result)
 
     def _prefetch(self, name: str, offset: int, max_length: int) -> None:
         fetch = _Fetch()

@@ -50,11 +50,14 @@ from .protocol import (
 )
 from .serve_config import ServeConfig
 from .store import SegmentStore
+from .wait_any import ReadyFuture
 
 __all__ = ["SegmentStoreServer", "serve"]
 
 _log = logging.getLogger(__name__)
 _SMALL = 64 * 1024  # output parts below this are coalesced into one write
+_Waiting = FutureRead | ReadyFuture  # a request answered when it completes (or on its timer)
+_Encode = Callable[[Any], tuple[Any, bytes]]  # its completed result -> (reply result, payload)
 
 
 def _is_loopback(host: str) -> bool:
@@ -277,7 +280,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.closed = False
         self.paused = False
         self.max_reply = server.max_frame_bytes
-        self.waiting: dict[FutureRead, tuple[int, asyncio.TimerHandle]] = {}
+        self.waiting: dict[_Waiting, tuple[int, asyncio.TimerHandle, _Encode]] = {}
         self.last_activity = self.opened = monotonic_s()
         self.partial_since: float | None = None  # when the frame still arriving began
         self.held = 0  # receive-buffer bytes counted in the server's total
@@ -451,14 +454,15 @@ class _Connection(asyncio.BufferedProtocol):
         self._out_n = 0
 
     # ------------------------------------------------------------------ waiting reads
-    def wait_read(self, rid: int, fut: FutureRead, wait_ms: int) -> None:
+    def wait_read(self, rid: int, fut: _Waiting, wait_ms: int, encode: _Encode = encode_read) -> None:
+        """Reply to ``rid`` once ``fut`` completes (``encode`` makes the reply), or after ``wait_ms``."""
         if len(self.waiting) >= self.server.max_in_flight:
             fut.wait(0)
             raise ProtocolError(f"more than max_in_flight={self.server.max_in_flight} requests in flight")
         loop = self.server._loop
         assert loop is not None
         timer = loop.call_later(wait_ms / 1000.0, _expire, fut)
-        self.waiting[fut] = (rid, timer)
+        self.waiting[fut] = (rid, timer, encode)
 
         def done(f: Any) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped
@@ -466,27 +470,27 @@ class _Connection(asyncio.BufferedProtocol):
 
         fut.add_done_callback(done)
 
-    def _read_done(self, fut: FutureRead) -> None:
+    def _read_done(self, fut: _Waiting) -> None:
         entry = self.waiting.pop(fut, None)
         if entry is None or self.closed:
             return
-        rid, timer = entry
+        rid, timer, encode = entry
         timer.cancel()
         exc = fut.exception()
         if exc is not None:
             self.error(rid, exc)
         else:
-            self.reply(rid, *encode_read(fut.result()))
+            self.reply(rid, *encode(fut.result()))
         self._flush()
 
     def _drop_waiting(self) -> None:
         waiting, self.waiting = self.waiting, {}
-        for fut, (_, timer) in waiting.items():
+        for fut, (_, timer, _) in waiting.items():
             timer.cancel()
             _expire(fut)
 
 
-def _expire(fut: FutureRead) -> None:
+def _expire(fut: _Waiting) -> None:
     if not fut.done():
         fut.wait(0)
 

@@ -19,6 +19,7 @@ from .errors import InvalidArgumentError
 from .eviction import EvictionStats, Evictor, MemoryColdStore
 from .future_read import FutureRead
 from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
+from .wait_any import ReadyFuture, WaitRequest
 
 if TYPE_CHECKING:
     from .durable import DurableStats, DurableStore
@@ -165,6 +166,11 @@ class SegmentStore:
     ) -> FutureRead:
         """A read that waits at the tail for data, a watermark increase, a seal or its timeout."""
         return self._container.read_future(name, offset, max_length, timeout_ms)
+
+    def wait_any(self, requests: Sequence[WaitRequest]) -> ReadyFuture:
+        """Wait on many segments at once: the indexes of the ``(segment, offset, known watermark)``
+        requests whose read would return something new (``segmentstore.wait_any``)."""
+        return self._container.wait_any(requests)
 
     def watermark_at(self, name: str, offset: int) -> int:
         """Every byte at or after ``offset`` (and in successors) has ingestion time > this."""
