@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
 _INT64_MAX = 2**63 - 1
-_WAIT_SLICE_MS = 20
+_WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
 _new = tuple.__new__
 
 
@@ -457,16 +457,20 @@ class EventReader:
             self._need_sync = True
 
     def _idle(self, timeout_ms: int, batch: bool, max_events: int = 1) -> EventRead | EventBatch:
-        """Nothing buffered: re-read the tails, sync, and wait up to ``timeout_ms`` for anything."""
+        """Nothing buffered: learn what is new at the tails, sync, and wait up to ``timeout_ms``.
+
+        Each pass is one ``wait_any`` over the caught-up segments (not a read per
+        segment), waiting up to ``_WAIT_SLICE_MS`` after the first pass; a wake-up (data,
+        a watermark rise, a seal) reads just the segments that changed. Between slices the
+        reader syncs with the group (checkpoints, new assignments): in-memory, no store call.
+        """
         _check_timeout(self.reader_id, timeout_ms)
         deadline = monotonic_s() + timeout_ms / 1000.0
-        turn = 0
+        wait_ms = 0
         while True:
             before = self._progress()
-            for s in self._segs.values():
-                if s.idx >= s.n and not s.end_of_segment:
-                    s.roll()
-                    self._fetch(s, 0)  # a zero-length read at the tail brings the new watermark
+            for s in self._ready_tails(wait_ms):
+                self._fetch(s, 0)
             marker = self._sync(refresh=False)
             if marker is not None:
                 return self._batch([], None, marker.checkpoint_name) if batch else marker
@@ -484,16 +488,31 @@ class EventReader:
             left_ms = int((deadline - monotonic_s()) * 1000)
             if left_ms <= 0:
                 if self._progress() != before:
+                    wait_ms = 0
                     continue  # catching up (marker-only blocks, empty sealed segments): not EMPTY yet
                 return self._batch([], None, None) if batch else EventRead(ReadKind.EMPTY, self._epoch)
-            live = [s for s in self._segs.values() if not s.end_of_segment]
-            if live:
-                s = live[turn % len(live)]
-                turn += 1
-                s.roll()
-                self._fetch(s, min(left_ms, _WAIT_SLICE_MS))
-            else:
-                _sleep_ms(min(left_ms, _WAIT_SLICE_MS))
+            wait_ms = min(left_ms, _WAIT_SLICE_MS)
+
+    def _ready_tails(self, wait_ms: int) -> list[SegmentInput]:
+        """Which caught-up segments have something new: one ``wait_any`` (up to ``wait_ms``).
+
+        The ready ones are marked to be read, the others known to be at their tails;
+        returns the ready ones. Without caught-up segments it only sleeps ``wait_ms``.
+        """
+        live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
+        if not live:
+            if wait_ms:
+                _sleep_ms(wait_ms)
+            return []
+        for s in live:
+            s.roll()
+        ready = self._client.wait_any([(s.name, s.fetch, s.base_wm) for s in live], wait_ms)
+        for s in live:
+            s.at_tail = True
+        out = [live[i] for i in ready]
+        for s in out:
+            s.at_tail = False
+        return out
 
     def _progress(self) -> tuple[frozenset[str], int, int]:
         """What a pass over the segments can change: which are held, how far read, how many ended."""
@@ -542,8 +561,7 @@ class EventReader:
         self._cur = None
         self._limit = _INT64_MAX
         if refresh:
-            for s in self._segs.values():
-                s.at_tail = False  # re-read the tails at the next selection
+            self._ready_tails(0)  # the next selection reads the tails that moved
         return marker
 
     def _restart(self) -> None:

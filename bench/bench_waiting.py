@@ -1,0 +1,178 @@
+"""A waiting reader: store calls per second while idle, and latency from append to delivery.
+
+On a wall-clock store, in one run:
+
+- ``idle calls/s``: a caught-up reader of a stream of 16 and of 64 segments in
+  ``read_next_event(timeout)``, embedded and over ``RemoteClient`` on loopback; every
+  call on its client is counted. (Polling each tail every 20 ms made 865/s at 16
+  segments and 3,250/s at 64; the goal is a cost independent of the segment count.)
+- ``append->delivery``: a writer appends one event every 5 ms to a 16-segment stream
+  over loopback; the reader waits in ``read_next_event``; p50 / p99 of the time from
+  just before the append to the event's delivery. Side by side, the store's floor: a
+  raw waiting ``read`` on the segment, woken by the same appends. Goal: p50 < 5 ms.
+
+Run ``python -m bench.bench_waiting [--quick]``; ``run(quick)`` returns the rows.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.group import ReaderGroup
+from readergroup.reader import ReadKind
+from readergroup.writer import EventWriter
+from segmentstore import SegmentStore, WallClock
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.remote import RemoteClient
+from segmentstore.server import SegmentStoreServer
+
+from .runner import Row, module_main, row
+
+__all__ = ["run", "main", "LATENCY_GOAL_MS"]
+
+LATENCY_GOAL_MS = 5.0
+_S = "bench/waiting"
+
+
+@contextmanager
+def _client(remote: bool) -> Iterator[SegmentStoreClient]:
+    store = SegmentStore(clock=WallClock())
+    try:
+        if not remote:
+            yield EmbeddedClient(store)
+            return
+        with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port)) as c:
+            yield c
+    finally:
+        store.close()
+
+
+def _counting(client: SegmentStoreClient) -> Counter[str]:
+    calls: Counter[str] = Counter()
+    for name in dir(SegmentStoreClient):
+        if name.startswith("_") or name == "close":
+            continue
+        method = getattr(client, name)
+
+        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
+            calls[_n] += 1
+            return _m(*a, **kw)
+
+        setattr(client, name, counted)
+    return calls
+
+
+def _group(c: SegmentStoreClient, segments: int) -> ReaderGroup:
+    c.create_stream(_S, segments)
+    cfg = ReaderGroupConfig((_S,), time_domain=TimeDomain.INGESTION_TIME)
+    return ReaderGroup("g", cfg, c, WallClock())
+
+
+def _idle_calls_per_s(remote: bool, segments: int, seconds: float) -> float:
+    with _client(remote) as c:
+        reader = _group(c, segments).create_reader("r")
+        while reader.read_next_event(0).kind is not ReadKind.EMPTY:
+            pass
+        calls = _counting(c)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            r = reader.read_next_event(timeout_ms=int(seconds * 1000))
+            assert r.kind in (ReadKind.EMPTY, ReadKind.WATERMARK), r
+        return sum(calls.values()) / (time.perf_counter() - t0)
+
+
+def _percentiles(xs: list[float]) -> tuple[float, float]:
+    xs = sorted(xs)
+    return xs[len(xs) // 2], xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+
+
+def _paced_appends(send: Callable[[int], None], n: int) -> threading.Thread:
+    def go() -> None:
+        for i in range(n):
+            time.sleep(0.005)
+            send(i)
+
+    t = threading.Thread(target=go)
+    t.start()
+    return t
+
+
+def _reader_latency_ms(n: int) -> list[float]:
+    with _client(True) as c:
+        reader = _group(c, 16).create_reader("r")
+        while reader.read_next_event(0).kind is not ReadKind.EMPTY:
+            pass
+        writer = EventWriter(c, _S)
+        sent: dict[int, float] = {}
+
+        def send(i: int) -> None:
+            sent[i] = time.perf_counter()
+            writer.write_event(f"k{i}", i.to_bytes(4, "little"))
+
+        t = _paced_appends(send, n)
+        out: list[float] = []
+        while len(out) < n:
+            r = reader.read_next_event(timeout_ms=10_000)
+            assert r.kind is not ReadKind.EMPTY, "an event was not delivered within 10 s"
+            if r.is_event:
+                assert r.payload is not None
+                out.append((time.perf_counter() - sent[int.from_bytes(r.payload, "little")]) * 1000)
+        t.join()
+        return out
+
+
+def _raw_latency_ms(n: int) -> list[float]:
+    with _client(True) as c:
+        seg = c.create_stream(_S, 1).active_segments[0].name
+        sent: dict[int, float] = {}
+
+        def send(i: int) -> None:
+            sent[i] = time.perf_counter()
+            c.append(seg, i.to_bytes(4, "little"))
+
+        t = _paced_appends(send, n)
+        out: list[float] = []
+        off = 0
+        while len(out) < n:
+            r = c.read(seg, off, 1 << 20, wait_ms=10_000)
+            now = time.perf_counter()
+            for j in range(0, len(r.data), 4):
+                out.append((now - sent[int.from_bytes(r.data[j : j + 4], "little")]) * 1000)
+            off += len(r.data)
+        t.join()
+        return out
+
+
+def run(quick: bool = False) -> list[Row]:
+    seconds = 0.5 if quick else 2.0
+    n = 60 if quick else 400
+    rows: list[Row] = []
+    for segments in (16, 64):
+        for remote in (False, True):
+            where = "remote" if remote else "embedded"
+            rate = _idle_calls_per_s(remote, segments, seconds)
+            rows.append(row(f"idle calls/s, {segments} segments, {where}", rate, "calls/s"))
+    raw50, raw99 = _percentiles(_raw_latency_ms(n))
+    rd50, rd99 = _percentiles(_reader_latency_ms(n))
+    rows += [
+        row("append->read p50 (raw waiting read, floor)", raw50, "ms"),
+        row("append->read p99 (raw waiting read, floor)", raw99, "ms"),
+        row("append->delivery p50 (reader, 16 segments)", rd50, "ms", "raw p50", rd50 / raw50),
+        row("append->delivery p99 (reader, 16 segments)", rd99, "ms", "raw p99", rd99 / raw99),
+        row("append->delivery p50 vs goal", rd50, "ms", f"goal {LATENCY_GOAL_MS} ms", rd50 / LATENCY_GOAL_MS),
+    ]
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    return module_main(run, argv, __doc__, "0.5 s idle and 60 events instead of 2 s and 400")
+
+
+if __name__ == "__main__":
+    main()

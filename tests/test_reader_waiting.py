@@ -1,0 +1,109 @@
+"""A waiting reader costs (almost) nothing while nothing happens, and wakes when something does.
+
+Store calls are counted on the client the group uses, embedded and remote, on a clock
+that ticks at every reading. Before ``wait_any`` an idle ``read_next_event(500)`` over
+16 segments made ~400 reads; now it makes one ``wait_any`` per wait slice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.group import ReaderGroup
+from readergroup.reader import EventRead, EventReader, ReadKind
+from readergroup.writer import EventWriter
+from segmentstore import TickingClock
+from segmentstore.client import SegmentStoreClient
+
+S = "test/waiting"
+_SEGMENTS = 16
+
+
+def _count_calls(client: SegmentStoreClient) -> Counter[str]:
+    """Count every public call made on ``client`` from now on (by method name)."""
+    calls: Counter[str] = Counter()
+    for name in dir(SegmentStoreClient):
+        if name.startswith("_") or name in ("close",):
+            continue
+        method = getattr(client, name)
+
+        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
+            calls[_n] += 1
+            return _m(*a, **kw)
+
+        setattr(client, name, counted)
+    return calls
+
+
+def _caught_up_reader(c: SegmentStoreClient, clock: TickingClock) -> EventReader:
+    c.create_stream(S, _SEGMENTS)
+    cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=50)
+    group = ReaderGroup("g", cfg, c, clock)
+    reader = group.create_reader("r")
+    while reader.read_next_event(0).kind is not ReadKind.EMPTY:
+        pass
+    return reader
+
+
+def test_an_idle_reader_makes_one_store_call_per_wait_slice(
+    ticking: tuple[TickingClock, SegmentStoreClient],
+) -> None:
+    clock, c = ticking
+    reader = _caught_up_reader(c, clock)
+    calls = _count_calls(c)
+    r = reader.read_next_event(timeout_ms=500)
+    assert r.kind is ReadKind.EMPTY
+    assert calls["read"] == 0  # nothing changed: no segment was read
+    assert 1 <= calls["wait_any"] <= 8  # ~500 ms / 100 ms slices, plus the first look
+    assert sum(calls.values()) == calls["wait_any"]
+
+
+def test_a_waiting_reader_wakes_on_an_event_and_reads_only_its_segment(
+    ticking: tuple[TickingClock, SegmentStoreClient],
+) -> None:
+    clock, c = ticking
+    reader = _caught_up_reader(c, clock)
+    calls = _count_calls(c)
+    got: list[EventRead] = []
+    t = threading.Thread(target=lambda: got.append(reader.read_next_event(timeout_ms=30_000)))
+    t.start()
+    threading.Event().wait(0.15)
+    EventWriter(c, S).write_event("key", b"hello")  # the writer's calls are counted too
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert [(r.kind, r.payload) for r in got if r.is_event] == [(ReadKind.EVENT, b"hello")] or (
+        got and got[0].is_watermark  # INGESTION_TIME: the append's watermark may come first
+    )
+    if got[0].is_watermark:
+        nxt = reader.read_next_event(timeout_ms=5_000)
+        assert nxt.is_event and nxt.payload == b"hello"
+    assert calls["read"] <= 3  # the segment that changed (a block and perhaps its tail), not all 16
+    assert calls["wait_any"] <= 6
+
+
+@pytest.mark.parametrize("what", ["seal", "watermark"])
+def test_a_waiting_reader_wakes_on_a_seal_or_a_watermark_rise(
+    ticking: tuple[TickingClock, SegmentStoreClient], what: str
+) -> None:
+    clock, c = ticking
+    reader = _caught_up_reader(c, clock)
+    before = reader.stats.last_watermark
+    got: list[EventRead] = []
+    t = threading.Thread(target=lambda: got.append(reader.read_next_event(timeout_ms=30_000)))
+    t.start()
+    threading.Event().wait(0.15)
+    if what == "seal":
+        c.seal_stream(S)
+    else:
+        for s in c.get_stream(S).active_segments:
+            c.update_attributes(s.name, [])  # a write with no bytes: each tail's watermark rises
+    t.join(timeout=30)
+    assert not t.is_alive()
+    assert got[0].is_watermark
+    assert before is None or (got[0].watermark or 0) > before
