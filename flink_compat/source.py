@@ -1,16 +1,19 @@
-"""A Flink-shaped Pravega source over a reader group, with ingestion-time event-time watermarks.
+"""A Flink-shaped Pravega source over a reader group, with ingestion-time or producer watermarks.
 
 PDP-26 "Flink Streaming Data Source": the source's parallel subtasks are the readers of
-one reader group (``TimeDomain.INGESTION_TIME``). Each subtask
+one reader group. Its time domain chooses the watermarks: ``INGESTION_TIME`` turns the
+group's ingestion watermarks into event time (``W - max_event_time_lag``);
+``EVENT_TIME`` passes on the writers' own assertions (``EventWriter.note_time``, the
+group's producer watermarks, already event time: no lag). Each subtask
 
 - turns every event into a ``StreamRecord`` whose value is ``deserializer(event_read)``
   (the payload bytes by default) and whose timestamp is
   ``timestamp_assigner.extract_timestamp(value, event_time)`` — by default the event
   time the writer gave the event (an event without one is an error then);
 - turns every group watermark ``W`` the reader returns into
-  ``Watermark(W - max_event_time_lag)`` and emits it only if it is above the last one it
-  emitted, so its watermarks strictly ascend — also across a reader-group reset and a
-  restore from a checkpoint;
+  ``Watermark(W - max_event_time_lag)`` (``Watermark(W)`` in ``EVENT_TIME``) and emits
+  it only if it is above the last one it emitted, so its watermarks strictly ascend —
+  also across a reader-group reset and a restore from a checkpoint;
 - is *idle* (``WatermarkStatus.IDLE``) while its reader holds no segments (more
   subtasks than segments, or a fully read sealed stream), so it does not hold back the
   combined watermark downstream (pravega/flink-connectors#17); it becomes ``ACTIVE``
@@ -72,7 +75,8 @@ class PravegaSourceConfig:
     """The source's settings (validated at construction).
 
     - ``parallelism``: number of subtasks, i.e. readers in the group (>= 1).
-    - ``max_event_time_lag``: ms subtracted from ingestion watermarks (>= 0; default 1 min).
+    - ``max_event_time_lag``: ms subtracted from ingestion watermarks (>= 0; default 1 min;
+      unused for an ``EVENT_TIME`` group, whose watermarks are the writers' assertions).
     - ``timestamp_assigner``: event value -> event time (object or function ``(value,
       record_timestamp) -> int``); default: the strategy's, else the writer's event time.
     - ``deserializer``: ``EventRead`` -> record value (default: the payload bytes).
@@ -150,11 +154,11 @@ class PravegaSource:
                 raise InvalidConfigError(f"PravegaSource: {e}") from None
         elif options:
             raise InvalidConfigError(f"PravegaSource: give config or options, not both ({sorted(options)})")
-        if config.watermark_strategy is None and group.config.time_domain is not TimeDomain.INGESTION_TIME:
+        domain = group.config.time_domain
+        if config.watermark_strategy is None and domain is TimeDomain.PROCESSING_TIME:
             raise InvalidConfigError(
-                f"PravegaSource: reader group {group.name!r} has time_domain "
-                f"{group.config.time_domain.name}; ingestion-time watermarks need INGESTION_TIME "
-                "(or give a watermark_strategy)"
+                f"PravegaSource: reader group {group.name!r} has time_domain PROCESSING_TIME, which has no "
+                "watermarks; use INGESTION_TIME or EVENT_TIME (or give a watermark_strategy)"
             )
         self.group = group
         self.config = config
@@ -188,7 +192,9 @@ class PravegaSource:
                 self.group.reader_offline(rid)  # the previous run's readers (a failed job)
         self._pending.clear()
         readers = [self.group.create_reader(self.reader_id(i)) for i in range(self.parallelism)]
-        return [PravegaSourceSubtask(i, r, self.config, self.clock, floors[i]) for i, r in enumerate(readers)]
+        lag = 0 if self.group.config.time_domain is TimeDomain.EVENT_TIME else self.config.max_event_time_lag
+        cfg, clock = self.config, self.clock
+        return [PravegaSourceSubtask(i, r, cfg, clock, floors[i], lag=lag) for i, r in enumerate(readers)]
 
     def trigger_checkpoint(self, checkpoint_id: int) -> str:
         """Start a reader-group checkpoint; returns its name (unique per group epoch)."""
@@ -214,10 +220,12 @@ class PravegaSourceSubtask:
         config: PravegaSourceConfig,
         clock: Clock,
         restored: SubtaskState | None = None,
+        *,
+        lag: int | None = None,
     ) -> None:
         self._index = index
         self._reader = reader
-        self._lag = config.max_event_time_lag
+        self._lag = config.max_event_time_lag if lag is None else lag  # 0: the reads are event time
         self._assigner = config.create_timestamp_assigner()
         self._deserializer = config.deserializer
         self._timeout = config.read_timeout_ms

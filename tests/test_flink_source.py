@@ -233,7 +233,7 @@ def test_source_options_are_validated(store: SegmentStore, clock: ManualClock) -
     with pytest.raises(InvalidConfigError, match="parallelism"):
         PravegaSource(group, parallelism=0)
     plain = manager.create_reader_group("p", ReaderGroupConfig((STREAM,)))
-    with pytest.raises(InvalidConfigError, match="INGESTION_TIME"):
+    with pytest.raises(InvalidConfigError, match="INGESTION_TIME or EVENT_TIME"):
         PravegaSource(plain, parallelism=1)
     assert PravegaSource(group).config.max_event_time_lag == 60_000
 
