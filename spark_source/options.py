@@ -29,11 +29,17 @@ __all__ = [
     "parse_sink_options",
     "parse_duration_ms",
     "DEFAULT_TIMEOUT_MS",
+    "INGESTION",
+    "EVENT",
     "AT_LEAST_ONCE",
     "EXACTLY_ONCE",
 ]
 
 DEFAULT_TIMEOUT_MS = 30_000
+INGESTION = "ingestion"
+"""``timeDomain`` (default): the store's ingestion watermark, minus ``maxEventTimeLag`` for event time."""
+EVENT = "event"
+"""``timeDomain``: the writers' asserted watermarks (``EventWriter.note_time``), already event time."""
 AT_LEAST_ONCE = "at-least-once"
 EXACTLY_ONCE = "exactly-once"
 
@@ -43,6 +49,7 @@ _SOURCE_OPTIONS = (
     "startingPosition",
     "endingPosition",
     "maxEventTimeLag",
+    "timeDomain",
     "maxEventsPerTrigger",
     "maxBytesPerTrigger",
     "emitWatermarkRows",
@@ -111,6 +118,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     timeout_ms: int
     consumer_name: str = "spark"
+    time_domain: str = INGESTION
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +162,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
                     f"option {name}: the cut names stream {stream!r}, which option stream "
                     f"({', '.join(streams)}) does not read"
                 )
+    domain = opts.get("timeDomain", INGESTION).strip().lower()
+    if domain not in (INGESTION, EVENT):
+        got = opts["timeDomain"]
+        raise InvalidOptionError(f"option timeDomain must be 'ingestion' or 'event', got {got!r}")
+    if domain == EVENT and "maxEventTimeLag" in opts:
+        raise InvalidOptionError(
+            "option maxEventTimeLag applies to timeDomain 'ingestion'; with 'event' the watermark is "
+            "the writers' own assertion (EventWriter.note_time) and takes no lag"
+        )
     return SourceOptions(
         endpoint=endpoint,
         streams=streams,
@@ -167,6 +184,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         timeout_ms=_positive_int(opts, "timeoutMs") or DEFAULT_TIMEOUT_MS,
         consumer_name=_name(opts, "consumerName", "spark"),
+        time_domain=domain,
     )
 
 

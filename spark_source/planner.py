@@ -14,7 +14,11 @@ watermark never passes the target's.
 
 The watermark of an offset is the minimum of ``watermark_at(segment, position)`` over
 the frontier (done segments aside; complete segments without successors, i.e. of a
-sealed stream, count only when nothing else is left), never below the previous one. A
+sealed stream, count only when nothing else is left), never below the previous one.
+With ``timeDomain = event`` it is instead the writers' asserted watermark at the
+frontier's positions (``readergroup.event_time.ProducerWatermarks``, as an
+``EVENT_TIME`` reader group computes it at its acknowledged positions): the minimum
+over the active writers of what each asserted before those positions, minus one. A
 stream that joins later (pattern) may hold events ingested before the watermark the
 query already passed (as a new Kafka partition would): they are delivered, and they are
 late in event time if their event time is at or below the event-time watermark.
@@ -31,14 +35,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from readergroup.event_time import ProducerWatermarks
 from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.results import SegmentInfo
+from segmentstore.stream_metadata import StreamSegment
 
 from .errors import DataLossError, InvalidOptionError
 from .offsets import SourceOffset, StreamOffset
-from .options import Position, SourceOptions
+from .options import EVENT, Position, SourceOptions
 from .reading import frame_ends
 
 __all__ = ["Limit", "SegmentRange", "Planner", "READ_ALL", "water_fill", "NO_WATERMARK"]
@@ -86,6 +92,8 @@ class Planner:
         self._successors: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         self._sealed_length: dict[str, int] = {}
         self._infos: dict[str, SegmentInfo] = {}
+        self._producer = ProducerWatermarks(client) if options.time_domain == EVENT else None
+        self._segments: dict[str, StreamSegment] = {}  # key ranges and epochs never change
 
     # ------------------------------------------------------------------ streams
     def selected_streams(self) -> list[str]:
@@ -128,7 +136,7 @@ class Planner:
         for s in self.selected_streams():
             cut = ending.cut_of(s)
             streams[s] = StreamOffset(cut if cut is not None else self._client.get_tail_cut(s).as_dict())
-        return SourceOffset(streams, self._watermark(streams, None))
+        return SourceOffset(streams, self._watermark(streams, None, at_target=True))
 
     def next_offset(self, start: SourceOffset, limit: Limit, target: SourceOffset | None) -> SourceOffset:
         """The end of the next micro-batch from ``start``; ``start`` itself when there is nothing new.
@@ -335,8 +343,15 @@ class Planner:
                     finished.add(seg)
         return joined
 
-    def _watermark(self, streams: dict[str, StreamOffset], cap: int | None) -> int:
-        """Min of ``watermark_at`` over the frontier; see the module docstring."""
+    def _watermark(self, streams: dict[str, StreamOffset], cap: int | None, at_target: bool = False) -> int:
+        """Min of ``watermark_at`` over the frontier; see the module docstring.
+
+        ``at_target``: positions ahead of the query's (a run's bound), which must not raise
+        the floor the producer watermark keeps for the query's own positions.
+        """
+        if self._producer is not None:
+            pw = ProducerWatermarks(self._client) if at_target else self._producer
+            return self._producer_watermark(streams, cap, pw)
         live: list[int] = []
         final: list[int] = []
         for so in streams.values():
@@ -352,6 +367,25 @@ class Planner:
                 else:
                     live.append(w)
         return frontier_watermark(live, final, cap)
+
+    def _producer_watermark(
+        self, streams: dict[str, StreamOffset], cap: int | None, pw: ProducerWatermarks
+    ) -> int:
+        """The writers' watermark at the frontier's positions (``timeDomain = event``)."""
+        rows: list[tuple[StreamSegment, int]] = []
+        for so in streams.values():
+            for name, pos in so.positions.items():
+                if name in so.done:
+                    continue
+                seg = self._segments.get(name)
+                if seg is None:
+                    try:
+                        seg = self._segments[name] = self._client.get_segment(name)
+                    except SegmentNotFoundError:
+                        continue  # deleted: failOnDataLoss is the read's business
+                rows.append((seg, pos))
+        w = pw.watermark(0, rows)  # NO_WATERMARK while no writer asserted anything
+        return w if cap is None or w == NO_WATERMARK else min(w, cap)
 
 
 def water_fill(avail: list[int], budget: int) -> list[int]:

@@ -100,6 +100,11 @@ class BatchMeta:
     fail_on_data_loss: bool = True
 
     @property
+    def watermark_us(self) -> int:
+        """The ``watermark`` column: ms as µs, within int64 (``NO_WATERMARK`` stays the lowest µs)."""
+        return min(max(self.watermark_ms * 1000, NO_WATERMARK), END_OF_TIME)
+
+    @property
     def event_time_watermark_ms(self) -> int:
         return event_time_watermark(self.watermark_ms, self.max_event_time_lag_ms)
 
@@ -187,7 +192,7 @@ def _event_batch(
         cols["payload"],
         pa.array(event_us, _TS, mask=no_time if no_time.any() else None),
         pa.array(ingestion_us, _TS),
-        pa.repeat(pa.scalar(meta.watermark_ms * 1000, _TS), n),
+        pa.repeat(pa.scalar(meta.watermark_us, _TS), n),
         pa.repeat(pa.scalar(meta.event_time_watermark_us, _TS), n),
         pa.repeat(pa.scalar(KIND_EVENT_NAME, pa.string()), n),
     ]
@@ -197,7 +202,7 @@ def _event_batch(
 def watermark_batch(meta: BatchMeta) -> pa.RecordBatch:
     """One ``kind = 'watermark'`` row carrying the micro-batch's watermarks (other columns null)."""
     arrays = [pa.nulls(1, f.type) for f in ARROW_SCHEMA]
-    arrays[COLUMNS.index("watermark")] = pa.array([meta.watermark_ms * 1000], _TS)
+    arrays[COLUMNS.index("watermark")] = pa.array([meta.watermark_us], _TS)
     arrays[COLUMNS.index("event_time_watermark")] = pa.array([meta.event_time_watermark_us], _TS)
     arrays[COLUMNS.index("kind")] = pa.array([KIND_WATERMARK_NAME], pa.string())
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -19,6 +19,10 @@ late: see ``BatchMeta.event_time_watermark_us``). A micro-batch without events i
 the watermark moved carries one ``kind = 'watermark'`` row (``emitWatermarkRows``); the
 first micro-batch of a query reads nothing and carries the starting watermark, so Spark
 knows it before the first events.
+
+With option ``timeDomain = event`` both columns carry the writers' asserted watermark
+(producer watermarks, ``EventWriter.note_time`` / ``mark_idle``) at the micro-batch's
+end: it is event time already, so no lag is taken (``maxEventTimeLag`` is refused).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import InvalidOptionError
 from .offsets import SourceOffset
-from .options import SourceOptions, parse_source_options
+from .options import EVENT, SourceOptions, parse_source_options
 from .planner import READ_ALL, Limit, Planner, SegmentRange
 from .reading import SPARK_SCHEMA, BatchMeta, connect, read_range, watermark_batch
 
@@ -98,7 +102,8 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
 
 
 def _meta(options: SourceOptions, watermark: int) -> BatchMeta:
-    return BatchMeta(watermark, options.max_event_time_lag_ms, options.fail_on_data_loss)
+    lag = 0 if options.time_domain == EVENT else options.max_event_time_lag_ms  # event: already event time
+    return BatchMeta(watermark, lag, options.fail_on_data_loss)
 
 
 def consumer_segment(consumer: str) -> str:
