@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 from test_readergroup_stateful import ReaderGroupMachine
 
-from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.config import ReaderGroupConfig
 from readergroup.group import ReaderGroup
 from segmentstore import TickingClock
 
@@ -47,6 +47,7 @@ class InOperationMachine(ReaderGroupMachine):
     def write(self, i: int, n: int, key: int, step: int) -> None:
         s = self._stream(i)
         w = self.writers[s]
+        self._before_write(s)
         for j in range(n):
             self.clock.advance(step)
             k = f"key{(key + j) % 10}"
@@ -54,7 +55,13 @@ class InOperationMachine(ReaderGroupMachine):
             log = self.key_log.setdefault((s, k), [])
             self.order[p] = ((s, k), len(log))
             log.append(p)
-            w.write_event(k, p, event_time=self.clock.now() - 10 if j % 2 else None)
+            w.write_event(k, p, event_time=self._event_time(s, j, p))
+
+    def _before_write(self, stream: str) -> None:
+        """A hook: what a writer does before a run of writes (the event-time machine re-joins)."""
+
+    def _event_time(self, stream: str, j: int, payload: bytes) -> int | None:
+        return self.clock.now() - 10 if j % 2 else None
 
     # ------------------------------------------------------------------ restores
     @precondition(lambda self: self.checkpoints)
@@ -69,7 +76,7 @@ class InOperationMachine(ReaderGroupMachine):
         cfg = ReaderGroupConfig(
             self.streams,
             starting_cuts=tuple(cp.stream_cuts()),
-            time_domain=TimeDomain.INGESTION_TIME,
+            time_domain=self.TIME_DOMAIN,
             position_report_interval_ms=self.interval,
             read_buffer_bytes=self.group.config.read_buffer_bytes,
         )
