@@ -19,8 +19,16 @@ in them covers it). Per stream and writer ``w``:
   writer counts as joined as soon as its marker is *anywhere* in an incomplete segment,
   also past the acknowledged position: the cursors look ahead to the tail for joins, so
   a writer that joined before the watermark passed its assertion is never overtaken;
-- ``w`` *drops out* if it is idle in every segment's state;
+- in a segment where ``w`` is idle at the position, its next events there follow a
+  re-join marker: that marker's time bounds it if the look-ahead found one, else the
+  segment says nothing of ``w`` (a later re-join asserts at least what ``w`` asserted
+  anywhere before); ``w`` *drops out* if no segment bounds it;
 - otherwise its bound is the minimum over segments of its asserted time.
+
+Successors a group does not list yet (their predecessors are not read to the end) may
+already hold a writer's events written after an assertion: every not-listed successor
+of a sealed segment counts as a segment at position 0 (its state there is what its
+predecessors end with), so it holds a writer it has not seen join.
 
 The watermark is the minimum bound over writers and streams, minus one (assertions are
 inclusive, watermarks exclusive), raised to the highest value returned in the epoch
@@ -38,7 +46,7 @@ predecessors are found by walking the stream's history from its head cut once
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Iterable
 
 from segmentstore import SegmentNotFoundError, StreamSegment
@@ -75,6 +83,17 @@ def _merge_predecessors(finals: Iterable[WriterStates]) -> WriterStates:
     return out
 
 
+class _Ahead:
+    """A segment's look-ahead: scanned to, writers joining there, their markers from ``base`` on."""
+
+    __slots__ = ("base", "found", "marks", "scanned")
+
+    def __init__(self, position: int) -> None:
+        self.base = self.scanned = position
+        self.found: set[int] = set()
+        self.marks: deque[tuple[int, int, int]] = deque()  # (offset, writer, time), by offset
+
+
 class ProducerWatermarks:
     """Materialises a group's event-time watermark from writer markers at acknowledged positions.
 
@@ -90,11 +109,12 @@ class ProducerWatermarks:
         self._cursors: dict[str, SegmentWatermarkCursor] = {}
         self._preds: dict[str, tuple[str, ...]] = {}
         self._succ: dict[str, tuple[str, ...]] = {}
+        self._succ_segments: dict[str, list[StreamSegment]] = {}
         self._epoch_of: dict[str, int] = {}
         self._inherited: dict[str, WriterStates] = {}
         self._final: dict[str, WriterStates] = {}
         self._sealed: set[str] = set()
-        self._ahead: dict[str, tuple[int, set[int]]] = {}  # segment -> (scanned to, writers joining there)
+        self._ahead: dict[str, _Ahead] = {}  # segment -> what its look-ahead found
         self._epoch: int | None = None
         self._floor = INT64_MIN
         self.bounds: dict[str, dict[int, int]] = {}
@@ -113,10 +133,12 @@ class ProducerWatermarks:
         by_stream: dict[str, list[tuple[StreamSegment, WriterStates]]] = defaultdict(list)
         joining: dict[str, set[int]] = defaultdict(set)
         seen: set[str] = set()
-        for seg, pos in rows:
+        given = list(rows)
+        for seg, pos in given:
+            joining[seg.stream] |= self._look_ahead(seg.name, pos)  # also learns which are sealed
+        for seg, pos in given + self._unread_descendants(given, joining):
             seen.add(seg.name)
             by_stream[seg.stream].append((seg, self.effective(seg, pos)))
-            joining[seg.stream] |= self._look_ahead(seg.name, pos)
         for name in [n for n in self._cursors if n not in seen]:
             del self._cursors[name]
             self._ahead.pop(name, None)
@@ -147,14 +169,63 @@ class ProducerWatermarks:
         return _overlay(self._inherit(seg.name, seg.stream), cur.tracker.marks())
 
     # ------------------------------------------------------------------ internals
+    def _unread_descendants(
+        self, rows: list[tuple[StreamSegment, int]], joining: dict[str, set[int]]
+    ) -> list[tuple[StreamSegment, int]]:
+        """Successors (transitively) of the sealed segments in ``rows`` that are not rows themselves.
+
+        A reader group lists a successor only once its predecessors are read to the end,
+        but events a writer wrote after an assertion may already be in it: each counts as
+        a row at position 0 (its state there is what its predecessors end with). One
+        ``get_successors`` per sealed segment, memoised.
+        """
+        have = {seg.name for seg, _ in rows}
+        out: list[tuple[StreamSegment, int]] = []
+        stack = [seg for seg, _ in rows if seg.name in self._sealed]
+        while stack:
+            for succ in self._successors(stack.pop()):
+                if succ.name in have:
+                    continue
+                have.add(succ.name)
+                out.append((succ, 0))
+                joining[succ.stream] |= self._look_ahead(succ.name, 0)
+                if succ.name in self._sealed:
+                    stack.append(succ)
+        return out
+
+    def _successors(self, seg: StreamSegment) -> list[StreamSegment]:
+        """The successors of sealed ``seg`` (memoised with their predecessors)."""
+        got = self._succ_segments.get(seg.name)
+        if got is None:
+            infos = self.client.get_successors(seg.name)
+            got = self._succ_segments[seg.name] = [i.segment for i in infos]
+            self._succ[seg.name] = tuple(i.segment.name for i in infos)
+            for i in infos:
+                self._preds[i.segment.name] = tuple(i.predecessors)
+                self._epoch_of[i.segment.name] = i.segment.epoch
+        return got
+
     def _look_ahead(self, name: str, position: int) -> set[int]:
-        """Writers with a watermark marker in ``name`` at or after ``position`` (scanned to the tail)."""
-        pos, found = self._ahead.get(name, (position, set()))
-        pos = max(pos, position)
+        """Writers with a watermark marker in ``name`` at or after ``position`` (scanned to the tail).
+
+        Also keeps those markers (offset, writer, time) from ``position`` on, for
+        ``_rejoin_time``. Each byte is scanned once per epoch while positions move forward.
+        """
+        a = self._ahead.get(name)
+        if a is None or position < a.base:
+            a = self._ahead[name] = _Ahead(position)
+        marks = a.marks
+        while marks and marks[0][0] < position:
+            marks.popleft()
+        a.base = position
+        pos = max(a.scanned, position)
         try:
-            length = self.client.get_info(name).length
+            info = self.client.get_info(name)
         except SegmentNotFoundError:
-            return found
+            return a.found
+        length = info.length
+        if info.sealed:
+            self._sealed.add(name)
         while pos < length:
             r = self.client.read(name, pos, min(self.read_bytes, length - pos))
             if not r.data:
@@ -166,10 +237,23 @@ class ProducerWatermarks:
                 markers, consumed = scan_markers(r.data, r.offset)
                 if consumed == 0:
                     break
-            found.update(m.writer for m in markers if m.kind == KIND_WATERMARK)
+            for m in markers:
+                if m.kind == KIND_WATERMARK:
+                    a.found.add(m.writer)
+                    marks.append((m.offset, m.writer, m.time if m.time is not None else INT64_MIN))
             pos += consumed
-        self._ahead[name] = (pos, found)
-        return found
+        a.scanned = pos
+        return a.found
+
+    def _rejoin_time(self, name: str, writer: int) -> int | None:
+        """The time of ``writer``'s first watermark marker in ``name`` at or after the position
+        last looked ahead from: where a writer idle there re-joins (``None``: not yet). O(markers ahead)."""
+        a = self._ahead.get(name)
+        if a is not None:
+            for _, w, t in a.marks:
+                if w == writer:
+                    return t
+        return None
 
     def _stream_bounds(
         self, items: list[tuple[StreamSegment, WriterStates]], joining: set[int]
@@ -188,9 +272,14 @@ class ProducerWatermarks:
                         bound, active = INT64_MIN, True
                         break
                     continue
-                if not s[1]:  # idle here: its next events come after a re-join marker
+                if not s[1]:
                     bound = min(bound, s[0])
                     active = True
+                else:  # idle here: its next events here follow a re-join marker, at that marker's time
+                    t = self._rejoin_time(seg.name, w)
+                    if t is not None:
+                        bound = min(bound, t)
+                        active = True
             if active:
                 out[w] = bound
         return out

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from readergroup import EventWriter, WriterConfig, key_hash
+from readergroup import EventWriter, Frame, WriterConfig, decode_frames, key_hash
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.event_time import INT64_MIN, ProducerWatermarks
 from readergroup.group import ReaderGroup
@@ -30,6 +30,11 @@ S = "pw/scaling"
 
 def _tails(c: SegmentStoreClient) -> list[tuple[StreamSegment, int]]:
     return [(c.get_segment(n), off) for n, off in c.get_tail_cut(S).positions]
+
+
+def _frames(c: SegmentStoreClient, seg: str) -> list[Frame]:
+    info = c.get_info(seg)
+    return decode_frames(c.read(seg, 0, info.length + 1).data, 0)[0]
 
 
 def _split(c: SegmentStoreClient, i: int) -> None:
@@ -239,3 +244,47 @@ def test_scaling_storms_keep_every_writer_consistent(seed: int) -> None:
         kind = rng.choice(["note", "write", "write", "write", "idle", "flush", "split", "merge"])
         ops.append((kind, rng.randrange(_N_WRITERS), rng.randrange(12)))
     _run("embedded", ops)
+
+
+def _rows(c: SegmentStoreClient, positions: dict[str, int | None]) -> list[tuple[StreamSegment, int]]:
+    """Rows a group would list: each named segment at a position (``None``: its length)."""
+    return [(c.get_segment(n), c.get_info(n).length if p is None else p) for n, p in positions.items()]
+
+
+def test_a_successor_the_group_does_not_list_yet_holds_a_writer_it_has_not_seen_join(
+    ticking: tuple[TickingClock, SegmentStoreClient],
+) -> None:
+    """The merge successor is listed only once both predecessors are read; it already has events."""
+    _, c = ticking
+    c.create_stream(S, 3)
+    s0, s1, s2 = (s.name for s in sorted(c.get_stream(S).active_segments, key=lambda s: s.key_low))
+    merged = c.scale_stream(S, [s1, s2], [(1 / 3, 1.0)])[0].name
+    w = EventWriter(c, S, writer_id=1)
+    w.note_time(100)
+    high = next(k for k in (f"h{i}" for i in range(100)) if key_hash(k) >= 0.5)
+    w.write_event(high, b"in the successor", event_time=100)
+    w.note_time(200)
+    assert c.get_info(merged).length > 0
+    listed = _rows(c, {s0: None, s1: 0, s2: 0})  # s0 read to its end; s1, s2 (sealed, empty) not yet
+    assert ProducerWatermarks(c).watermark(0, listed) == INT64_MIN  # not 199: the event at 100 is ahead
+    first_marker_end = next(f.end_offset for f in _frames(c, merged))
+    assert ProducerWatermarks(c).watermark(0, _rows(c, {s0: None, merged: first_marker_end})) == 99
+
+
+def test_an_idle_writer_that_rejoins_ahead_is_bounded_by_its_rejoin_time(
+    ticking: tuple[TickingClock, SegmentStoreClient],
+) -> None:
+    """Idle where the reader is, re-joined further on: the re-join's time bounds its events there."""
+    _, c = ticking
+    c.create_stream(S, 1)
+    w = EventWriter(c, S, writer_id=1)
+    _split(c, 0)  # [0, .5) [.5, 1)
+    w.mark_idle()  # an idle marker in both halves
+    low, upper = sorted(c.get_stream(S).active_segments, key=lambda s: s.key_low)
+    _split(c, 0)  # the lower half splits again: its successors inherit "idle"
+    w.note_time(100)  # re-joins everywhere
+    key = next(k for k in (f"l{i}" for i in range(100)) if key_hash(k) < 0.5)
+    w.write_event(key, b"after the re-join", event_time=100)
+    w.note_time(200)
+    rows = _rows(c, {low.name: None, upper.name: None})  # the upper half read past both assertions
+    assert ProducerWatermarks(c).watermark(0, rows) == 99  # not 199: the lower successors re-join at 100
