@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from segmentstore.watermark_index import WatermarkIndex
+from segmentstore.core.watermark_index import WatermarkIndex
 
 from .runner import Row, module_main, row
 
@@ -49,7 +49,7 @@ def _startup() -> list[Row]:
     code = (
         "import sys, time\n"
         "t0 = time.perf_counter()\n"
-        "from segmentstore.watermark_index import WatermarkIndex\n"
+        "from segmentstore.core.watermark_index import WatermarkIndex\n"
         "t1 = time.perf_counter()\n"
         "assert 'numba' not in sys.modules, 'numba imported eagerly'\n"
         "import numpy as np\n"
@@ -65,7 +65,7 @@ def _startup() -> list[Row]:
         vals = [float(x) for x in res.stdout.split()]
         best = [min(b, v) for b, v in zip(best, vals, strict=True)]
     return [
-        row("import segmentstore.watermark_index (no numba)", best[0], "s"),
+        row("import segmentstore.core.watermark_index (no numba)", best[0], "s"),
         row("first batch call: numba import + cached kernels", best[1], "s"),
     ]
 

@@ -25,8 +25,8 @@ import sys
 import threading
 from pathlib import Path
 
+from segmentstore.client.remote import RemoteClient
 from segmentstore.clock import monotonic_s
-from segmentstore.remote import RemoteClient
 
 from .runner import Row, module_main, row
 

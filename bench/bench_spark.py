@@ -31,10 +31,10 @@ from typing import Any
 
 from readergroup.events import decode_columns, encode_event
 from segmentstore import SegmentStore, StoreConfig, WallClock
-from segmentstore.client import EmbeddedClient
+from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client.remote import RemoteClient
 from segmentstore.clock import monotonic_s
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.net.server import SegmentStoreServer
 
 from .runner import Row, module_main, row
 

@@ -150,8 +150,8 @@ def serve(
 ) -> None:
     """Serve a segment store until SIGINT/SIGTERM; prints ``listening on HOST:PORT``."""
     from segmentstore.errors import SegmentStoreError
-    from segmentstore.serve_config import load_serve_config
-    from segmentstore.server import serve as run_server
+    from segmentstore.net.serve_config import load_serve_config
+    from segmentstore.net.server import serve as run_server
 
     try:
         config = load_serve_config(config_file, settings)

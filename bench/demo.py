@@ -56,7 +56,7 @@ def run_demo(
     spark_lines: list[str] = []
 
     def spark_part(store: SegmentStore) -> None:
-        from segmentstore.server import SegmentStoreServer
+        from segmentstore.net.server import SegmentStoreServer
         from spark_source.demo import run_spark_demo
 
         server = SegmentStoreServer(store)

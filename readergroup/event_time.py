@@ -50,7 +50,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 
 from segmentstore import SegmentNotFoundError, StreamSegment
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client.embedded import SegmentStoreClient
 
 from .events import KIND_WATERMARK, frame_length
 from .producer_watermarks import SegmentWatermarkCursor, load_snapshots, scan_markers

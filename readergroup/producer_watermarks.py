@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from segmentstore import SegmentExistsError, SegmentNotFoundError, SegmentTruncatedError
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client.embedded import SegmentStoreClient
 
 from .errors import FrameFormatError, InvalidEventError
 from .events import KIND_EVENT, KIND_IDLE, KIND_WATERMARK, decode_columns, encode_event, frame_length

@@ -35,7 +35,7 @@ import threading
 from dataclasses import dataclass, fields
 
 from segmentstore import Clock, SegmentSealedError, StreamSegment
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client.embedded import SegmentStoreClient
 
 from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
 from .events import encode_event

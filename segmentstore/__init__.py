@@ -11,6 +11,7 @@ from .attributes import (
 )
 from .clock import Clock, ManualClock, TickingClock, WallClock
 from .config import StoreConfig
+from .controller.controller import StreamController
 from .errors import (
     AuthenticationError,
     BadAttributeUpdateError,
@@ -48,7 +49,6 @@ from .stream_metadata import (
     TransactionInfo,
     TransactionSegment,
 )
-from .streams import StreamController
 from .wait_any import ReadyFuture
 
 __all__ = [

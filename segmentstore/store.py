@@ -10,20 +10,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .advancer import AdvancerStats, WatermarkAdvancer
 from .attributes import AttributeUpdate
 from .clock import Clock, WallClock
 from .config import StoreConfig
-from .container import SegmentContainer
+from .core.advancer import AdvancerStats, WatermarkAdvancer
+from .core.container import SegmentContainer
+from .core.eviction import EvictionStats, Evictor, MemoryColdStore
 from .errors import InvalidArgumentError
-from .eviction import EvictionStats, Evictor, MemoryColdStore
 from .future_read import FutureRead
 from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
 from .wait_any import ReadyFuture, WaitRequest
 
 if TYPE_CHECKING:
-    from .durable import DurableStats, DurableStore
-    from .streams import StreamController
+    from .controller.controller import StreamController
+    from .durable.data_dir import DurableStats, DurableStore
 
 __all__ = ["SegmentStore"]
 
@@ -61,7 +61,7 @@ class SegmentStore:
         if self.data_dir is None:
             self._evictor = Evictor(self._container, config, MemoryColdStore())
         else:
-            from .durable import DurableStore
+            from .durable.data_dir import DurableStore
 
             self._durable = DurableStore(self.data_dir, self._container, config)
             self._evictor = Evictor(self._container, config, self._durable.cold)
@@ -142,7 +142,7 @@ class SegmentStore:
             with _CONTROLLER_LOCK:
                 ctl = self._stream_controller
                 if ctl is None:
-                    from .streams import StreamController
+                    from .controller.controller import StreamController
 
                     ctl = self._stream_controller = StreamController(self)
         return ctl

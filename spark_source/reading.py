@@ -20,9 +20,9 @@ import pyarrow as pa
 
 from readergroup.events import NO_EVENT_TIME, decode_columns, frame_ends_of
 from readergroup.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client.remote import RemoteClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
-from segmentstore.remote import RemoteClient
 
 from .errors import DataLossError
 

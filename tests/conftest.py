@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from segmentstore import ManualClock, SegmentStore, TickingClock
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.remote import RemoteClient
+from segmentstore.net.server import SegmentStoreServer
 
 settings.register_profile(
     "long",

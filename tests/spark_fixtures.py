@@ -19,9 +19,9 @@ import pytest
 
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
-from segmentstore.client import EmbeddedClient
+from segmentstore.client.embedded import EmbeddedClient
 from segmentstore.clock import Clock
-from segmentstore.server import SegmentStoreServer
+from segmentstore.net.server import SegmentStoreServer
 
 
 @pytest.fixture(scope="session", name="spark")

@@ -151,7 +151,7 @@ def test_background_mode_survives_a_failed_pass_and_stops_on_close(
         s.create_segment("s")
         first = s.get_info("s").last_write_time
         _wait_for(lambda: s.advancer_stats.segments_advanced >= 2, "two advances")
-        with caplog.at_level(logging.ERROR, logger="segmentstore.advancer"):
+        with caplog.at_level(logging.ERROR, logger="segmentstore.core.advancer"):
             with clock.lock:
                 clock.failures = 1
             _wait_for(lambda: s.advancer_stats.failed_passes == 1, "the failed pass")

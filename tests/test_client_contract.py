@@ -36,11 +36,11 @@ from segmentstore import (
     SegmentTruncatedError,
     WrongParentError,
 )
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.commands import COMMANDS
+from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.remote import RemoteClient
 from segmentstore.errors import InvalidScaleError, StreamExistsError, StreamNotFoundError
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.net.commands import COMMANDS
+from segmentstore.net.server import SegmentStoreServer
 
 _WAIT_MS = 10_000  # a wait that something else ends long before; never reached when all is fine
 

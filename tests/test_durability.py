@@ -32,8 +32,7 @@ from segmentstore import (
     StoreLockedError,
 )
 from segmentstore.clock import monotonic_s
-from segmentstore.codec import decode_operation, encode_operation
-from segmentstore.operations import (
+from segmentstore.core.operations import (
     Append,
     CreateSegment,
     Delete,
@@ -43,7 +42,8 @@ from segmentstore.operations import (
     Truncate,
     UpdateAttributes,
 )
-from segmentstore.oplog import OpLog, log_files, scan_log
+from segmentstore.durable.log import OpLog, log_files, scan_log
+from segmentstore.durable.log_codec import decode_operation, encode_operation
 
 T0 = 1_000_000
 QUIET = dict(advancer_thread=False)
@@ -186,7 +186,7 @@ def test_torn_tail_is_cut_off_with_a_warning(
     last_record = 8 + len(encode_operation(Append(1, 1, "s", 0, payloads[-1])))  # frame + payload
     with open(last, "r+b") as f:
         f.truncate(size - cut)
-    with caplog.at_level(logging.WARNING, logger="segmentstore.oplog"):
+    with caplog.at_level(logging.WARNING, logger="segmentstore.durable.log"):
         r = _open(d, ManualClock(T0))
     try:
         warnings = [rec.getMessage() for rec in caplog.records if rec.levelno == logging.WARNING]
@@ -200,7 +200,7 @@ def test_torn_tail_is_cut_off_with_a_warning(
     finally:
         r.close()
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="segmentstore.oplog"):
+    with caplog.at_level(logging.WARNING, logger="segmentstore.durable.log"):
         r = _open(d, ManualClock(T0))
     try:
         assert not [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
@@ -213,7 +213,7 @@ def test_zero_filled_tail_is_torn_not_corrupt(tmp_path: Path, caplog: pytest.Log
     d, payloads = _crashed_store_with_appends(tmp_path, 3)
     with open(_log_files(d)[-1], "ab") as f:
         f.write(b"\0" * 100)
-    with caplog.at_level(logging.WARNING, logger="segmentstore.oplog"):
+    with caplog.at_level(logging.WARNING, logger="segmentstore.durable.log"):
         r = _open(d, ManualClock(T0))
     try:
         assert r.read("s", 0, 10_000).data == b"".join(payloads)

@@ -21,9 +21,9 @@ from readergroup.event_time import INT64_MIN, ProducerWatermarks
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, EventReader, ReadKind
 from segmentstore import SegmentStore, StreamSegment, TickingClock
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.remote import RemoteClient
+from segmentstore.net.server import SegmentStoreServer
 
 S = "pw/scaling"
 

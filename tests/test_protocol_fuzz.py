@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segmentstore import AttributeUpdate, ManualClock, SegmentStore
-from segmentstore.commands import COMMANDS
-from segmentstore.protocol import PROTOCOL_VERSION, encode_frame, pack
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.client.remote import RemoteClient
+from segmentstore.net.commands import COMMANDS
+from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, pack
+from segmentstore.net.server import SegmentStoreServer
 
 _KEEP = {f"keep-{i}": bytes([65 + i]) * (100 + 37 * i) for i in range(3)}
 _HELLO = b"".join(bytes(p) for p in encode_frame([0, 1, "hello", {"version": PROTOCOL_VERSION}]))

@@ -35,9 +35,9 @@ from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.remote import RemoteClient
+from segmentstore.net.server import SegmentStoreServer
 
 STREAMS = ("sim/a", "sim/b")
 MAX_READERS = 4

@@ -25,10 +25,10 @@ from segmentstore import (
     SegmentStore,
     StoreConfig,
 )
+from segmentstore.client.remote import RemoteClient
 from segmentstore.errors import AuthenticationError, ConnectionLostError, SegmentNotFoundError
-from segmentstore.protocol import PROTOCOL_VERSION, encode_frame, unpack
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack
+from segmentstore.net.server import SegmentStoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 _REC = 24  # bytes per test event record
@@ -123,7 +123,7 @@ def _fatal_error(headers: list[Any], cls: str) -> Any:
 # ---------------------------------------------------------------- concurrency
 _CHILD = """
 import json, sys
-from segmentstore.remote import RemoteClient
+from segmentstore.client.remote import RemoteClient
 port, writer, n = (int(a) for a in sys.argv[1:4])
 rec = lambda i: (b"w%03d:%08d" % (writer, i)).ljust(24, b".")
 with RemoteClient(("127.0.0.1", port), timeout_s=60) as c:

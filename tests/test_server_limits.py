@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from segmentstore import ManualClock, SegmentStore
+from segmentstore.client.remote import RemoteClient
 from segmentstore.clock import monotonic_s
 from segmentstore.errors import InvalidArgumentError
-from segmentstore.protocol import PROTOCOL_VERSION, encode_frame, unpack
-from segmentstore.remote import RemoteClient
-from segmentstore.serve_config import load_serve_config
-from segmentstore.server import SegmentStoreServer
+from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack
+from segmentstore.net.serve_config import load_serve_config
+from segmentstore.net.server import SegmentStoreServer
 
 ROOT = Path(__file__).resolve().parents[1]
 MiB = 1 << 20

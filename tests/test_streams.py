@@ -25,8 +25,8 @@ from segmentstore import (
     StreamNotSealedError,
     StreamSealedError,
 )
-from segmentstore.client import EmbeddedClient
-from segmentstore.streams import STREAMS_SEGMENT
+from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.controller.controller import STREAMS_SEGMENT
 
 S = "scope/s"
 

@@ -22,10 +22,10 @@ from segmentstore import (
     StoreConfig,
     WallClock,
 )
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.remote import RemoteClient
 from segmentstore.clock import monotonic_s
-from segmentstore.remote import RemoteClient
-from segmentstore.server import SegmentStoreServer
+from segmentstore.net.server import SegmentStoreServer
 
 LEASE = 5_000
 

@@ -28,7 +28,7 @@ from segmentstore import (
     StreamSealedError,
     TickingClock,
 )
-from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
 
 S = "scope/t"
 KEYS = [f"k{i}" for i in range(12)]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from segmentstore.watermark_index import WatermarkIndex
+from segmentstore.core.watermark_index import WatermarkIndex
 
 CT = 1_000  # creation time used throughout
 
@@ -477,7 +477,7 @@ def test_check_detects_corruption() -> None:
 def test_import_does_not_load_numba() -> None:
     code = (
         "import sys\n"
-        "import segmentstore.watermark_index as w\n"
+        "import segmentstore.core.watermark_index as w\n"
         "assert 'numba' not in sys.modules, 'numba imported at package import'\n"
         "i = w.WatermarkIndex(5)\n"
         "i.record_write(10, 6)\n"
@@ -489,7 +489,7 @@ def test_import_does_not_load_numba() -> None:
 
 def test_serial_fallback_when_parallel_unsafe(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a fork child of an OpenMP process, batches run serial kernels, same answers."""
-    import segmentstore._kernels as kernels
+    import segmentstore.core._kernels as kernels
 
     idx = _big_index(3_000, seed=10)
     q = np.random.default_rng(10).integers(0, idx.length + 1, 5_000)
@@ -509,7 +509,7 @@ def test_parallel_kernels_survive_fork() -> None:
     """A pool forked after the parent ran parallel kernels can run them too."""
     code = (
         "import multiprocessing as mp, numpy as np\n"
-        "from segmentstore.watermark_index import WatermarkIndex\n"
+        "from segmentstore.core.watermark_index import WatermarkIndex\n"
         "w = WatermarkIndex(0)\n"
         "w.record_writes(np.arange(1, 100_001), np.arange(100_000))\n"
         "q = np.random.default_rng(0).integers(0, 100_000, 100_000)\n"

@@ -20,7 +20,7 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from .errors import DataCorruptionError, SegmentStoreError
+from ..errors import DataCorruptionError, SegmentStoreError
 
 __all__ = ["BLOCK_BYTES", "SegmentCache", "FileSegmentData"]
 

@@ -13,7 +13,7 @@ appends in one millisecond share one entry; queries cannot tell the difference).
 
 Single operations run in plain Python on numpy capacity arrays through memoryviews
 (no numba dispatch per append); bulk commits and batch lookups go to the numba
-kernels of :mod:`segmentstore._kernels`, imported on first use. Not thread-safe: the
+kernels of :mod:`segmentstore.core._kernels`, imported on first use. Not thread-safe: the
 owner (the container) serialises calls on one index.
 """
 
@@ -48,7 +48,7 @@ def _kernels() -> ModuleType:
     """The kernel module, imported (numba loaded, kernels cached/compiled) on first call."""
     global _kmod, _scalar
     if _kmod is None:
-        from segmentstore import _kernels as kmod
+        from . import _kernels as kmod
 
         if kmod.BLOCK != _BLOCK:
             raise RuntimeError(f"_kernels.BLOCK {kmod.BLOCK} != watermark_index._BLOCK {_BLOCK}")

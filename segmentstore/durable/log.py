@@ -35,11 +35,11 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from .clock import monotonic_s
-from .codec import decode_operation, encode_operation_parts
-from .config import SyncPolicy
-from .errors import DataCorruptionError, SegmentStoreError, StoreClosedError
-from .operations import Operation
+from ..clock import monotonic_s
+from ..config import SyncPolicy
+from ..core.operations import Operation
+from ..errors import DataCorruptionError, SegmentStoreError, StoreClosedError
+from .log_codec import decode_operation, encode_operation_parts
 
 __all__ = ["OpLog", "LogStats", "scan_log", "log_files", "fsync_dir", "LOG_MAGIC"]
 

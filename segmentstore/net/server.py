@@ -1,4 +1,4 @@
-"""The segment store server: the wire protocol (``segmentstore.protocol``) over a ``SegmentStore``.
+"""The segment store server: the wire protocol (``segmentstore.net.protocol``) over a ``SegmentStore``.
 
 One asyncio event loop on a background thread serves every connection; store calls
 are fast and run inline on it, so appends on a connection execute and are
@@ -29,11 +29,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .client import EmbeddedClient
-from .clock import monotonic_s
+from ..client.embedded import EmbeddedClient
+from ..clock import monotonic_s
+from ..errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
+from ..future_read import FutureRead
+from ..store import SegmentStore
+from ..wait_any import ReadyFuture
 from .commands import COMMANDS, decode_args, encode_read
-from .errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
-from .future_read import FutureRead
 from .handlers import Handler, handlers
 from .protocol import (
     DEFAULT_MAX_BUFFERED_BYTES,
@@ -49,8 +51,6 @@ from .protocol import (
     unpack,
 )
 from .serve_config import ServeConfig
-from .store import SegmentStore
-from .wait_any import ReadyFuture
 
 __all__ = ["SegmentStoreServer", "serve"]
 

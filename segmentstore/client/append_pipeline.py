@@ -20,16 +20,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from .clock import monotonic_s
-from .commands import decode_append_items
-from .connection import Connection, NotSentError
-from .errors import (
+from ..clock import monotonic_s
+from ..errors import (
     ConnectionLostError,
     ReadTimeoutError,
     SegmentStoreError,
     StoreClosedError,
 )
-from .protocol import pack
+from ..net.commands import decode_append_items
+from ..net.protocol import pack
+from .connection import Connection, NotSentError
 
 __all__ = ["AppendPipeline", "Chunk"]
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .config import StoreConfig
-from .errors import InvalidArgumentError
+from ..config import StoreConfig
+from ..errors import InvalidArgumentError
 
 __all__ = ["ServeConfig", "ServerLimits", "STORE_KEYS", "SERVER_KEYS", "load_serve_config"]
 

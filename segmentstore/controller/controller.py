@@ -33,7 +33,8 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from ..core.segment import TRANSACTION_SEPARATOR
+from ..errors import (
     BadOffsetError,
     DataCorruptionError,
     InvalidArgumentError,
@@ -49,8 +50,7 @@ from .errors import (
     StreamNotSealedError,
     StreamSealedError,
 )
-from .segment import TRANSACTION_SEPARATOR
-from .stream_metadata import (
+from ..stream_metadata import (
     StreamCut,
     StreamInfo,
     StreamMetadata,
@@ -69,7 +69,7 @@ from .stream_metadata import (
 )
 
 if TYPE_CHECKING:
-    from .store import SegmentStore
+    from ..store import SegmentStore
 
 __all__ = ["StreamController", "STREAMS_SEGMENT", "MAX_INITIAL_SEGMENTS"]
 

@@ -13,7 +13,7 @@ time still keeps what is being read.
 
 Evicted state goes to a cold store: ``MemoryColdStore`` (the ``Segment`` objects, when
 there is no data directory) or the durable store's (a state file per segment, see
-``segmentstore.durable``). The next read, write or info reactivates the segment with
+``segmentstore.durable.data_dir``). The next read, write or info reactivates the segment with
 all its state (the container calls ``Evictor.reactivate`` on a miss, so a hit stays a
 plain dict lookup); if it has been idle for ``max_watermark_lag_ms`` its watermark is
 advanced at once (PDP-26's open question), so a reader never sees a stale tail.
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from .config import StoreConfig
+from ..config import StoreConfig
 from .operations import Append, CreateSegment, MergeTransaction, Operation
 from .segment import Segment, is_system_segment
 

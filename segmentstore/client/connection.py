@@ -18,9 +18,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .clock import monotonic_s
-from .errors import ConnectionLostError, ProtocolError, ReadTimeoutError, SegmentStoreError
-from .protocol import (
+from ..clock import monotonic_s
+from ..errors import ConnectionLostError, ProtocolError, ReadTimeoutError, SegmentStoreError
+from ..net.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ERROR,
     PROTOCOL_VERSION,

@@ -3,10 +3,10 @@
 Layout of ``data_dir``::
 
     LOCK                      flock-ed by the one process using the directory
-    log/wal-<n>.log           the write-ahead operation log (``segmentstore.oplog``)
-    snapshot-<seq>.snap       the newest snapshot (``segmentstore.snapshot``)
+    log/wal-<n>.log           the write-ahead operation log (``segmentstore.durable.log``)
+    snapshot-<seq>.snap       the newest snapshot (``segmentstore.durable.snapshot``)
     segments/<id>.dat         segment bytes; <id> is the seq of the segment's creation
-    cold/<id>-<seq>-<k>.state state of evicted segments (``segmentstore.eviction``)
+    cold/<id>-<seq>-<k>.state state of evicted segments (``segmentstore.core.eviction``)
 
 Opening: lock, load the newest snapshot (segments and evicted-segment references),
 replay the log after it through ``SegmentContainer.replay`` (which restores the
@@ -28,14 +28,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .clock import monotonic_s
-from .config import StoreConfig
-from .container import SegmentContainer
-from .errors import DataCorruptionError, InvalidArgumentError, StoreLockedError
-from .file_storage import FileSegmentData, SegmentCache
-from .operations import Operation
-from .oplog import OpLog, fsync_dir, scan_log
-from .segment import Segment
+from ..clock import monotonic_s
+from ..config import StoreConfig
+from ..core.container import SegmentContainer
+from ..core.operations import Operation
+from ..core.segment import Segment
+from ..errors import DataCorruptionError, InvalidArgumentError, StoreLockedError
+from .files import FileSegmentData, SegmentCache
+from .log import OpLog, fsync_dir, scan_log
 from .snapshot import (
     ColdRef,
     SegmentState,

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from .clock import Clock
-from .errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
-from .future_read import FutureRead
+from ..clock import Clock
+from ..errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
+from ..future_read import FutureRead
+from ..results import SegmentRead
+from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
-from .results import SegmentRead
 from .segment import Segment
 from .validation import check_offset, quote
-from .wait_any import ReadyFuture, WaitRequest, check_wait_requests
 
 __all__ = ["ReadIndex", "Wakeup", "tail_read", "complete"]
 

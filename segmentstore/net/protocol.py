@@ -56,7 +56,7 @@ Commands
 --------
 Every method of ``SegmentStoreClient`` is a command of the same name whose args are
 the method's parameters by name and whose result is the method's return value
-(``segmentstore.commands.COMMANDS`` lists them). Special forms:
+(``segmentstore.net.commands.COMMANDS`` lists them). Special forms:
 
 - ``append``: args ``{"name", "sizes": [n, ...], "eo": [expected_offset | nil, ...] |
   nil, "wid": [writer_id | nil, ...] | nil, "ev": [event_number | nil, ...] | nil}``,
@@ -104,9 +104,9 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from . import attributes as _attributes
-from . import results as _results
-from .errors import ProtocolError, SegmentStoreError
+from .. import attributes as _attributes
+from .. import results as _results
+from ..errors import ProtocolError, SegmentStoreError
 
 __all__ = [
     "PROTOCOL_VERSION",

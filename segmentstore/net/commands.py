@@ -6,7 +6,7 @@ Dispatch on both sides is driven by ``COMMANDS``: the server calls the
 the parameters of the ``SegmentStoreClient`` method of the same name, and every frozen
 dataclass or enum its type hints mention is registered as a wire type. So adding a
 client method to the remote side is one ``register_command`` line here plus a one-line
-``RemoteClient`` method. See ``segmentstore.protocol`` for the frame format.
+``RemoteClient`` method. See ``segmentstore.net.protocol`` for the frame format.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import typing
 from dataclasses import dataclass, is_dataclass
 from typing import Any
 
-from .client import SegmentStoreClient
-from .errors import ProtocolError
+from ..client.embedded import SegmentStoreClient
+from ..errors import ProtocolError
+from ..results import AppendResult, SegmentRead
 from .protocol import decode_error, error_header, register_type, wire_type
-from .results import AppendResult, SegmentRead
 
 __all__ = [
     "Command",

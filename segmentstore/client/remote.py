@@ -27,12 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .attributes import AttributeUpdate, as_updates, check_attribute_keys
-from .client import SegmentStoreClient
-from .clock import monotonic_s
-from .commands import COMMANDS, decode_read, encode_args
-from .connection import Connection, ConnectionPool, NotSentError
-from .errors import (
+from ..attributes import AttributeUpdate, as_updates, check_attribute_keys
+from ..clock import monotonic_s
+from ..errors import (
     ConnectionLostError,
     InvalidArgumentError,
     ProtocolError,
@@ -40,11 +37,14 @@ from .errors import (
     SegmentStoreError,
     StoreClosedError,
 )
-from .pipeline import AppendPipeline, Chunk
-from .protocol import DEFAULT_MAX_FRAME_BYTES, pack
-from .results import AppendResult, SegmentInfo, SegmentRead
-from .stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
-from .wait_any import check_wait_requests
+from ..net.commands import COMMANDS, decode_read, encode_args
+from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
+from ..results import AppendResult, SegmentInfo, SegmentRead
+from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
+from ..wait_any import check_wait_requests
+from .append_pipeline import AppendPipeline, Chunk
+from .connection import Connection, ConnectionPool, NotSentError
+from .embedded import SegmentStoreClient
 
 __all__ = ["RemoteClient", "parse_address"]
 

@@ -5,7 +5,7 @@ clock (no threads, deterministic), or ``start()`` for a background thread that r
 pass every ``polling_period_ms`` of real time and survives (and logs) a failed pass.
 Each pass also expires future reads whose ingestion-clock deadline has passed, aborts
 open transactions whose lease ran out (``StoreConfig.transaction_lease_ms``), and
-then evicts inactive segments (``segmentstore.eviction``): an evicted idle segment
+then evicts inactive segments (``segmentstore.core.eviction``): an evicted idle segment
 costs no operation until it is used again.
 """
 
@@ -15,7 +15,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from .config import StoreConfig
+from ..config import StoreConfig
 from .container import SegmentContainer
 from .eviction import Evictor
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from .errors import DataCorruptionError, InvalidArgumentError
-from .operations import (
+from ..core.operations import (
     Append,
     CreateSegment,
     Delete,
@@ -24,6 +23,7 @@ from .operations import (
     Truncate,
     UpdateAttributes,
 )
+from ..errors import DataCorruptionError, InvalidArgumentError
 
 __all__ = ["CODEC_VERSION", "encode_operation", "encode_operation_parts", "decode_operation"]
 

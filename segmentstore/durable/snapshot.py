@@ -21,9 +21,9 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .errors import DataCorruptionError
-from .segment import Segment
-from .watermark_index import WatermarkIndex
+from ..core.segment import Segment
+from ..core.watermark_index import WatermarkIndex
+from ..errors import DataCorruptionError
 
 __all__ = [
     "SNAPSHOT_VERSION",

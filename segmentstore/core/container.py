@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .attributes import (
+from ..attributes import (
     CREATION_TIME,
     INT64_MAX,
     LAST_WRITE_TIME,
@@ -23,9 +23,9 @@ from .attributes import (
     is_core_attribute,
     plan_attribute_updates,
 )
-from .clock import Clock
-from .config import StoreConfig
-from .errors import (
+from ..clock import Clock
+from ..config import StoreConfig
+from ..errors import (
     BadOffsetError,
     InvalidArgumentError,
     NotATransactionError,
@@ -38,6 +38,7 @@ from .errors import (
     StoreClosedError,
     WrongParentError,
 )
+from ..results import AppendResult, MergeResult, SegmentInfo
 from .operations import (
     Append,
     CreateSegment,
@@ -50,7 +51,6 @@ from .operations import (
 )
 from .processor import OperationProcessor, OperationSink
 from .read_index import ReadIndex, Wakeup, complete
-from .results import AppendResult, MergeResult, SegmentInfo
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
 from .storage import SegmentData
 from .validation import as_bytes, check_name, check_offset, check_writer, quote

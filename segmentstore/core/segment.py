@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .attributes import CREATION_TIME, LAST_WRITE_TIME
-from .future_read import FutureRead
-from .results import SegmentInfo
+from ..attributes import CREATION_TIME, LAST_WRITE_TIME
+from ..future_read import FutureRead
+from ..results import SegmentInfo
 from .storage import MemorySegmentData, SegmentData
 from .watermark_index import WatermarkIndex
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .attributes import INT64_MAX, INT64_MIN, is_core_attribute
-from .errors import InvalidArgumentError
+from ..attributes import INT64_MAX, INT64_MIN, is_core_attribute
+from ..errors import InvalidArgumentError
 
 __all__ = ["quote", "check_name", "check_offset", "check_writer", "as_bytes"]
 

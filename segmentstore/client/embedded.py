@@ -2,7 +2,7 @@
 
 Everything above ``segmentstore`` talks to the store only through ``SegmentStoreClient``.
 ``EmbeddedClient`` calls a ``SegmentStore`` in the same process; ``RemoteClient``
-(``segmentstore.remote``) speaks the wire protocol to ``ingestwm serve``. Both return
+(``segmentstore.client.remote``) speaks the wire protocol to ``ingestwm serve``. Both return
 the same frozen result types and raise the same ``SegmentStoreError`` subclasses.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .attributes import AttributeUpdate
-from .errors import InvalidArgumentError, SegmentStoreError
-from .results import AppendResult, SegmentInfo, SegmentRead
-from .store import SegmentStore
-from .stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
+from ..attributes import AttributeUpdate
+from ..errors import InvalidArgumentError, SegmentStoreError
+from ..results import AppendResult, SegmentInfo, SegmentRead
+from ..store import SegmentStore
+from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 
 __all__ = ["SegmentStoreClient", "EmbeddedClient"]
 

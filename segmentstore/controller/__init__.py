@@ -1,0 +1,1 @@
+"""Streams over the segment store (Pravega's controller): scaling, successors, cuts, transactions."""

@@ -1,0 +1,1 @@
+"""Durability: the data directory, the write-ahead operation log and its codec, snapshots, segment files."""
