@@ -20,6 +20,8 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from segmentstore.limits import INT64_MAX, INT64_MIN
+
 from .errors import InvalidConfigError
 
 __all__ = [
@@ -33,10 +35,10 @@ __all__ = [
     "StatusWatermarkValve",
 ]
 
-MIN_TIMESTAMP = -(2**63)
+MIN_TIMESTAMP = INT64_MIN
 """Java's ``Long.MIN_VALUE``: the watermark before any was emitted."""
 
-MAX_TIMESTAMP = 2**63 - 1
+MAX_TIMESTAMP = INT64_MAX
 """Java's ``Long.MAX_VALUE``: the watermark that ends event time (end of input)."""
 
 T = TypeVar("T")

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from segmentstore import SegmentNotFoundError
-
-from .state import INT64_MIN
+from segmentstore.limits import INT64_MIN
 
 if TYPE_CHECKING:
     from .group import ReaderGroup

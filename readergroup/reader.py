@@ -32,6 +32,7 @@ import pyarrow as pa
 from segmentstore import Clock
 from segmentstore.client.embedded import SegmentStoreClient
 from segmentstore.clock import monotonic_s
+from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .checkpoint import ReaderPosition, SegmentPosition
 from .config import TimeDomain
@@ -39,7 +40,6 @@ from .errors import InvalidReadError, ReaderNotInGroupError
 from .events import NO_EVENT_TIME
 from .frontier import event_time_watermark
 from .segment_input import BlockSlice, SegmentInput
-from .state import INT64_MIN
 
 if TYPE_CHECKING:
     from .config import ReaderGroupConfig
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
-_INT64_MAX = 2**63 - 1
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
 _new = tuple.__new__
 
@@ -193,7 +192,7 @@ class EventReader:
         self._epoch = state.epoch
         self._segs: dict[str, SegmentInput] = {}
         self._cur: SegmentInput | None = None
-        self._limit = _INT64_MAX
+        self._limit = INT64_MAX
         self._emitted = INT64_MIN  # last watermark returned in this epoch
         self._late_threshold = INT64_MIN  # event times <= this are late
         self._it_emitted = INT64_MIN  # ingestion times <= this are late (INGESTION_TIME only)
@@ -335,7 +334,7 @@ class EventReader:
     def _select(self) -> bool:
         """Make the segment with the oldest buffered event current (fetching exhausted blocks). O(k)."""
         best: SegmentInput | None = None
-        best_t = second = _INT64_MAX
+        best_t = second = INT64_MAX
         for s in self._segs.values():
             if s.idx >= s.n and not self._refill(s):
                 continue
@@ -362,7 +361,7 @@ class EventReader:
         left = max_events
         while left > 0:
             best: SegmentInput | None = None
-            best_t = second = _INT64_MAX
+            best_t = second = INT64_MAX
             for s in self._segs.values():
                 if s.idx >= s.n and (parts or not self._refill(s)):
                     continue
@@ -377,7 +376,7 @@ class EventReader:
                 break
             i = best.idx
             stop = min(best.n, i + left)
-            if second != _INT64_MAX:
+            if second != INT64_MAX:
                 stop = min(stop, i + max(1, int(np.searchsorted(best.it[i:stop], second, side="right"))))
             best.idx = stop
             parts.append(best.part(i, stop))
@@ -559,7 +558,7 @@ class EventReader:
         self._need_sync = not self._segs
         self._next_sync = self._clock.now() + self._interval
         self._cur = None
-        self._limit = _INT64_MAX
+        self._limit = INT64_MAX
         if refresh:
             self._ready_tails(0)  # the next selection reads the tails that moved
         return marker
@@ -574,7 +573,7 @@ class EventReader:
             )
         self._segs.clear()
         self._cur = None
-        self._limit = _INT64_MAX
+        self._limit = INT64_MAX
         self._epoch = self._state.epoch
         self._emitted = INT64_MIN
         self._late_threshold = INT64_MIN

@@ -51,6 +51,7 @@ from sortedcontainers import SortedList
 
 from segmentstore import StreamSegment, SuccessorInfo
 from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.limits import INT64_MIN
 
 from .checkpoint import Checkpoint, SegmentPosition
 from .errors import (
@@ -63,9 +64,8 @@ from .errors import (
 from .event_time import ProducerWatermarks
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
 
-__all__ = ["ReaderGroupState", "SegmentState", "INT64_MIN"]
+__all__ = ["ReaderGroupState", "SegmentState"]
 
-INT64_MIN = -(2**63)
 """The group watermark before any segment is known (Java's ``Long.MIN_VALUE``)."""
 
 class ReaderGroupState:

@@ -36,6 +36,7 @@ from dataclasses import dataclass, fields
 
 from segmentstore import Clock, SegmentSealedError, StreamSegment
 from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.limits import INT64_MAX
 
 from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
 from .events import encode_event
@@ -45,7 +46,7 @@ from .routing import RoutingTable, key_hash
 __all__ = ["WriterConfig", "EventWriter", "SegmentAppender", "new_writer_id", "check_writer_id"]
 
 _TRANSIENT = (ConnectionError, TimeoutError)
-_MAX_WRITER_ID = 2**63 - 1
+_MAX_WRITER_ID = INT64_MAX
 
 
 @dataclass(frozen=True, slots=True)

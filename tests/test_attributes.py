@@ -16,7 +16,8 @@ from segmentstore import (
     ManualClock,
     SegmentStore,
 )
-from segmentstore.attributes import CORE_KEY_MAX, CORE_KEY_MIN, INT64_MAX, INT64_MIN
+from segmentstore.attributes import CORE_KEY_MAX, CORE_KEY_MIN
+from segmentstore.limits import INT64_MAX, INT64_MIN
 
 R = AttributeUpdateType.REPLACE
 RIG = AttributeUpdateType.REPLACE_IF_GREATER

@@ -29,9 +29,10 @@ from readergroup.reader import EventReader, ReadKind
 from readergroup.transaction import Transaction
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.limits import INT64_MIN
 
 from .scenario import LabReader, LabScenario, LabWriter
-from .strategies import INT64_MIN, Strategy, make_strategies
+from .strategies import Strategy, make_strategies
 
 __all__ = ["LabResult", "run_compare", "summarise"]
 

@@ -40,11 +40,11 @@ from readergroup.config import TimeDomain
 from readergroup.frontier import event_time_watermark
 from readergroup.state import SegmentState
 from segmentstore import Clock
+from segmentstore.limits import INT64_MIN
 
 from .scenario import LabStrategies
 
 __all__ = [
-    "INT64_MIN",
     "StrategyPipeline",
     "Strategy",
     "IngestionStrategy",
@@ -54,7 +54,6 @@ __all__ = [
     "make_strategies",
 ]
 
-INT64_MIN = -(2**63)
 
 Firing = tuple[int, int, int, int]
 """(clock time fired, window start, window end, count)."""

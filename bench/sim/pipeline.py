@@ -32,6 +32,7 @@ from flink_compat import (
 )
 from readergroup.frontier import event_time_watermark
 from segmentstore import Clock
+from segmentstore.limits import INT64_MIN
 
 __all__ = ["OrderedRecord", "WindowFiring", "EventTimePipeline"]
 
@@ -41,7 +42,6 @@ OrderedRecord = tuple[int, int, int, int]
 WindowFiring = tuple[int, int, int, int, int]
 """(simulated time fired, writer index, window start, window end, count)."""
 
-_MIN = -(2**63)
 
 
 class _WindowSink(DiscardingOutput):
@@ -144,7 +144,7 @@ class EventTimePipeline:
     def event_time_watermark(self) -> int | None:
         """The combined event-time watermark (``None`` before the first)."""
         wm = self.ordering.current_watermark
-        return None if wm == _MIN else wm
+        return None if wm == INT64_MIN else wm
 
     @property
     def buffered(self) -> int:

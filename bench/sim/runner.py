@@ -21,9 +21,10 @@ import simpy
 from readergroup.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s
+from segmentstore.limits import INT64_MIN
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
-from .metrics import INT64_MIN, Recorder, stats, write_outputs
+from .metrics import Recorder, stats, write_outputs
 from .pipeline import OrderedRecord, WindowFiring
 from .readers import ReaderActor
 from .scenario import Scenario, scenario_to_dict

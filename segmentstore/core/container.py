@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from ..attributes import (
     CREATION_TIME,
-    INT64_MAX,
     LAST_WRITE_TIME,
     AttributeUpdate,
     as_updates,
@@ -38,6 +37,7 @@ from ..errors import (
     StoreClosedError,
     WrongParentError,
 )
+from ..limits import INT64_MAX
 from ..results import AppendResult, MergeResult, SegmentInfo
 from .operations import (
     Append,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import operator
 from typing import Protocol
 
-from ..attributes import INT64_MAX, INT64_MIN
 from ..clock import Clock
 from ..errors import InvalidClockError
+from ..limits import INT64_MAX, INT64_MIN
 from .operations import Operation
 
 __all__ = ["OperationProcessor", "OperationSink", "checked_now"]
