@@ -13,7 +13,8 @@ lateness, and the PDP-26 prototype's ``EventTimeOrderingOperator``.
 - ``operators`` / ``windows``: event-time operators.
 - ``runner``: ``JobRunner``, a deterministic job runner with aligned checkpoints.
 - ``checkpoint``: ``JobCheckpoint`` (JSON, never pickle).
-- ``transcripts``: engine-neutral YAML watermark transcripts and their runner.
+- ``transcript_runner``: plays the engine-neutral watermark transcripts
+  (``readergroup.transcripts``) through this layer.
 """
 
 from .checkpoint import JobCheckpoint, OperatorState, SubtaskState
@@ -22,7 +23,6 @@ from .errors import (
     FlinkCompatError,
     InvalidConfigError,
     MissingTimestampError,
-    TranscriptError,
 )
 from .operators import (
     LATE_DATA,
@@ -100,7 +100,6 @@ __all__ = [
     "SumAggregate",
     "TimeWindow",
     "TimestampAssigner",
-    "TranscriptError",
     "TumblingEventTimeWindows",
     "Watermark",
     "WatermarkGenerator",
