@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .checkpoint import OperatorState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import OperatorState
 from .watermark import MIN_TIMESTAMP, StreamRecord, Watermark, WatermarkStatus
 
 __all__ = [

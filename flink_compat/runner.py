@@ -28,8 +28,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError
+from .job_checkpoint import JobCheckpoint, SubtaskState
 from .operators import CollectingOutput, OutputTag, StreamOperator
 from .watermark import (
     MAX_TIMESTAMP,

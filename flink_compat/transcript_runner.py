@@ -16,10 +16,10 @@ from readergroup.errors import TranscriptError
 from readergroup.reader import EventRead, ReaderStats, ReadKind
 from readergroup.transcripts import Transcript, TranscriptResult, TranscriptStep
 
-from .checkpoint import JobCheckpoint
+from .job_checkpoint import JobCheckpoint
 from .operators import LATE_DATA, EventTimeOrderingOperator
+from .pravega_source import PravegaSourceConfig, PravegaSourceSubtask
 from .runner import JobRunner
-from .source import PravegaSourceConfig, PravegaSourceSubtask
 from .strategies import RecordTimestampAssigner
 
 __all__ = ["run_transcript"]

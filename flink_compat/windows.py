@@ -29,8 +29,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .checkpoint import OperatorState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import OperatorState
 from .operators import OutputTag, StreamOperator
 from .watermark import MAX_TIMESTAMP, StreamRecord
 
