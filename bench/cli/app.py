@@ -1,4 +1,12 @@
-"""The ``ingestwm`` command line."""
+"""The ``ingestwm`` command line: one click group, one thin command per job.
+
+Each command parses its flags and calls the code that does the work: ``demo`` the main
+job (``bench.cli.main_job``), ``simulate`` and ``experiment`` the simulator
+(``bench.sim``), ``compare`` the lab (``bench.lab``), ``bench`` the benchmark suite
+(``bench.perf``), ``serve`` the store's server (``segmentstore.net``: its settings and
+its loop live there; this command only maps flags to them). Errors become one line
+and a non-zero exit status.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ def cli() -> None:
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
-    from .sim.errors import SimulationError
+    from ..sim.errors import SimulationError
 
     return (SimulationError,)
 
@@ -34,7 +42,7 @@ def demo(out: str | None, no_spark: bool) -> None:
     """
     from pathlib import Path
 
-    from .demo import run_demo
+    from .main_job import run_demo
 
     try:
         run_demo(click.echo, Path(out) if out is not None else None, spark=not no_spark)
@@ -53,7 +61,7 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
     from pathlib import Path
 
-    from .sim.commands import simulate as run_simulation
+    from ..sim.commands import simulate as run_simulation
 
     try:
         run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo)
@@ -65,7 +73,7 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
 @click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
 def bench_cmd(quick: bool) -> None:
     """Run every bench/bench_*.py module and print one table of ratios measured side by side."""
-    from .runner import run_bench
+    from ..runner import run_bench
 
     run_bench(quick, click.echo)
 
@@ -79,7 +87,7 @@ def experiment(sweep: str, master: str, out: str | None) -> None:
     """Run the parameter grid SWEEP (a shipped name or YAML file), one simulation per Spark task."""
     from pathlib import Path
 
-    from .experiment import run_experiment
+    from ..experiment import run_experiment
 
     try:
         run_experiment(sweep, master, Path(out) if out is not None else None, click.echo)
@@ -95,7 +103,7 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
     """Run lab SCENARIO (shipped name or YAML file) through four watermark strategies; print the table."""
     from pathlib import Path
 
-    from .lab import (
+    from ..lab import (
         LabScenarioError,
         format_table,
         lab_scenarios,
@@ -178,7 +186,3 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as e:
         return e.exit_code
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
