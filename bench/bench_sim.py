@@ -25,7 +25,7 @@ import simpy
 from segmentstore.clock import monotonic_s
 
 from .runner import Row, module_main, row
-from .sim.runner import run_scenario
+from .sim.engine import run_scenario
 from .sim.scenario import Scenario, scenario_from_dict
 
 __all__ = ["run", "main", "bench_scenario", "GOAL_EVENTS_PER_S"]

@@ -61,7 +61,7 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
     from pathlib import Path
 
-    from ..sim.commands import simulate as run_simulation
+    from ..sim.simulate import simulate as run_simulation
 
     try:
         run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo)
@@ -87,7 +87,7 @@ def experiment(sweep: str, master: str, out: str | None) -> None:
     """Run the parameter grid SWEEP (a shipped name or YAML file), one simulation per Spark task."""
     from pathlib import Path
 
-    from ..experiment import run_experiment
+    from ..sim.sweep import run_experiment
 
     try:
         run_experiment(sweep, master, Path(out) if out is not None else None, click.echo)

@@ -6,7 +6,7 @@ __all__ = ["SimulationError", "ScenarioError", "SweepError", "OutputError"]
 
 
 class SimulationError(Exception):
-    """Root of every error raised by ``bench.sim`` (and the experiment runner)."""
+    """Root of every error raised by ``bench.sim`` (the simulator and its sweeps)."""
 
 
 class ScenarioError(SimulationError):

@@ -29,10 +29,10 @@ from typing import Any
 
 import yaml
 
-from .sim.commands import DEFAULT_RUNS_DIR, prepare_output_dir
-from .sim.errors import OutputError, ScenarioError, SweepError
-from .sim.runner import run_scenario
-from .sim.scenario import apply_overrides, parse_override, scenario_from_dict, scenario_path
+from .engine import run_scenario
+from .errors import OutputError, ScenarioError, SweepError
+from .scenario import apply_overrides, parse_override, scenario_from_dict, scenario_path
+from .simulate import DEFAULT_RUNS_DIR, prepare_output_dir
 
 __all__ = ["Sweep", "load_sweep", "sweep_points", "run_point", "run_experiment", "METRICS", "shipped_sweeps"]
 
