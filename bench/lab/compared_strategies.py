@@ -42,7 +42,7 @@ from readergroup.state import SegmentState
 from segmentstore import Clock
 from segmentstore.limits import INT64_MIN
 
-from .scenario import LabStrategies
+from .lab_scenario import LabStrategies
 
 __all__ = [
     "StrategyPipeline",
