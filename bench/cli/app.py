@@ -71,11 +71,23 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
 
 @cli.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
-def bench_cmd(quick: bool) -> None:
-    """Run every bench/bench_*.py module and print one table of ratios measured side by side."""
-    from ..runner import run_bench
+@click.option("--tiny", is_flag=True, help="Smallest sizes: a smoke run (the figures mean little).")
+@click.option("--only", "modules", multiple=True, metavar="MODULE",
+              help="Run only this bench/perf module, e.g. bench_store (repeatable).")
+def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...]) -> None:
+    """Run every bench/perf/bench_*.py module and print one table of ratios measured side by side."""
+    from ..perf.errors import BenchmarkError
+    from ..perf.suite import Size
 
-    run_bench(quick, click.echo)
+    if quick and tiny:
+        raise click.UsageError("give --quick or --tiny, not both")
+    size: Size = "tiny" if tiny else "quick" if quick else "full"
+    try:
+        from ..perf.suite import run_bench
+
+        run_bench(size, click.echo, modules or None)
+    except BenchmarkError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @cli.command()
@@ -176,7 +188,8 @@ def _echo_flush(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ingestwm`` console script."""
     try:
-        cli.main(args=argv, prog_name="ingestwm", standalone_mode=False)
+        # without standalone mode, click returns the code of a click.exceptions.Exit instead of raising it
+        code = cli.main(args=argv, prog_name="ingestwm", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -185,4 +198,4 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.exceptions.Exit as e:
         return e.exit_code
-    return 0
+    return code if isinstance(code, int) else 0

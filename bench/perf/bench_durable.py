@@ -7,7 +7,7 @@
   replaying the whole log, against opening it after a snapshot of the same state (10^6
   watermark index entries; the log then being empty).
 
-Run ``python -m bench.bench_durable [--quick]``; ``run(quick)`` returns the rows.
+Run ``python -m bench.perf.bench_durable [--quick | --tiny]``; ``run(size)`` returns the rows.
 """
 
 from __future__ import annotations
@@ -15,13 +15,16 @@ from __future__ import annotations
 import gc
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.clock import monotonic_s
 
-from .runner import Row, module_main, row
+from .errors import BenchmarkError
+from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main"]
 
@@ -33,25 +36,56 @@ def _config(sync: str = "none", **extra: Any) -> StoreConfig:
     return StoreConfig(advancer_thread=False, sync=sync, **extra)  # type: ignore[arg-type]
 
 
-def _appends_per_s(n: int, sync: str | None, work: Path) -> float:
-    """Appends per second of ``n`` 100-byte events (``sync=None``: the in-memory store)."""
-    events = [(i.to_bytes(8, "little") * 13)[:EVENT_BYTES] for i in range(n)]
+def _events(n: int) -> list[bytes]:
+    return [(i.to_bytes(8, "little") * 13)[:EVENT_BYTES] for i in range(n)]
+
+
+@contextmanager
+def _append_store(sync: str | None, work: Path) -> Iterator[SegmentStore]:
+    """A store with an empty segment ``bench`` (``sync=None``: in memory); its data directory goes after."""
     d = None if sync is None else work / f"append-{sync}"
     store = SegmentStore(ManualClock(1), _config(sync or "none"), data_dir=d)
     try:
         store.create_segment("bench")
-        append = store.append
-        gc.collect()
-        gc.disable()
-        t0 = monotonic_s()
-        for e in events:
-            append("bench", e)
-        elapsed = monotonic_s() - t0
+        yield store
     finally:
-        gc.enable()
         store.close()
         if d is not None:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def _append_all(store: SegmentStore, events: list[bytes]) -> None:
+    append = store.append
+    for e in events:
+        append("bench", e)
+
+
+def _check_durable(work: Path) -> None:
+    """With each sync policy, appended events are there after a reopen (before timing)."""
+    events = _events(100)
+    for sync in ("none", "interval", "always"):
+        d = work / f"check-{sync}"
+        with SegmentStore(ManualClock(1), _config(sync), data_dir=d) as store:
+            store.create_segment("bench")
+            _append_all(store, events)
+        with SegmentStore(ManualClock(1), _config(sync), data_dir=d) as store:
+            if store.read("bench", 0, 1 << 20).data != b"".join(events):
+                raise BenchmarkError(f"sync={sync}: the appended events are not there after a reopen")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _appends_per_s(n: int, sync: str | None, work: Path) -> float:
+    """Appends per second of ``n`` 100-byte events (``sync=None``: the in-memory store)."""
+    events = _events(n)
+    with _append_store(sync, work) as store:
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = monotonic_s()
+            _append_all(store, events)
+            elapsed = monotonic_s() - t0
+        finally:
+            gc.enable()
     return n / elapsed
 
 
@@ -73,11 +107,22 @@ def _append_rows(n: int, n_always: int, work: Path, repeats: int) -> list[Row]:
     return rows
 
 
-def _timed_open(d: Path) -> tuple[float, int]:
+def _open_checked(d: Path, ops: int) -> tuple[SegmentStore, float]:
+    """Open the store in ``d``, timed; check it holds the ``ops - SEGMENTS`` appends of ``_recovery_dirs``."""
     gc.collect()
     t0 = monotonic_s()
     store = SegmentStore(ManualClock(1), _config(), data_dir=d)
     elapsed = monotonic_s() - t0
+    total = sum(store.get_info(f"seg{i}").length for i in range(SEGMENTS))
+    if total != (ops - SEGMENTS) * EVENT_BYTES:
+        store.close()
+        want = (ops - SEGMENTS) * EVENT_BYTES
+        raise BenchmarkError(f"recovered {total} bytes from {d.name}, expected {want}")
+    return store, elapsed
+
+
+def _timed_open(d: Path, ops: int) -> tuple[float, int]:
+    store, elapsed = _open_checked(d, ops)
     try:
         stats = store.durable_stats
         replayed = stats.recovery.operations_replayed if stats is not None else 0
@@ -86,7 +131,8 @@ def _timed_open(d: Path) -> tuple[float, int]:
     return elapsed, replayed
 
 
-def _recovery_rows(ops: int, work: Path) -> list[Row]:
+def _recovery_dirs(ops: int, work: Path) -> tuple[Path, Path]:
+    """What a kill -9 leaves after ``ops`` operations on 10 segments: a log alone, and a snapshot."""
     src = work / "recovery-src"
     names = [f"seg{i}" for i in range(SEGMENTS)]
     clock = ManualClock(1)
@@ -106,8 +152,13 @@ def _recovery_rows(ops: int, work: Path) -> list[Row]:
         shutil.copytree(src, with_snap)
     finally:
         store.close()
-    t_log, replayed = _timed_open(log_only)
-    t_snap, _ = _timed_open(with_snap)
+    return log_only, with_snap
+
+
+def _recovery_rows(ops: int, work: Path) -> list[Row]:
+    log_only, with_snap = _recovery_dirs(ops, work)
+    t_log, replayed = _timed_open(log_only, ops)
+    t_snap, _ = _timed_open(with_snap, ops)
     return [
         row(
             f"recovery, log of {replayed:,} ops, no snapshot",
@@ -126,18 +177,24 @@ def _recovery_rows(ops: int, work: Path) -> list[Row]:
     ]
 
 
-def run(quick: bool = False) -> list[Row]:
+def _sizes(size: Size) -> tuple[int, int, int]:
+    """(appends, appends with sync=always, operations in the recovered log) at ``size``."""
+    return sized(
+        size, tiny=(2_000, 50, 5_000), quick=(20_000, 500, 100_000), full=(200_000, 3_000, 1_000_000)
+    )
+
+
+def run(size: Size = "full") -> list[Row]:
     """Measure every figure in one process and return the rows (``quick``: 10x fewer operations)."""
-    n = 20_000 if quick else 200_000
-    n_always = 500 if quick else 3_000
-    ops = 100_000 if quick else 1_000_000
+    n, n_always, ops = _sizes(size)
     with tempfile.TemporaryDirectory(prefix="ingestwm-bench-") as tmp:
         work = Path(tmp)
+        _check_durable(work)
         return _append_rows(n, n_always, work, 3) + _recovery_rows(ops, work)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_durable [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_durable [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "10x fewer operations")
     return 0
 
