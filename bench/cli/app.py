@@ -74,7 +74,11 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
 @click.option("--tiny", is_flag=True, help="Smallest sizes: a smoke run (the figures mean little).")
 @click.option("--only", "modules", multiple=True, metavar="MODULE",
               help="Run only this bench/perf module, e.g. bench_store (repeatable).")
-def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...]) -> None:
+@click.option("--pytest", "with_pytest", is_flag=True,
+              help="Run the pytest-benchmark suite instead: save the run under .benchmarks/<size>, compare "
+                   "it with the last one there, fail if a benchmark regressed (best round 25% slower).")
+@click.option("--slow", is_flag=True, help="With --pytest: also the SLOW modules (Spark: minutes).")
+def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bool, slow: bool) -> None:
     """Run every bench/perf/bench_*.py module and print one table of ratios measured side by side."""
     from ..perf.errors import BenchmarkError
     from ..perf.suite import Size
@@ -83,6 +87,13 @@ def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...]) -> None:
         raise click.UsageError("give --quick or --tiny, not both")
     size: Size = "tiny" if tiny else "quick" if quick else "full"
     try:
+        if with_pytest:
+            from ..perf.pytest_bench import run_pytest
+
+            code = run_pytest(size, modules, click.echo, slow=slow)
+            if code:
+                raise click.exceptions.Exit(code)
+            return
         from ..perf.suite import run_bench
 
         run_bench(size, click.echo, modules or None)

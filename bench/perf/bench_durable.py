@@ -193,6 +193,59 @@ def run(size: Size = "full") -> list[Row]:
         return _append_rows(n, n_always, work, 3) + _recovery_rows(ops, work)
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def _bench_appends(benchmark: Any, sync: str | None, n: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="ingestwm-bench-") as tmp:
+        _check_durable(Path(tmp))
+        with _append_store(sync, Path(tmp)) as store:
+            benchmark(_append_all, store, _events(n))
+
+
+def test_append_in_memory(benchmark: Any) -> None:
+    _bench_appends(benchmark, None, 1_000)
+
+
+def test_append_sync_none(benchmark: Any) -> None:
+    _bench_appends(benchmark, "none", 1_000)
+
+
+def test_append_sync_interval(benchmark: Any) -> None:
+    _bench_appends(benchmark, "interval", 1_000)
+
+
+def test_append_sync_always(benchmark: Any) -> None:
+    _bench_appends(benchmark, "always", 20)
+
+
+def _bench_recovery(benchmark: Any, bench_size: Size, snapshot: bool) -> None:
+    ops = _sizes(bench_size)[2]
+    with tempfile.TemporaryDirectory(prefix="ingestwm-bench-") as tmp:
+        work = Path(tmp)
+        log_only, with_snap = _recovery_dirs(ops, work)
+        src = with_snap if snapshot else log_only
+        copies = iter(range(1 << 30))
+
+        def fresh_copy() -> tuple[tuple[Path, int], dict[str, Any]]:
+            d = work / f"round-{next(copies)}"
+            shutil.copytree(src, d)
+            return (d, ops), {}
+
+        def open_close(d: Path, ops: int) -> None:
+            store, _ = _open_checked(d, ops)
+            store.close()
+            shutil.rmtree(d, ignore_errors=True)
+
+        benchmark.pedantic(open_close, setup=fresh_copy, rounds=3, iterations=1)
+
+
+def test_recovery_from_the_log(benchmark: Any, bench_size: Size) -> None:
+    _bench_recovery(benchmark, bench_size, snapshot=False)
+
+
+def test_recovery_from_a_snapshot(benchmark: Any, bench_size: Size) -> None:
+    _bench_recovery(benchmark, bench_size, snapshot=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``python -m bench.perf.bench_durable [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "10x fewer operations")

@@ -356,6 +356,45 @@ def run(size: Size = "full") -> list[Row]:
     return rows
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def test_record_write(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_append_contenders(_sizes(bench_size)["appends"])["record_write"])
+
+
+def test_record_write_same_timestamp(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_append_contenders(_sizes(bench_size)["appends"])["same_ts"])
+
+
+def test_record_time(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_append_contenders(_sizes(bench_size)["appends"])["record_time"])
+
+
+def test_record_writes_bulk(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_append_contenders(_sizes(bench_size)["appends"])["bulk"])
+
+
+def test_watermark_at_single(benchmark: Any, bench_size: Size) -> None:
+    p = _sizes(bench_size)
+    benchmark(_single_contenders(p["single"][-1], p["nq"])["watermark_at"])
+
+
+def test_watermark_at_tail(benchmark: Any, bench_size: Size) -> None:
+    p = _sizes(bench_size)
+    benchmark(_single_contenders(p["single"][0], p["nq"])["tail"])
+
+
+def test_watermarks_at_random(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_batch_contenders(*_sizes(bench_size)["batch"])["random"])
+
+
+def test_watermarks_at_sorted(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_batch_contenders(*_sizes(bench_size)["batch"])["sorted"])
+
+
+def test_watermarks_at_1000_queries_per_call(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_batch_contenders(*_sizes(bench_size)["batch"])["mid"])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``python -m bench.perf.bench_index [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "smaller sizes (seconds, not a minute)")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.events import decode_columns, encode_event
@@ -164,6 +165,30 @@ def run(size: Size = "full") -> list[Row]:
             batch / BATCH_GOAL_EVENTS_PER_S,
         ),
     ]
+
+
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def _bench(benchmark: Any, bench_size: Size, contender: str) -> None:
+    with _contenders(_sizes(bench_size)[0]) as (contenders, total):
+        got = benchmark(contenders[contender])
+    if got != total:
+        raise BenchmarkError(f"{contender} read {got} of {total} events")
+
+
+def test_raw_store_reads(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "raw")
+
+
+def test_raw_reads_and_decode_columns(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "raw+decode")
+
+
+def test_read_batch(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "batch")
+
+
+def test_read_next_event(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "per event")
 
 
 def main(argv: list[str] | None = None) -> int:

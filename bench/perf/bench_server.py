@@ -26,6 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from segmentstore.client.remote import RemoteClient
 from segmentstore.clock import monotonic_s
@@ -235,6 +236,43 @@ def run(size: Size = "full") -> list[Row]:
     """Start ``ingestwm serve`` and the raw baseline server, measure, stop them; return the rows."""
     with _servers() as (pid, port, raw_port):
         return _measure(pid, port, raw_port, size)
+
+
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+@contextmanager
+def _served_client() -> Iterator[RemoteClient]:
+    with _servers() as (_, port, _), RemoteClient(("127.0.0.1", port), timeout_s=120) as c:
+        _check(c)
+        yield c
+
+
+def test_append_many_10k_events(benchmark: Any) -> None:
+    with _served_client() as c:
+        c.create_segment("bench/append")
+        benchmark(c.append_many, "bench/append", [b"a" * EVENT_BYTES] * 10_000)
+
+
+def test_append_async_1k_events(benchmark: Any) -> None:
+    with _served_client() as c:
+        c.create_segment("bench/append")
+
+        def appends() -> None:
+            for f in [c.append_async("bench/append", b"a" * EVENT_BYTES) for _ in range(1_000)]:
+                f.result()
+
+        benchmark(appends)
+
+
+def test_read_1mib(benchmark: Any) -> None:
+    with _served_client() as c:
+        c.create_segment("bench/read")
+        c.append("bench/read", b"r" * READ_BYTES)
+        benchmark(c.read, "bench/read", 0, READ_BYTES)
+
+
+def test_get_info_round_trip(benchmark: Any) -> None:
+    with _served_client() as c:
+        benchmark(c.get_info, "bench/check")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,6 +174,23 @@ def run(size: Size = "full") -> list[Row]:
     ]
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def test_sim_batched(benchmark: Any, bench_size: Size) -> None:
+    sc = _scenarios(bench_size)[0]
+    _check(run_scenario(sc))
+    benchmark.pedantic(run_scenario, args=(sc,), rounds=2, iterations=1)
+
+
+def test_sim_event_writer(benchmark: Any, bench_size: Size) -> None:
+    sc = _scenarios(bench_size)[1]
+    _check(run_scenario(sc))
+    benchmark.pedantic(run_scenario, args=(sc,), rounds=2, iterations=1)
+
+
+def test_simpy_scheduling_alone(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_simpy_only, _scenarios(bench_size)[0])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``python -m bench.perf.bench_sim [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "a shorter simulated run")

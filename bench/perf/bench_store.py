@@ -244,6 +244,45 @@ def run(size: Size = "full") -> list[Row]:
     return _append_rows(n, rounds) + _read_rows(total_read, rounds)
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def _bench_appends(benchmark: Any, make: _Factory) -> None:
+    _check_appends(_events(2 * BATCH_EVENTS))
+    events = _events(BATCH_EVENTS * 10)
+    with ExitStack() as stack:
+        benchmark(make(stack), events)
+
+
+def test_bare_loop(benchmark: Any) -> None:
+    _bench_appends(benchmark, _bare)
+
+
+def test_append_manual_clock(benchmark: Any) -> None:
+    _bench_appends(benchmark, _appends(ManualClock))
+
+
+def test_append_wall_clock(benchmark: Any) -> None:
+    _bench_appends(benchmark, _appends(WallClock))
+
+
+def test_append_batch(benchmark: Any) -> None:
+    _bench_appends(benchmark, _batches)
+
+
+def _bench_reads(benchmark: Any, bench_size: Size, size: int) -> None:
+    with ExitStack() as stack:
+        store, buf = _read_store(stack, _sizes(bench_size)[2])
+        offsets = list(range(0, min(len(buf), 1_000 * size), size))
+        benchmark(_store_reads(store, size)(stack), offsets)
+
+
+def test_read_64k(benchmark: Any, bench_size: Size) -> None:
+    _bench_reads(benchmark, bench_size, READ_CHUNK)
+
+
+def test_read_100_byte_events(benchmark: Any, bench_size: Size) -> None:
+    _bench_reads(benchmark, bench_size, EVENT_BYTES)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``python -m bench.perf.bench_store [--quick | --tiny]`` and print the table."""
     rows = module_main(run, argv, __doc__, "about 10x less work")

@@ -32,6 +32,7 @@ from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
 from segmentstore.client.remote import RemoteClient
 from segmentstore.net.server import SegmentStoreServer
 
+from .errors import BenchmarkError
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "LATENCY_GOAL_MS"]
@@ -172,6 +173,45 @@ def run(size: Size = "full") -> list[Row]:
         row("append->delivery p50 vs goal", rd50, "ms", f"goal {LATENCY_GOAL_MS} ms", rd50 / LATENCY_GOAL_MS),
     ]
     return rows
+
+
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def _bench_idle(benchmark: Any, segments: int) -> None:
+    with _caught_up(False, segments) as (_, reader):
+        r = benchmark(reader.read_next_event, 0)
+    if r.kind not in (ReadKind.EMPTY, ReadKind.WATERMARK):
+        raise BenchmarkError(f"a caught-up reader read {r}")
+
+
+def test_idle_read_16_segments(benchmark: Any) -> None:
+    _bench_idle(benchmark, 16)
+
+
+def test_idle_read_64_segments(benchmark: Any) -> None:
+    _bench_idle(benchmark, 64)
+
+
+def test_write_then_deliver_one_event_remote(benchmark: Any) -> None:
+    """One event written and flushed, then read by a caught-up reader of 16 segments, over loopback."""
+    with _caught_up(True, 16) as (c, reader):
+        writer = EventWriter(c, _S)
+        sent = iter(range(1 << 30))
+
+        def deliver() -> int:
+            i = next(sent)
+            writer.write_event(f"k{i}", i.to_bytes(4, "little"))
+            writer.flush()
+            while True:
+                r = reader.read_next_event(timeout_ms=10_000)
+                if r.kind is ReadKind.EMPTY:
+                    raise BenchmarkError("an event was not delivered within 10 s")
+                if r.is_event:
+                    assert r.payload is not None
+                    return int.from_bytes(r.payload, "little") - i
+
+        if deliver() != 0:
+            raise BenchmarkError("the reader delivered another event than the one written")
+        benchmark(deliver)
 
 
 def main(argv: list[str] | None = None) -> list[Row]:

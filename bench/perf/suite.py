@@ -1,14 +1,19 @@
 """The benchmark suite: sizes, result rows, discovery of the ``bench_*`` modules, one table of ratios.
 
 A benchmark module is ``bench/perf/bench_<area>.py`` (found by its file name: a new one
-is picked up by ``ingestwm bench`` without being listed anywhere). It has:
+is picked up by ``ingestwm bench``, by ``pytest bench/perf`` and by the smoke test in
+``tests/test_bench_smoke.py`` without being listed anywhere). It has:
 
 - ``run(size)``: every figure of its area measured side by side in one run (a baseline
   timed in the same loop as what it is compared with), checked to be right before it
   is timed; returns rows ``{"name", "value", "unit", "ratio_vs", "ratio"}`` (``row``).
   ``size`` is ``"full"`` (the stated figures), ``"quick"`` (seconds per module) or
   ``"tiny"`` (a smoke run: everything runs, the figures mean little).
-- ``SLOW = True`` if it takes minutes (Spark).
+- ``test_*(benchmark, bench_size)`` functions: pytest-benchmark tests on the same
+  measurement functions (``bench/perf/conftest.py`` collects them from ``bench_*.py``).
+  A module without any is timed as a whole (``run(size)`` once: ``test_whole_runs.py``).
+- ``SLOW = True`` if it takes minutes (Spark): its pytest-benchmark tests then run only
+  with ``--bench-slow``, and its smoke test is marked ``slow``.
 - ``main(argv)``: ``python -m bench.perf.bench_<area> [--quick | --tiny]``.
 
 ``run_bench`` imports the modules and prints their rows as one table: a module that
