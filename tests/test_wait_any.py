@@ -34,7 +34,9 @@ def _segments(client: SegmentStoreClient, n: int) -> list[tuple[str, int, int]]:
 
 
 def _waiting_reads(store: SegmentStore) -> int:
-    return sum(len(s.futures) for s in store._container._segments.values())
+    c = store._container
+    with c.lock:
+        return sum(len(s.futures) for s in c.active_segments())
 
 
 def _later(action: Callable[[], object], delay_s: float = 0.05) -> threading.Thread:

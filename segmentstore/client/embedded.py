@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..attributes import AttributeUpdate
+from ..controller.controller import StreamController, controller_of
 from ..errors import InvalidArgumentError, SegmentStoreError
 from ..results import AppendResult, SegmentInfo, SegmentRead
 from ..store import SegmentStore
@@ -211,6 +212,9 @@ class EmbeddedClient(SegmentStoreClient):
     def __init__(self, store: SegmentStore) -> None:
         self.store = store
 
+    def _controller(self) -> StreamController:
+        return controller_of(self.store)
+
     def create_segment(self, name: str) -> SegmentInfo:
         return self.store.create_segment(name)
 
@@ -283,45 +287,45 @@ class EmbeddedClient(SegmentStoreClient):
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
-        return self.store.stream_controller().create_stream(stream, initial_segments)
+        return self._controller().create_stream(stream, initial_segments)
 
     def get_stream(self, stream: str) -> StreamInfo:
-        return self.store.stream_controller().get_stream(stream)
+        return self._controller().get_stream(stream)
 
     def list_streams(self, pattern: str | None = None) -> list[str]:
-        return self.store.stream_controller().list_streams(pattern)
+        return self._controller().list_streams(pattern)
 
     def scale_stream(
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
     ) -> tuple[StreamSegment, ...]:
-        return self.store.stream_controller().scale_stream(stream, seal, new_ranges)
+        return self._controller().scale_stream(stream, seal, new_ranges)
 
     def get_segment(self, segment_name: str) -> StreamSegment:
-        return self.store.stream_controller().get_segment(segment_name)
+        return self._controller().get_segment(segment_name)
 
     def get_successors(self, segment_name: str) -> tuple[SuccessorInfo, ...]:
-        return self.store.stream_controller().get_successors(segment_name)
+        return self._controller().get_successors(segment_name)
 
     def get_head_cut(self, stream: str) -> StreamCut:
-        return self.store.stream_controller().get_head_cut(stream)
+        return self._controller().get_head_cut(stream)
 
     def get_tail_cut(self, stream: str) -> StreamCut:
-        return self.store.stream_controller().get_tail_cut(stream)
+        return self._controller().get_tail_cut(stream)
 
     def seal_stream(self, stream: str) -> None:
-        self.store.stream_controller().seal_stream(stream)
+        self._controller().seal_stream(stream)
 
     def delete_stream(self, stream: str) -> None:
-        self.store.stream_controller().delete_stream(stream)
+        self._controller().delete_stream(stream)
 
     def begin_transaction(self, stream: str) -> TransactionInfo:
-        return self.store.stream_controller().begin_transaction(stream)
+        return self._controller().begin_transaction(stream)
 
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        self.store.stream_controller().commit_transaction(stream, txn_segments)
+        self._controller().commit_transaction(stream, txn_segments)
 
     def abort_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        self.store.stream_controller().abort_transaction(stream, txn_segments)
+        self._controller().abort_transaction(stream, txn_segments)
 
     def close(self) -> None:
         """Nothing to release: the store belongs to its owner."""

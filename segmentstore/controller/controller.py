@@ -30,6 +30,7 @@ import contextlib
 import fnmatch
 import itertools
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +72,7 @@ from ..stream_metadata import (
 if TYPE_CHECKING:
     from ..store import SegmentStore
 
-__all__ = ["StreamController", "STREAMS_SEGMENT", "MAX_INITIAL_SEGMENTS"]
+__all__ = ["StreamController", "STREAMS_SEGMENT", "MAX_INITIAL_SEGMENTS", "controller_of"]
 
 STREAMS_SEGMENT = "_system/_streams"
 """The system segment holding the controller's records."""
@@ -534,3 +535,22 @@ def _names(stream: str, names: Sequence[str]) -> list[str]:
 def _ignore_missing(fn: Any, name: str) -> None:
     with contextlib.suppress(SegmentNotFoundError):
         fn(name)
+
+
+_CONTROLLERS: weakref.WeakKeyDictionary[SegmentStore, StreamController] = weakref.WeakKeyDictionary()
+_CONTROLLERS_LOCK = threading.Lock()
+
+
+def controller_of(store: SegmentStore) -> StreamController:
+    """The store's one stream controller, opened (replaying ``_system/_streams``) on first use. O(1) after.
+
+    Two controllers writing one store would make each other fail (their records are
+    conditional appends), so every client of a store in this process shares this one.
+    """
+    ctl = _CONTROLLERS.get(store)
+    if ctl is None:
+        with _CONTROLLERS_LOCK:
+            ctl = _CONTROLLERS.get(store)
+            if ctl is None:
+                ctl = _CONTROLLERS[store] = StreamController(store)
+    return ctl
