@@ -25,7 +25,7 @@ import sys
 import threading
 from pathlib import Path
 
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 from segmentstore.clock import monotonic_s
 
 from .runner import Row, module_main, row

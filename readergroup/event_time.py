@@ -50,7 +50,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 
 from segmentstore import SegmentNotFoundError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .events import KIND_WATERMARK, frame_length

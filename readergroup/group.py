@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 
 from segmentstore import Clock, StreamCut, WallClock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 from .checkpoint import Checkpoint, ReaderPosition
 from .config import ReaderGroupConfig

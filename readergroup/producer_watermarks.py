@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from segmentstore import SegmentExistsError, SegmentNotFoundError, SegmentTruncatedError
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .errors import FrameFormatError, InvalidEventError

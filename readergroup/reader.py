@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from segmentstore import Clock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MAX, INT64_MIN
 

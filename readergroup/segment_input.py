@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from segmentstore import SegmentTruncatedError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 from .events import NO_EVENT_TIME, decode_columns, frame_length
 

@@ -50,7 +50,7 @@ from concurrent.futures import Future
 from sortedcontainers import SortedList
 
 from segmentstore import StreamSegment, SuccessorInfo
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MIN
 
 from .checkpoint import Checkpoint, SegmentPosition

@@ -30,7 +30,7 @@ import enum
 import threading
 
 from segmentstore import Clock, TransactionInfo
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
 from .events import encode_event

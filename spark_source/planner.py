@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from readergroup.event_time import ProducerWatermarks
 from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.results import SegmentInfo
 from segmentstore.stream_metadata import StreamSegment

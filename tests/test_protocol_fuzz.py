@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segmentstore import AttributeUpdate, ManualClock, SegmentStore
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 from segmentstore.net.commands import COMMANDS
 from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, pack
 from segmentstore.net.server import SegmentStoreServer

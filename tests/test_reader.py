@@ -15,7 +15,7 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 STREAM = "test/reader"
 

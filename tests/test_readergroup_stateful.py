@@ -35,8 +35,7 @@ from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
 STREAMS = ("sim/a", "sim/b")

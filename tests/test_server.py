@@ -25,7 +25,7 @@ from segmentstore import (
     SegmentStore,
     StoreConfig,
 )
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 from segmentstore.errors import AuthenticationError, ConnectionLostError, SegmentNotFoundError
 from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack
 from segmentstore.net.server import SegmentStoreServer
@@ -123,7 +123,7 @@ def _fatal_error(headers: list[Any], cls: str) -> Any:
 # ---------------------------------------------------------------- concurrency
 _CHILD = """
 import json, sys
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 port, writer, n = (int(a) for a in sys.argv[1:4])
 rec = lambda i: (b"w%03d:%08d" % (writer, i)).ljust(24, b".")
 with RemoteClient(("127.0.0.1", port), timeout_s=60) as c:

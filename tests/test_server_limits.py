@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 from segmentstore.clock import monotonic_s
 from segmentstore.errors import InvalidArgumentError
 from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack

@@ -25,7 +25,7 @@ from segmentstore import (
     StreamNotSealedError,
     StreamSealedError,
 )
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.controller.controller import STREAMS_SEGMENT, controller_of
 
 S = "scope/s"

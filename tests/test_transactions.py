@@ -28,7 +28,7 @@ from segmentstore import (
     StreamSealedError,
     TickingClock,
 )
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 from segmentstore.controller.controller import controller_of
 
 S = "scope/t"

@@ -23,7 +23,7 @@ from readergroup import (
     key_hash,
 )
 from segmentstore import AppendResult, ManualClock, SegmentStore
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 from segmentstore.controller.controller import controller_of
 
 S = "scope/w"
