@@ -54,19 +54,21 @@ from ..errors import (
 from ..stream_metadata import (
     StreamCut,
     StreamInfo,
-    StreamMetadata,
     StreamSegment,
     SuccessorInfo,
     TransactionInfo,
     TransactionSegment,
-    _Seg,
-    _Stream,
     check_stream_name,
+    stream_segment_name,
+)
+from .model import (
+    SegmentEntry,
+    StreamEntry,
+    StreamMetadata,
     encode_record,
     parse_records,
     plan_scale,
     segment_record,
-    stream_segment_name,
 )
 
 if TYPE_CHECKING:
@@ -258,19 +260,19 @@ class StreamController:
                 _ignore_missing(self._store.delete, n)
 
     # ------------------------------------------------------------------ internals: lookups
-    def _get(self, stream: str) -> _Stream:
+    def _get(self, stream: str) -> StreamEntry:
         try:
             return self._meta.streams[stream]
         except (KeyError, TypeError):
             raise StreamNotFoundError(f"stream {stream!r} does not exist") from None
 
-    def _get_open(self, stream: str, what: str) -> _Stream:
+    def _get_open(self, stream: str, what: str) -> StreamEntry:
         st = self._get(stream)
         if st.sealed:
             raise StreamSealedError(f"stream {stream!r} is sealed; it cannot be {what}")
         return st
 
-    def _seg(self, name: str) -> tuple[_Stream, _Seg]:
+    def _seg(self, name: str) -> tuple[StreamEntry, SegmentEntry]:
         try:
             st = self._meta.by_segment[name]
         except (KeyError, TypeError):
@@ -278,7 +280,7 @@ class StreamController:
         return st, st.segments[name]
 
     def _check_txns(
-        self, st: _Stream, names: Sequence[str], allow_empty: bool = False
+        self, st: StreamEntry, names: Sequence[str], allow_empty: bool = False
     ) -> list[tuple[str, str, int]]:
         """Validate transaction segments of ``st``: ``[(txn, parent, length)]``, parents distinct."""
         names = _names(st.name, names)
@@ -340,7 +342,7 @@ class StreamController:
 
     def _scale(
         self,
-        st: _Stream,
+        st: StreamEntry,
         sealed: list[StreamSegment],
         ranges: list[tuple[float, float]],
         extra: dict[str, Any] | None = None,
@@ -361,7 +363,7 @@ class StreamController:
             self._seal_segment(s.name)
         return tuple(new)
 
-    def _roll(self, st: _Stream, txns: list[tuple[str, str, int]]) -> None:
+    def _roll(self, st: StreamEntry, txns: list[tuple[str, str, int]]) -> None:
         """Commit a transaction of an older epoch: active -> duplicates of its epoch -> active ranges."""
         with_data = [(t, p) for t, p, n in txns if n > 0]
         if not with_data:  # nothing to commit: the transaction was empty
@@ -383,7 +385,7 @@ class StreamController:
 
     def _finish_roll(
         self,
-        st: _Stream,
+        st: StreamEntry,
         mapping: list[list[str]],
         drop: list[str],
         restore: list[list[float]] | None,
