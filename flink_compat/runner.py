@@ -183,10 +183,10 @@ class JobRunner:
         self.source_watermarks: list[list[Watermark]] = [[] for _ in range(n_in)]
         self.source_statuses: list[list[WatermarkStatus]] = [[] for _ in range(n_in)]
         self.source_records = [0] * n_in
-        self._valves = [
-            StatusWatermarkValve(n_in, restore.valves[i] if restore is not None else None)
-            for i in range(parallelism)
-        ]
+        self._valves = [StatusWatermarkValve(n_in) for _ in range(parallelism)]
+        if restore is not None:
+            for valve, valve_state in zip(self._valves, restore.valves, strict=True):
+                valve.restore_state(valve_state)
         self._next_checkpoint_id = (restore.checkpoint_id + 1) if restore is not None else 1
 
     @property
@@ -261,7 +261,7 @@ class JobRunner:
             checkpoint_id=cid,
             reader_group_checkpoint=self._source.complete_checkpoint(name),
             subtasks=tuple(t.snapshot_state() for t in self._subtasks),
-            valves=tuple(v.snapshot() for v in self._valves),
+            valves=tuple(v.snapshot_state() for v in self._valves),
             operators=tuple(tuple(op.snapshot_state() for op in chain) for chain in self._chains),
         )
 

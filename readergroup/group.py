@@ -142,7 +142,7 @@ class ReaderGroup:
         st = self._state
         with st.lock:
             positions = [p for c in cuts for p in c.positions]
-            for row in st.snapshot():
+            for row in st.segments():
                 if row.segment.stream not in mentioned and row.status != "future":
                     positions.append((row.segment.name, row.position))
                     hints[row.segment.name] = row.watermark
@@ -169,7 +169,7 @@ class ReaderGroup:
 
     def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with acknowledged position, watermark, owner and status."""
-        return self._state.snapshot()
+        return self._state.segments()
 
     def reader_stats(self) -> list[ReaderStats]:
         """Counters of every reader created in this group (latest per id)."""

@@ -38,7 +38,7 @@ class SegmentMetrics:
 
 @dataclass(frozen=True, slots=True)
 class GroupMetrics:
-    """A snapshot of one reader group at ``now`` (group clock)."""
+    """One reader group's metrics at ``now`` (group clock)."""
 
     group: str
     epoch: int

@@ -126,7 +126,7 @@ class ReaderGroupState:
         with self.lock:
             return set(self._slot(reader_id).segments)
 
-    def snapshot(self) -> tuple[SegmentState, ...]:
+    def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with position, watermark, owner and status, by name. O(n)."""
         with self.lock:
             return tuple(self._row(e) for _, e in sorted(self._entries.items()))
