@@ -181,7 +181,7 @@ class ReaderGroup:
         with self._lock:
             stats = [r.stats for r in self._readers.values()]
             retired = (self._retired.events, self._retired.late, self._retired.late_ingestion)
-        return collect_metrics(self, self.clock.now() if now is None else now, stats, retired)
+        return collect_metrics(self._state, self.clock.now() if now is None else now, stats, retired)
 
     def _check(self) -> None:
         """Assert the group state's invariants."""
