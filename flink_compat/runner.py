@@ -28,6 +28,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from segmentstore.checks import checked
+
 from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError
 from .operators import CollectingOutput, OutputTag, StreamOperator
@@ -300,6 +302,7 @@ class JobRunner:
             else:
                 self._sinks[i].emit_watermark_status(element)
 
+    @checked
     def _check(self) -> None:
         """Assert the job's contracts: per-subtask strictly ascending watermarks, valves, operators."""
         for s, marks in enumerate(self.source_watermarks):

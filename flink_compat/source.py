@@ -41,6 +41,7 @@ from readergroup.config import TimeDomain
 from readergroup.frontier import event_time_watermark
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, ReaderStats, ReadKind
+from segmentstore.checks import checked
 
 from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
@@ -345,6 +346,7 @@ class PravegaSourceSubtask:
                 self._last_watermark = held
                 self._out.append(Watermark(held))
 
+    @checked
     def _check(self) -> None:
         """Assert the subtask's invariants."""
         assert self._held is None or self._idle, "a watermark is held back by an active subtask"

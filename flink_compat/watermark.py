@@ -20,6 +20,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from segmentstore.checks import checked
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .errors import InvalidConfigError
@@ -209,6 +210,7 @@ class StatusWatermarkValve:
             )
         return self._channels[channel]
 
+    @checked
     def _check(self) -> None:
         """Assert the valve's invariants."""
         for i, c in enumerate(self._channels):

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 
 from segmentstore import Clock, StreamCut, WallClock
+from segmentstore.checks import checked
 from segmentstore.client.embedded import SegmentStoreClient
 
 from .checkpoint import Checkpoint, ReaderPosition
@@ -183,6 +184,7 @@ class ReaderGroup:
             retired = (self._retired.events, self._retired.late, self._retired.late_ingestion)
         return collect_metrics(self._state, self.clock.now() if now is None else now, stats, retired)
 
+    @checked
     def _check(self) -> None:
         """Assert the group state's invariants."""
         self._state._check()

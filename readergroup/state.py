@@ -50,6 +50,7 @@ from concurrent.futures import Future
 from sortedcontainers import SortedList
 
 from segmentstore import StreamSegment, SuccessorInfo
+from segmentstore.checks import checked
 from segmentstore.client.embedded import SegmentStoreClient
 from segmentstore.limits import INT64_MIN
 
@@ -541,6 +542,7 @@ class ReaderGroupState:
         del self._entries[e.seg.name]
         self._by_wm.remove((e.watermark, e.seg.name))
 
+    @checked
     def _check(self) -> None:
         """Assert the state's invariants (called by property and stress tests)."""
         with self.lock:
