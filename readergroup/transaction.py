@@ -30,6 +30,7 @@ import enum
 import threading
 
 from segmentstore import Clock, TransactionInfo
+from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
 from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
@@ -179,6 +180,7 @@ class Transaction:
             except Exception as e:  # keep the original exception
                 raise TransactionError(f"abort of transaction {self.id!r} failed: {e}") from e
 
+    @checked
     def _check(self) -> None:
         """Assert the routing covers [0, 1) and buffered events route to their transaction segment."""
         with self._lock:
