@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .attributes import AttributeUpdate
+from .checks import checked
 from .clock import Clock, WallClock
 from .config import StoreConfig
 from .core.advancer import AdvancerStats, WatermarkAdvancer
@@ -217,6 +218,7 @@ class SegmentStore:
     ) -> None:
         self.close()
 
+    @checked
     def _check(self) -> None:
         """Assert every invariant of the store's structures."""
         self._container._check()

@@ -34,6 +34,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..checks import checked
 from ..core.segment import TRANSACTION_SEPARATOR
 from ..errors import (
     BadOffsetError,
@@ -510,6 +511,7 @@ class StreamController:
         self._delete_segments(garbage - set(self._meta.by_segment))
 
     # ------------------------------------------------------------------ invariants
+    @checked
     def _check(self) -> None:
         """Assert the metadata's invariants, and that segments sealed in metadata are sealed in the store."""
         with self._lock:

@@ -15,6 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+from ..checks import checked
 from ..errors import DataCorruptionError, InvalidScaleError
 from ..stream_metadata import (
     KEY_EPSILON,
@@ -190,6 +191,7 @@ class StreamMetadata:
         elif op != "commit":
             raise DataCorruptionError(f"stream metadata: unknown record {op!r} for stream {name!r}")
 
+    @checked
     def _check(self) -> None:
         """Assert tiling of active ranges, successor symmetry, numbering and the segment index."""
         count = 0

@@ -8,7 +8,7 @@ back into the store. Reads go through the container's ``ReadIndex`` (``reads``).
 
 Durability and eviction plug in through an explicit state API, never through the
 container's attributes: ``set_data_factory`` / ``attach_log`` (where bytes and
-operations go), ``dump_state`` / ``load_state`` / ``discard`` (snapshots and
+operations go), ``snapshot_state`` / ``restore_state`` / ``discard`` (snapshots and
 recovery), ``set_cold`` / ``evict`` / ``reinstate`` (the evictor's cold store).
 """
 
@@ -28,6 +28,7 @@ from ..attributes import (
     is_core_attribute,
     plan_attribute_updates,
 )
+from ..checks import checked
 from ..clock import Clock
 from ..config import StoreConfig
 from ..errors import (
@@ -559,12 +560,12 @@ class SegmentContainer:
         """The evictor asked on a miss (reactivation) and on replay."""
         self._evictor = cold
 
-    def dump_state(self) -> ContainerState:
+    def snapshot_state(self) -> ContainerState:
         """The processor's position and the active segments. Lock held. O(segments)."""
         p = self._processor
         return ContainerState(p.last_seq, p.last_timestamp, tuple(self._segments.values()))
 
-    def load_state(self, state: ContainerState) -> None:
+    def restore_state(self, state: ContainerState) -> None:
         """Install recovered segments and continue after the state's sequence number and timestamp.
 
         The container must hold no segment yet. O(segments).
@@ -572,11 +573,11 @@ class SegmentContainer:
         with self._lock:
             if self._segments:
                 raise SegmentStoreError(
-                    f"load_state into a container that holds {len(self._segments)} segments already"
+                    f"restore_state into a container that holds {len(self._segments)} segments already"
                 )
             for seg in state.segments:
                 self._segments[seg.name] = seg
-            self._processor.restore(state.last_seq, state.last_timestamp)
+            self._processor.restore_state(state.last_seq, state.last_timestamp)
 
     def discard(self) -> None:
         """Close every active segment's data and forget them (a failed recovery). O(segments)."""
@@ -622,7 +623,7 @@ class SegmentContainer:
             if self._evictor is not None:
                 self._evictor.activate_for_replay(op)
             self._replay_locked(op)
-            self._processor.restore(op.seq, op.timestamp)
+            self._processor.restore_state(op.seq, op.timestamp)
 
     def _replay_locked(self, op: Operation) -> None:
         ts = op.timestamp
@@ -676,6 +677,7 @@ class SegmentContainer:
                 seg.futures = []
         complete(wake)
 
+    @checked
     def _check(self) -> None:
         """Assert the invariants of the container and every segment in it."""
         with self._lock:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..checks import checked
 from ..config import StoreConfig
 from .container import SegmentContainer
 from .operations import Append, CreateSegment, MergeTransaction, Operation
@@ -84,6 +85,7 @@ class MemoryColdStore:
     def names(self) -> Iterator[str]:
         return iter(self._segments)
 
+    @checked
     def _check(self) -> None:
         for name, seg in self._segments.items():
             assert seg.name == name, f"cold segment stored under {name!r} is named {seg.name!r}"
@@ -183,6 +185,7 @@ class Evictor:
         c = self._container
         return EvictionStats(c.active_count, len(self.cold), self._evicted, self._reactivated, self._advanced)
 
+    @checked
     def _check(self) -> None:
         """Assert no segment is both active and cold, and the cold store's own invariants."""
         c = self._container

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Protocol
 
+from ..checks import checked
 from ..clock import Clock
 from ..errors import InvalidClockError
 from ..limits import INT64_MAX, INT64_MIN
@@ -98,12 +99,13 @@ class OperationProcessor:
         self.stamped += count - 1
         return seq, ts
 
-    def restore(self, seq: int, timestamp: int) -> None:
+    def restore_state(self, seq: int, timestamp: int) -> None:
         """After recovery: continue after ``seq`` and never below ``timestamp``."""
         if seq > self._seq:
             self._seq = seq
         if timestamp > self._last_ts:
             self._last_ts = timestamp
 
+    @checked
     def _check(self) -> None:
         assert self._seq >= 0, f"sequence number went negative: {self._seq}"

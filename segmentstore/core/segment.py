@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..attributes import CREATION_TIME, LAST_WRITE_TIME
+from ..checks import checked
 from ..future_read import FutureRead
 from ..results import SegmentInfo
 from .storage import MemorySegmentData, SegmentData
@@ -92,6 +93,7 @@ class Segment:
         """``LAST_WRITE_TIME - 1``: the watermark at the tail. O(1)."""
         return self.last_write_time - 1
 
+    @checked
     def _check(self) -> None:
         """Assert this segment's invariants (for stress and property tests)."""
         w = self.windex

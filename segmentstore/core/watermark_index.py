@@ -29,6 +29,8 @@ from typing import NoReturn, SupportsIndex, cast
 import numpy as np
 import numpy.typing as npt
 
+from ..checks import checked
+
 __all__ = ["WatermarkIndex"]
 
 _I64 = np.dtype(np.int64)
@@ -438,7 +440,7 @@ class WatermarkIndex:
         return self._offs[self._h : self._n].copy(), self._wms[self._h : self._n].copy()
 
     @classmethod
-    def from_state(
+    def restore_state(
         cls,
         creation_time: SupportsIndex,
         start_offset: SupportsIndex,
@@ -477,6 +479,7 @@ class WatermarkIndex:
 
     # ------------------------------------------------------------------ invariants
 
+    @checked
     def _check(self) -> None:
         """Assert every invariant; AssertionError names the broken one. O(n)."""
 

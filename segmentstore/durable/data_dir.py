@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checks import checked
 from ..clock import monotonic_s
 from ..config import StoreConfig
 from ..core.container import ContainerState, SegmentContainer
@@ -40,13 +41,13 @@ from .snapshot import (
     ColdRef,
     SegmentState,
     Snapshot,
-    capture_segment,
     decode_blob,
     decode_segment_state,
     encode_blob,
     encode_segment_state,
     load_latest_snapshot,
     restore_segment,
+    snapshot_segment,
     write_atomic,
     write_snapshot,
 )
@@ -140,7 +141,7 @@ class DurableStore:
                         length=st.length,
                     )
                     segments.append(restore_segment(st, data))
-                c.load_state(ContainerState(snap.seq, snap.timestamp, tuple(segments)))
+                c.restore_state(ContainerState(snap.seq, snap.timestamp, tuple(segments)))
                 for ref in snap.cold:
                     if not (self._cold_dir / ref.state_file).is_file():
                         raise DataCorruptionError(
@@ -192,7 +193,7 @@ class DurableStore:
     def _snapshot_locked(self) -> None:
         log = self._log
         assert log is not None
-        state = self._container.dump_state()
+        state = self._container.snapshot_state()
         for seg in state.segments:
             _file_data(seg).sync()
         for path in list(self._unsynced):
@@ -203,7 +204,7 @@ class DurableStore:
         states = []
         for seg in state.segments:
             d = _file_data(seg)
-            states.append(capture_segment(seg, d.key, d.base))
+            states.append(snapshot_segment(seg, d.key, d.base))
         cold = tuple(self.cold._refs.values())
         snap = Snapshot(self._last_seq, state.last_timestamp, tuple(states), cold)
         write_snapshot(self.dir, snap)
@@ -271,6 +272,7 @@ class DurableStore:
             self.recovery,
         )
 
+    @checked
     def _check(self) -> None:
         """Assert the log, the cache and every open data file agree with the container."""
         c = self._container
@@ -295,7 +297,7 @@ class DiskColdStore:
         d = self._durable
         data = _file_data(seg)
         data.flush()
-        st = capture_segment(seg, data.key, data.base)
+        st = snapshot_segment(seg, data.key, data.base)
         seq = d._container.processor.last_seq
         k = 0
         while True:
@@ -347,6 +349,7 @@ class DiskColdStore:
     def names(self) -> list[str]:
         return list(self._refs)
 
+    @checked
     def _check(self) -> None:
         for name, ref in self._refs.items():
             assert ref.name == name, f"cold reference stored under {name!r} names {ref.name!r}"
