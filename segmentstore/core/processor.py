@@ -55,14 +55,13 @@ class OperationSink(Protocol):
 class OperationProcessor:
     """Assigns sequence numbers and monotonic timestamps; forwards operations to the log."""
 
-    __slots__ = ("_clock", "_last_ts", "_seq", "log", "stamped")
+    __slots__ = ("_clock", "_last_ts", "_seq", "log")
 
     def __init__(self, clock: Clock, log: OperationSink | None = None) -> None:
         self._clock = clock
         self._last_ts = INT64_MIN
         self._seq = 0
         self.log = log
-        self.stamped = 0
 
     @property
     def last_timestamp(self) -> int:
@@ -85,7 +84,6 @@ class OperationProcessor:
         if now > self._last_ts:
             self._last_ts = now
         self._seq += 1
-        self.stamped += 1
         return self._seq, self._last_ts
 
     def stamp_many(self, count: int) -> tuple[int, int]:
@@ -96,7 +94,6 @@ class OperationProcessor:
         """
         seq, ts = self.stamp()
         self._seq += count - 1
-        self.stamped += count - 1
         return seq, ts
 
     def restore_state(self, seq: int, timestamp: int) -> None:
