@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from segmentstore.checks import checked
+
 from .errors import InvalidConfigError
 from .watermark import MIN_TIMESTAMP, Watermark
 
@@ -120,6 +122,7 @@ class BoundedOutOfOrdernessWatermarks:
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
         output.emit_watermark(Watermark(self._max_timestamp - self._bound - 1))
 
+    @checked
     def _check(self) -> None:
         """Assert the generator's invariant: it never emits below MIN_TIMESTAMP."""
         assert self._max_timestamp >= MIN_TIMESTAMP + self._bound + 1
@@ -184,6 +187,7 @@ class WatermarksWithIdleness(Generic[T]):
         else:
             self._inner.on_periodic_emit(output)
 
+    @checked
     def _check(self) -> None:
         """Assert the wrapper's invariants."""
         assert 0 <= self._last_counter <= self._counter

@@ -50,7 +50,8 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 
 from segmentstore import SegmentNotFoundError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .events import KIND_WATERMARK, frame_length
@@ -358,6 +359,7 @@ class ProducerWatermarks:
                     self._epoch_of[i.segment.name] = i.segment.epoch
             stack.extend(succ)
 
+    @checked
     def _check(self) -> None:
         """Assert cursors are consistent and every memoised final state extends its inheritance."""
         for name, cur in self._cursors.items():

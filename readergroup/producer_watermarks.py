@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from segmentstore import SegmentExistsError, SegmentNotFoundError, SegmentTruncatedError
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .errors import FrameFormatError, InvalidEventError
@@ -207,6 +208,7 @@ class ProducerWatermarkTracker:
         marks = (WriterMark(w, t, w in self._idle) for w, t in self._times.items())
         return MarkState(position, tuple(sorted(marks)))
 
+    @checked
     def _check(self) -> None:
         """Assert idle writers are known, and a writer without an assertion here is idle."""
         assert self._idle <= set(self._times), "an idle writer is unknown"
@@ -384,6 +386,7 @@ class SegmentWatermarkCursor:
         self._log_max = self.position
         self.snapshots_written += 1
 
+    @checked
     def _check(self) -> None:
         """Assert the cursor's invariants."""
         self.tracker._check()

@@ -35,7 +35,7 @@ import threading
 from dataclasses import dataclass, fields
 
 from segmentstore import Clock, SegmentSealedError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX
 
 from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError

@@ -20,8 +20,7 @@ import pyarrow as pa
 
 from readergroup.events import NO_EVENT_TIME, decode_columns, frame_ends_of
 from readergroup.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
-from segmentstore.client.embedded import SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient, SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 
 from .errors import DataLossError

@@ -37,7 +37,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter, WriterConfig
 from segmentstore.attributes import AttributeUpdate
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError
 
 from .errors import SinkError

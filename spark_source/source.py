@@ -43,7 +43,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from segmentstore.attributes import AttributeUpdate
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import InvalidOptionError

@@ -24,7 +24,7 @@ from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroupManager
 from segmentstore import SegmentStore, TickingClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 
 STREAM = "itcase/et"
 SKEW = {"sensor-A": 0, "sensor-B": 30_000, "sensor-C": -30_000}

@@ -23,7 +23,7 @@ from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroup, ReaderGroupManager
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 
 STREAM = "itcase/sensors"
 LAG = 10_000

@@ -30,7 +30,7 @@ from readergroup.producer_watermarks import (
 )
 from readergroup.reader import EventRead, EventReader, ReadKind
 from segmentstore import ManualClock, SegmentStore, StreamSegment
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN
 
 S = "pw/s"

@@ -21,7 +21,7 @@ from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_
 from readergroup.events import NO_EVENT_TIME
 from readergroup.writer import EventWriter
 from segmentstore import SegmentStore, TickingClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from spark_source.errors import InvalidOptionError
 from spark_source.eventtime import event_time_windows, late_rows
 from spark_source.offsets import SourceOffset

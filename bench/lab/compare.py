@@ -28,7 +28,7 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventReader, ReadKind
 from readergroup.transaction import Transaction
 from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN
 
 from .compared_strategies import Strategy, make_strategies

@@ -40,6 +40,7 @@ from readergroup.config import TimeDomain
 from readergroup.frontier import event_time_watermark
 from readergroup.state import SegmentState
 from segmentstore import Clock
+from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
 from .lab_scenario import LabStrategies
@@ -133,6 +134,7 @@ class StrategyPipeline:
         if watermark > self.ordering.current_watermark:
             self.ordering.process_watermark(Watermark(watermark))
 
+    @checked
     def _check(self) -> None:
         self.ordering._check()
         assert self.late == self.ordering.num_late_records_dropped

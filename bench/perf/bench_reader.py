@@ -27,7 +27,7 @@ from readergroup.events import decode_columns, encode_event
 from readergroup.group import ReaderGroup
 from readergroup.reader import ReadKind
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s
 
 from .errors import BenchmarkError

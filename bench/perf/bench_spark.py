@@ -31,8 +31,7 @@ from typing import Any
 
 from readergroup.events import decode_columns, encode_event
 from segmentstore import SegmentStore, StoreConfig, WallClock
-from segmentstore.client.embedded import EmbeddedClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 

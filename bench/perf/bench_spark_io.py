@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from segmentstore import SegmentStore, StoreConfig, WallClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
@@ -86,7 +86,7 @@ def _append_many_partition(endpoint: str, segments: list[str]) -> Any:
 
     def write(rows: Iterator[Any]) -> None:
         from readergroup.events import encode_event
-        from segmentstore.client.remote import RemoteClient
+        from segmentstore.client import RemoteClient
 
         by_segment: dict[str, list[bytes]] = {s: [] for s in segments}
         for r in rows:

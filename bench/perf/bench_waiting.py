@@ -28,8 +28,7 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import SegmentStore, WallClock
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
 from .errors import BenchmarkError

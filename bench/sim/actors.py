@@ -32,7 +32,7 @@ from readergroup.routing import key_hash
 from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter, WriterConfig
 from segmentstore import SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 
 from .errors import ScenarioError, SimulationError
 from .pipeline import EventTimePipeline

@@ -32,6 +32,7 @@ from flink_compat import (
 )
 from readergroup.frontier import event_time_watermark
 from segmentstore import Clock
+from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
 __all__ = ["OrderedRecord", "WindowFiring", "EventTimePipeline"]
@@ -166,6 +167,7 @@ class EventTimePipeline:
     def firings(self) -> list[WindowFiring]:
         return self.window_sink.firings
 
+    @checked
     def _check(self) -> None:
         """Assert the operators' and valve's invariants, and that the output is in event-time order."""
         self.valve._check()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from typing import Protocol
 
+from ..checks import checked
 from ..clock import Clock
 from ..errors import InvalidClockError
 from ..limits import INT64_MAX, INT64_MIN
@@ -54,14 +55,13 @@ class OperationSink(Protocol):
 class OperationProcessor:
     """Assigns sequence numbers and monotonic timestamps; forwards operations to the log."""
 
-    __slots__ = ("_clock", "_last_ts", "_seq", "log", "stamped")
+    __slots__ = ("_clock", "_last_ts", "_seq", "log")
 
     def __init__(self, clock: Clock, log: OperationSink | None = None) -> None:
         self._clock = clock
         self._last_ts = INT64_MIN
         self._seq = 0
         self.log = log
-        self.stamped = 0
 
     @property
     def last_timestamp(self) -> int:
@@ -84,7 +84,6 @@ class OperationProcessor:
         if now > self._last_ts:
             self._last_ts = now
         self._seq += 1
-        self.stamped += 1
         return self._seq, self._last_ts
 
     def stamp_many(self, count: int) -> tuple[int, int]:
@@ -95,15 +94,15 @@ class OperationProcessor:
         """
         seq, ts = self.stamp()
         self._seq += count - 1
-        self.stamped += count - 1
         return seq, ts
 
-    def restore(self, seq: int, timestamp: int) -> None:
+    def restore_state(self, seq: int, timestamp: int) -> None:
         """After recovery: continue after ``seq`` and never below ``timestamp``."""
         if seq > self._seq:
             self._seq = seq
         if timestamp > self._last_ts:
             self._last_ts = timestamp
 
+    @checked
     def _check(self) -> None:
         assert self._seq >= 0, f"sequence number went negative: {self._seq}"
