@@ -1,7 +1,8 @@
 """Store throughput, measured side by side with a bare-Python baseline in the same run.
 
 - ``append``: 100-byte events through ``SegmentStore.append`` vs a bare
-  ``bytearray.extend`` + ``list.append`` loop (goal: within 3x of the loop).
+  ``bytearray.extend`` + ``list.append`` loop (goal: within 6x of the loop, issue 14;
+  ``bench_append_cost`` shows where the time goes).
 - ``append_batch``: the same events through ``SegmentStore.append_batch`` in batches
   of 1000 (goal: >= 1 M events/s).
 - ``read``: sequential 64 KiB reads through ``SegmentStore.read`` vs slicing the bytes
@@ -31,7 +32,7 @@ EVENT_BYTES = 100
 BATCH_EVENTS = 1_000
 READ_CHUNK = 64 * 1024
 BATCH_GOAL_EVENTS_PER_S = 1_000_000
-APPEND_GOAL_SLOWDOWN = 3.0
+APPEND_GOAL_SLOWDOWN = 6.0
 
 _Runner = Callable[[list[Any]], None]
 _Factory = Callable[[ExitStack], _Runner]
@@ -117,7 +118,10 @@ def _append_rows(n: int, rounds: int) -> list[Row]:
         rounds=rounds,
     )
     bare = best["bare"]
-    vs = f"bare bytearray.extend+list.append loop ({1 / bare:,.0f} events/s); x slower, goal <= 3"
+    vs = (
+        f"bare bytearray.extend+list.append loop ({1 / bare:,.0f} events/s); "
+        f"x slower, goal <= {APPEND_GOAL_SLOWDOWN:.0f}"
+    )
     return [
         row("bare loop: bytearray.extend + list.append", 1 / bare, "events/s", "itself", 1.0),
         row("store.append 100 B (ManualClock)", 1 / best["manual"], "events/s", vs, best["manual"] / bare),
