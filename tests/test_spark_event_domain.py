@@ -173,6 +173,7 @@ def test_truthful_writers_are_never_behind_the_previous_batch_watermark(
                 writers[w].mark_idle()
                 times[w] = max(times[w], off.watermark + 1)  # its next write re-joins above it
             elif op == "write":
+                times[w] = max(times[w], off.watermark + 1)  # an idle writer re-joins above a later batch's
                 writers[w].note_time(times[w])
                 writers[w].write_event(f"k{x}", b"e", event_time=times[w] + x)
                 written += 1
