@@ -19,6 +19,7 @@ from .errors import (
     ReaderNotInGroupError,
     TransactionClosedError,
     TransactionError,
+    WriterBufferFullError,
     WriterClosedError,
     WriterError,
 )
@@ -38,7 +39,7 @@ from .reader import EventBatch, EventRead, EventReader, ReaderStats, ReadKind
 from .routing import RoutingTable, key_hash
 from .state import ReaderGroupState, SegmentState
 from .transaction import Transaction, TransactionalEventWriter, TransactionStatus
-from .writer import EventWriter, WriterConfig
+from .writer import EventAck, EventWriter, WriteFuture, WriterConfig
 
 __all__ = [
     "KIND_EVENT",
@@ -48,6 +49,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointAbortedError",
     "DuplicateCheckpointError",
+    "EventAck",
     "EventBatch",
     "EventRead",
     "EventReader",
@@ -83,6 +85,8 @@ __all__ = [
     "TransactionError",
     "TransactionStatus",
     "TransactionalEventWriter",
+    "WriteFuture",
+    "WriterBufferFullError",
     "WriterClosedError",
     "WriterConfig",
     "WriterError",

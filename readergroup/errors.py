@@ -26,6 +26,7 @@ __all__ = [
     "DuplicateCheckpointError",
     "CheckpointAbortedError",
     "InvalidReadError",
+    "WriterBufferFullError",
 ]
 
 
@@ -42,7 +43,7 @@ class FrameFormatError(ReaderGroupError, ValueError):
 
 
 class WriterError(ReaderGroupError):
-    """A writer could not deliver its events (retries exhausted); they stay buffered for ``flush()``."""
+    """A writer could not deliver events (resends exhausted, ...): their futures and ``flush()`` raise it."""
 
 
 class WriterClosedError(WriterError):
@@ -103,3 +104,7 @@ class CheckpointAbortedError(ReaderGroupError):
 
 class InvalidReadError(ReaderGroupError, ValueError):
     """A read was called with a bad argument (names it: ``timeout_ms``, ``max_events``)."""
+
+
+class WriterBufferFullError(WriterError):
+    """A write did not fit under ``WriterConfig.max_bytes_in_flight`` in ``max_block_ms``; not written."""
