@@ -125,7 +125,7 @@ class Transaction:
             eng.service()
         if self._config.sync:
             b = fut._where()[0]
-            if b.closed:
+            if b.closed and (not b.done or b.error is not None):  # the write closed it: wait for it
                 eng.wait_settled([b])
                 eng.raise_failure([b])
         return fut

@@ -5,8 +5,10 @@
   (``appender``). ``flush()`` waits for everything written so far and raises the first
   failure since the last flush; ``close()`` flushes. ``WriterConfig(sync=True)`` is the
   writer of before: blocks of ``max_batch_events`` go out when full, and the write that
-  fills one waits for its acknowledgement. Thread-safe: concurrent ``write_event`` callers
-  keep each their own order.
+  fills one waits for its acknowledgement. An event is readable once its future is done
+  (embedded too: a sender thread appends there). Thread-safe: concurrent ``write_event``
+  callers keep each their own order. ``max_bytes_in_flight`` bounds the bytes not yet
+  acknowledged (``write_event`` waits up to ``max_block_ms``, or raises at 0).
 - Routing: a stable hash of the routing key into [0, 1) over the current key ranges
   (``routing.RoutingTable``); events of one key go to one segment, in order.
 - Exactly once: each writer has an id; every append carries the writer id and the
@@ -183,7 +185,7 @@ class EventWriter:
             eng.service()
         if self._config.sync:
             b = fut._where()[0]
-            if b.closed:
+            if b.closed and (not b.done or b.error is not None):  # the write closed it: wait for it
                 eng.wait_settled([b])
                 eng.raise_failure([b])
         return fut
