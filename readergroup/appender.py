@@ -545,7 +545,8 @@ class AppendEngine:
         nb = self._open_block(to, len(frame))
         nb.frames.append(frame)
         nb.nbytes += len(frame)
-        nb.closed = True  # moved events go out at once, as the reroute of a flush did
+        if len(nb.frames) >= self._max_events or nb.nbytes >= self._max_bytes:
+            nb.closed = True
         self.unacked += len(frame)
         if old.moving is None:
             old.moving = [None] * len(old.frames)
@@ -553,6 +554,11 @@ class AppendEngine:
             old.moving[i] = (nb, len(nb.frames) - 1)
         if nb not in old.moved_to:
             old.moved_to.append(nb)
+
+    def close_open(self, app: SegmentAppender) -> None:
+        """(lock held) No more events join ``app``'s last block: it may go even in sync or linger mode."""
+        if app.blocks:
+            app.blocks[-1].closed = True
 
     def retire(self, old: _Block) -> None:
         """(lock held) ``old``'s events were all moved: it is no longer counted; callbacks follow them."""

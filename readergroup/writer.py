@@ -291,6 +291,7 @@ class EventWriter:
             return cbs
         self._table = RoutingTable(active)
         placed: set[tuple[int, str]] = set()  # (marker frame, segment): a marker once per segment
+        touched: set[str] = set()
         for old in stale:
             blocks = list(old.blocks)
             b = old.inflight
@@ -302,7 +303,9 @@ class EventWriter:
             del eng.appenders[old.segment]
             seg = self._segment_of.pop(old.segment)
             for blk in blocks:
-                self._move_block(blk, seg, active, placed)
+                self._move_block(blk, seg, active, placed, touched)
+        for name in touched:  # moved events go out now (sync mode too), as a flush's reroute did
+            eng.close_open(eng.appenders[name])
         return cbs
 
     def _stored_number(self, app: SegmentAppender) -> int:
@@ -310,7 +313,12 @@ class EventWriter:
         return self._client.get_attributes(app.segment, [self.writer_id]).get(self.writer_id, 0)
 
     def _move_block(
-        self, blk: _Block, seg: StreamSegment, active: tuple[StreamSegment, ...], placed: set[tuple[int, str]]
+        self,
+        blk: _Block,
+        seg: StreamSegment,
+        active: tuple[StreamSegment, ...],
+        placed: set[tuple[int, str]],
+        touched: set[str],
     ) -> None:
         """(lock held) Move ``blk``'s events to the segments owning their keys; markers once to each."""
         eng = self._engine
@@ -326,6 +334,7 @@ class EventWriter:
                         continue
                     placed.add((id(frame), t.name))
                 eng.move(blk, i, frame, self._appender(t))
+                touched.add(t.name)
         eng.retire(blk)
 
     def _check(self) -> None:
