@@ -35,28 +35,25 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import itertools
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
-from typing import Any
 
 from segmentstore import AppendResult, Clock, SegmentSealedError
 from segmentstore.client import SegmentStoreClient
 
 from .errors import InvalidEventError, WriterBufferFullError, WriterError
+from .write_future import Block, Callback, Settled, WriteFuture
 
-__all__ = ["WriterConfig", "EventAck", "WriteFuture", "SegmentAppender", "AppendEngine"]
+__all__ = ["WriterConfig", "SegmentAppender", "AppendEngine"]
 
 _log = logging.getLogger(__name__)
 _TRANSIENT = (ConnectionError, TimeoutError)
 _WORKER_IDLE_S = 2.0
 _local = threading.local()  # ``io``: this thread settles appends (client I/O, sender): it must not wait
-_Callback = Callable[["WriteFuture"], object]
-_Settled = tuple[int, "WriteFuture", _Callback]  # a callback to run: (event index, future, function)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,150 +95,6 @@ class WriterConfig:
                 raise InvalidEventError(f"WriterConfig.{f.name} must be an int >= {low}, got {v!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class EventAck:
-    """An acknowledged event: its segment, offset and ingestion time.
-
-    ``offset`` and ``ingestion_time`` are ``None`` when the store held the event already (a
-    resend acknowledged as a duplicate, or found stored after a seal): it is stored once.
-    """
-
-    segment: str
-    offset: int | None
-    ingestion_time: int | None
-
-
-class _Block:
-    """Events of one segment appended together; settled once (acknowledged or failed) or moved on."""
-
-    __slots__ = (
-        "attempts",
-        "callbacks",
-        "closed",
-        "data",
-        "done",
-        "ends",
-        "engine",
-        "error",
-        "first_ms",
-        "frames",
-        "moved",
-        "moved_to",
-        "moving",
-        "nbytes",
-        "number",
-        "result",
-        "segment",
-    )
-
-    def __init__(self, engine: AppendEngine, segment: str, first_ms: int) -> None:
-        self.engine = engine
-        self.segment = segment
-        self.frames: list[bytes] = []
-        self.nbytes = 0
-        self.closed = False  # no more events join it; sendable even in sync or linger mode
-        self.first_ms = first_ms
-        self.number: int | None = None  # the event number of its last event, once sent
-        self.data: bytes | None = None
-        self.attempts = 0
-        self.done = False
-        self.result: AppendResult | None = None
-        self.error: BaseException | None = None
-        self.callbacks: list[_Settled] | None = None
-        self.moved: list[tuple[_Block, int] | None] | None = None  # after a seal: where each event went
-        self.moving: list[tuple[_Block, int] | None] | None = None  # ``moved`` being built (published whole)
-        self.moved_to: list[_Block] = []
-        self.ends: list[int] | None = None
-
-    def ack(self, i: int) -> EventAck:
-        r = self.result
-        if r is None or r.duplicate:
-            return EventAck(self.segment, None, None)
-        if self.ends is None:
-            self.ends = list(itertools.accumulate(map(len, self.frames)))
-        start = self.ends[i - 1] if i else 0
-        return EventAck(self.segment, r.offset + start, r.timestamp)
-
-
-class WriteFuture:
-    """The acknowledgement of one written event: ``result()``, ``add_done_callback``, ``await``.
-
-    ``result(timeout)`` returns the ``EventAck`` once the store acknowledged the event, or
-    raises why it failed; waiting on an event held back (``sync`` mode, linger) sends its
-    block now. Callbacks run on the thread that settles the block (the client's I/O thread
-    for ``RemoteClient``): keep them short. Not cancellable.
-    """
-
-    __slots__ = ("_block", "_i")
-
-    def __init__(self, block: _Block, i: int) -> None:
-        self._block = block
-        self._i = i
-
-    def _where(self) -> tuple[_Block, int]:
-        b, i = self._block, self._i
-        while b.moved is not None:
-            to = b.moved[i]
-            assert to is not None
-            b, i = to
-        return b, i
-
-    def done(self) -> bool:
-        """Whether the event was acknowledged or failed. O(1)."""
-        return self._where()[0].done
-
-    def result(self, timeout: float | None = None) -> EventAck:
-        """Wait (up to ``timeout`` s) for the acknowledgement; raises the event's error or TimeoutError."""
-        b, i = self._wait(timeout)
-        if b.error is not None:
-            raise b.error
-        return b.ack(i)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        """Wait like ``result`` and return the event's error, ``None`` if it was acknowledged."""
-        return self._wait(timeout)[0].error
-
-    def add_done_callback(self, fn: _Callback) -> None:
-        """Call ``fn(self)`` once the event is settled (at once if it is already)."""
-        b, i = self._where()
-        if not b.engine.add_callback(b, i, self, fn):
-            b.engine.run_callbacks([(i, self, fn)])
-
-    def _wait(self, timeout: float | None) -> tuple[_Block, int]:
-        b, i = self._where()
-        if not b.done:
-            b.engine.wait_futures([self], timeout)
-            b, i = self._where()
-            if not b.done:
-                raise TimeoutError(f"event {i} of a block of {b.segment!r}: not settled in {timeout}s")
-        return b, i
-
-    def __await__(self) -> Generator[Any, None, EventAck]:
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        out: asyncio.Future[EventAck] = loop.create_future()
-
-        def copy(f: WriteFuture) -> None:
-            if out.cancelled():
-                return
-            err = f.exception(0)
-            if err is not None:
-                out.set_exception(err)
-            else:
-                out.set_result(f.result(0))
-
-        self.add_done_callback(lambda f: loop.call_soon_threadsafe(copy, f))
-        b, _ = self._where()
-        b.engine.expedite(b)
-        return (yield from out.__await__())
-
-    def __repr__(self) -> str:
-        b, i = self._where()
-        state = "pending" if not b.done else ("failed" if b.error is not None else "acknowledged")
-        return f"<WriteFuture {state} segment={b.segment!r} index={i}>"
-
-
 class SegmentAppender:
     """One segment's queued blocks (oldest first; the last may be open) and its append in flight."""
 
@@ -249,8 +102,8 @@ class SegmentAppender:
 
     def __init__(self, segment: str, stored_number: int | None) -> None:
         self.segment = segment
-        self.blocks: deque[_Block] = deque()
-        self.inflight: _Block | None = None
+        self.blocks: deque[Block] = deque()
+        self.inflight: Block | None = None
         # the highest event number given to a block (never reused): the store's record of the
         # writer at first; ``None`` until it was asked (by ``service``, on a thread that may wait)
         self.assigned = stored_number
@@ -262,7 +115,7 @@ class SegmentAppender:
         """Events queued or in flight. O(blocks)."""
         return sum(len(b.frames) for b in self.blocks) + (len(self.inflight.frames) if self.inflight else 0)
 
-    def all_blocks(self) -> list[_Block]:
+    def all_blocks(self) -> list[Block]:
         return ([self.inflight] if self.inflight is not None else []) + list(self.blocks)
 
 
@@ -282,7 +135,7 @@ class AppendEngine:
         writer_id: int,
         config: WriterConfig,
         clock: Clock | None = None,
-        on_sealed: Callable[[list[SegmentAppender]], list[_Settled]] | None = None,
+        on_sealed: Callable[[list[SegmentAppender]], list[Settled]] | None = None,
     ) -> None:
         self.client = client
         self.writer_id = writer_id
@@ -308,7 +161,7 @@ class AppendEngine:
         # mode from a sender thread of the writer, so that events aggregate meanwhile
         self._direct = type(client).append_async is SegmentStoreClient.append_async
         self._threaded = self._direct and not config.sync
-        self._queue: deque[tuple[SegmentAppender, _Block]] = deque()  # blocks for the sender thread
+        self._queue: deque[tuple[SegmentAppender, Block]] = deque()  # blocks for the sender thread
         self._queue_cv = threading.Condition(threading.Lock())
         self._sender: threading.Thread | None = None
 
@@ -336,19 +189,19 @@ class AppendEngine:
     def _now(self) -> int:
         return self.clock.now() if self.clock is not None and self.config.linger_ms is not None else 0
 
-    def _open_block(self, app: SegmentAppender, n: int) -> _Block:
+    def _open_block(self, app: SegmentAppender, n: int) -> Block:
         blocks = app.blocks
         b = blocks[-1] if blocks else None
         if b is None or b.closed or (b.frames and b.nbytes + n > self._max_bytes):
             if b is not None:
                 b.closed = True
-            b = _Block(self, app.segment, self._now())
+            b = Block(self, app.segment, self._now())
             blocks.append(b)
             if self.config.linger_ms is not None:
                 self._wake()  # the worker sends it when the linger is over
         return b
 
-    def add(self, app: SegmentAppender, frame: bytes) -> tuple[WriteFuture, _Block | None]:
+    def add(self, app: SegmentAppender, frame: bytes) -> tuple[WriteFuture, Block | None]:
         """(lock held) Queue ``frame``; returns its future and the block to send now (outside the lock)."""
         n = len(frame)
         b = self._open_block(app, n)
@@ -362,7 +215,7 @@ class AppendEngine:
             return fut, self._start(app)
         return fut, None
 
-    def add_closed(self, app: SegmentAppender, frame: bytes) -> _Block:
+    def add_closed(self, app: SegmentAppender, frame: bytes) -> Block:
         """(lock held) Queue ``frame`` (a marker) in a block that goes out even in sync mode; returns it."""
         b = self._open_block(app, len(frame))
         b.frames.append(frame)
@@ -371,7 +224,7 @@ class AppendEngine:
         b.closed = True
         return b
 
-    def _start(self, app: SegmentAppender) -> _Block | None:
+    def _start(self, app: SegmentAppender) -> Block | None:
         """(lock held) Make the oldest block the one in flight if it may go now; the caller sends it."""
         if not app.blocks or app.inflight is not None or app.trouble is not None or self.paused:
             return None
@@ -393,7 +246,7 @@ class AppendEngine:
         return b
 
     # ------------------------------------------------------------------ sending and settling
-    def send(self, app: SegmentAppender, b: _Block | None) -> None:
+    def send(self, app: SegmentAppender, b: Block | None) -> None:
         """Hand ``b`` (and the blocks its acknowledgements start) to the client. No lock held."""
         if self._threaded and threading.current_thread() is not self._sender:
             if b is not None:
@@ -420,7 +273,7 @@ class AppendEngine:
                 return
             b = self._settle_future(app, b, f, False)
 
-    def _enqueue(self, app: SegmentAppender, b: _Block) -> None:
+    def _enqueue(self, app: SegmentAppender, b: Block) -> None:
         """Hand ``b`` to the sender thread (started if it is not running)."""
         with self._queue_cv:
             self._queue.append((app, b))
@@ -445,7 +298,7 @@ class AppendEngine:
                 app, b = self._queue.popleft()
             self.send(app, b)
 
-    def _on_reply(self, app: SegmentAppender, b: _Block, f: concurrent.futures.Future[AppendResult]) -> None:
+    def _on_reply(self, app: SegmentAppender, b: Block, f: concurrent.futures.Future[AppendResult]) -> None:
         io, _local.io = getattr(_local, "io", False), True
         try:
             self.send(app, self._settle_future(app, b, f, True))
@@ -453,22 +306,22 @@ class AppendEngine:
             _local.io = io
 
     def _settle_future(
-        self, app: SegmentAppender, b: _Block, f: concurrent.futures.Future[AppendResult], foreign: bool
-    ) -> _Block | None:
+        self, app: SegmentAppender, b: Block, f: concurrent.futures.Future[AppendResult], foreign: bool
+    ) -> Block | None:
         exc = f.exception()
         return self._settle(app, b, None if exc is not None else f.result(), exc, foreign)
 
     def _settle(
         self,
         app: SegmentAppender,
-        b: _Block,
+        b: Block,
         result: AppendResult | None,
         exc: BaseException | None,
         foreign: bool,
-    ) -> _Block | None:
+    ) -> Block | None:
         """Settle the append of ``b``: acknowledge, keep for a resend or reroute, or fail; the next block."""
-        nxt: _Block | None = None
-        cbs: list[_Settled] = []
+        nxt: Block | None = None
+        cbs: list[Settled] = []
         with self.lock:
             self.sending -= 1
             if app.inflight is not b:  # dropped meanwhile (an abort): its futures are settled already
@@ -496,7 +349,7 @@ class AppendEngine:
             self.run_callbacks(cbs)
         return nxt
 
-    def _error(self, b: _Block, exc: BaseException) -> BaseException:
+    def _error(self, b: Block, exc: BaseException) -> BaseException:
         if isinstance(exc, _TRANSIENT):
             err = WriterError(
                 f"segment {b.segment!r}: append of {len(b.frames)} events (event number {b.number}) "
@@ -507,8 +360,8 @@ class AppendEngine:
         return exc
 
     def _complete(
-        self, b: _Block, result: AppendResult | None, error: BaseException | None
-    ) -> list[_Settled]:
+        self, b: Block, result: AppendResult | None, error: BaseException | None
+    ) -> list[Settled]:
         """(lock held) Settle ``b``; returns its callbacks to run outside the lock."""
         b.done = True
         b.result = result
@@ -518,9 +371,9 @@ class AppendEngine:
         cbs, b.callbacks = b.callbacks or [], None
         return cbs
 
-    def fail_appender(self, app: SegmentAppender, exc: BaseException) -> list[_Settled]:
+    def fail_appender(self, app: SegmentAppender, exc: BaseException) -> list[Settled]:
         """(lock held) Fail the block in flight and every queued block of ``app``; returns the callbacks."""
-        cbs: list[_Settled] = []
+        cbs: list[Settled] = []
         for b in app.all_blocks():
             cbs += self._complete(b, None, exc)
         app.inflight = None
@@ -531,7 +384,7 @@ class AppendEngine:
         self._notify()
         return cbs
 
-    def settle_stored(self, app: SegmentAppender) -> list[_Settled]:
+    def settle_stored(self, app: SegmentAppender) -> list[Settled]:
         """(lock held) The block in flight turned out stored (asked after a seal): acknowledge it."""
         b = app.inflight
         assert b is not None
@@ -540,7 +393,7 @@ class AppendEngine:
         app.acked = b.number or 0
         return self._complete(b, None, None)
 
-    def move(self, old: _Block, i: int, frame: bytes, to: SegmentAppender) -> None:
+    def move(self, old: Block, i: int, frame: bytes, to: SegmentAppender) -> None:
         """(lock held) Event ``i`` of the unsent ``old`` goes to ``to`` (after a seal); its future follows."""
         nb = self._open_block(to, len(frame))
         nb.frames.append(frame)
@@ -560,7 +413,7 @@ class AppendEngine:
         if app.blocks:
             app.blocks[-1].closed = True
 
-    def retire(self, old: _Block) -> None:
+    def retire(self, old: Block) -> None:
         """(lock held) ``old``'s events were all moved: it is no longer counted; callbacks follow them."""
         self.unacked -= old.nbytes
         old.data = None
@@ -574,7 +427,7 @@ class AppendEngine:
         old.callbacks = None
         self._notify()
 
-    def add_callback(self, b: _Block, i: int, fut: WriteFuture, fn: _Callback) -> bool:
+    def add_callback(self, b: Block, i: int, fut: WriteFuture, fn: Callback) -> bool:
         """Register ``fn`` on ``b``; ``False`` if ``b`` is settled already (call it now)."""
         with self.lock:
             while b.moved is not None and b.moved:
@@ -587,7 +440,7 @@ class AppendEngine:
             return True
 
     @staticmethod
-    def run_callbacks(cbs: Iterable[_Settled]) -> None:
+    def run_callbacks(cbs: Iterable[Settled]) -> None:
         for _, fut, fn in cbs:
             try:
                 fn(fut)
@@ -595,9 +448,9 @@ class AppendEngine:
                 _log.exception("write future callback failed")
 
     # ------------------------------------------------------------------ waiting
-    def _unsettled(self, blocks: Iterable[_Block]) -> list[_Block]:
+    def _unsettled(self, blocks: Iterable[Block]) -> list[Block]:
         """(lock held) The blocks of ``blocks`` (or those their events moved to) not settled yet."""
-        out: list[_Block] = []
+        out: list[Block] = []
         todo = list(blocks)
         while todo:
             b = todo.pop()
@@ -607,7 +460,7 @@ class AppendEngine:
                 out.append(b)
         return out
 
-    def expedite(self, b: _Block) -> None:
+    def expedite(self, b: Block) -> None:
         """Someone waits for ``b``: close it (sync mode, linger) and send what may go. No lock held."""
         if not b.done and not b.closed:
             with self.lock:
@@ -620,7 +473,7 @@ class AppendEngine:
             self.expedite(b)
         self.wait_settled(blocks, timeout)
 
-    def wait_settled(self, blocks: Iterable[_Block], timeout: float | None = None) -> bool:
+    def wait_settled(self, blocks: Iterable[Block], timeout: float | None = None) -> bool:
         """Wait until every block is settled (resending, rerouting meanwhile); ``False`` on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         pending = list(blocks)
@@ -657,7 +510,7 @@ class AppendEngine:
             if err is not None:
                 raise err
 
-    def raise_failure(self, blocks: Iterable[_Block]) -> None:
+    def raise_failure(self, blocks: Iterable[Block]) -> None:
         """Raise the error of the first failed block of the settled ``blocks`` (it is then reported)."""
         with self.lock:
             todo = list(blocks)
@@ -697,7 +550,7 @@ class AppendEngine:
             self.service()
 
     # ------------------------------------------------------------------ slow work
-    def kick(self, extra: Iterable[tuple[SegmentAppender, _Block]] = ()) -> None:
+    def kick(self, extra: Iterable[tuple[SegmentAppender, Block]] = ()) -> None:
         """Send every block that may go now. No lock held. O(segments)."""
         with self.lock:
             sends = list(extra)
@@ -723,8 +576,8 @@ class AppendEngine:
             self._servicing = True
         try:
             while True:
-                resend: list[tuple[SegmentAppender, _Block]] = []
-                cbs: list[_Settled] = []
+                resend: list[tuple[SegmentAppender, Block]] = []
+                cbs: list[Settled] = []
                 with self.lock:
                     if not self.work:
                         break
@@ -749,7 +602,7 @@ class AppendEngine:
                 if self.work:
                     self._wake()
 
-    def _learn_number(self, app: SegmentAppender) -> list[_Settled]:
+    def _learn_number(self, app: SegmentAppender) -> list[Settled]:
         """Ask the store for the writer's last event number in ``app``'s segment (one call, no lock held)."""
         try:
             n = self.client.get_attributes(app.segment, [self.writer_id]).get(self.writer_id, 0)
@@ -765,7 +618,7 @@ class AppendEngine:
                 app.assigned = app.acked = n
             return []
 
-    def _reroute(self, hook: Callable[[list[SegmentAppender]], list[_Settled]]) -> list[_Settled]:
+    def _reroute(self, hook: Callable[[list[SegmentAppender]], list[Settled]]) -> list[Settled]:
         """(lock held) Pause, wait until no append is in flight, hand the sealed appenders to ``hook``."""
         self.paused += 1
         try:
@@ -779,7 +632,7 @@ class AppendEngine:
                 if isinstance(e, _TRANSIENT):
                     err = WriterError(f"writer {self.writer_id}: rerouting after a seal failed: {e}")
                     err.__cause__ = e
-                cbs: list[_Settled] = []
+                cbs: list[Settled] = []
                 for a in sealed:
                     if a.trouble is not None:
                         cbs += self.fail_appender(a, err)

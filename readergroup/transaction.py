@@ -34,11 +34,12 @@ import enum
 from segmentstore import Clock, TransactionInfo
 from segmentstore.client import SegmentStoreClient
 
-from .appender import AppendEngine, WriteFuture, _Settled
+from .appender import AppendEngine
 from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
 from .events import encode_event
 from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
+from .write_future import Settled, WriteFuture
 from .writer import WriterConfig, check_writer_id, frame_hash, new_writer_id
 
 __all__ = ["TransactionStatus", "Transaction", "TransactionalEventWriter"]
@@ -173,7 +174,7 @@ class Transaction:
                 return
             self._check_open("abort")
         self._client.abort_transaction(self._info.stream, list(self._txn_of.values()))
-        cbs: list[_Settled] = []
+        cbs: list[Settled] = []
         with eng.lock:
             gone = TransactionClosedError(f"transaction {self.id!r} of {self._info.stream!r} was aborted")
             for app in eng.appenders.values():

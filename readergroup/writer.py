@@ -43,11 +43,12 @@ import threading
 from segmentstore import Clock, StreamSegment
 from segmentstore.client import SegmentStoreClient
 
-from .appender import AppendEngine, EventAck, SegmentAppender, WriteFuture, WriterConfig, _Block, _Settled
+from .appender import AppendEngine, SegmentAppender, WriterConfig
 from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError
 from .events import HEADER_SIZE, KIND_EVENT, encode_event
 from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
+from .write_future import Block, EventAck, Settled, WriteFuture
 
 __all__ = [
     "WriterConfig",
@@ -264,7 +265,7 @@ class EventWriter:
                     self._barrier = None
                     eng._notify()
 
-    def _reroute(self, sealed: list[SegmentAppender]) -> list[_Settled]:
+    def _reroute(self, sealed: list[SegmentAppender]) -> list[Settled]:
         """(lock held, nothing in flight) Reload the active segments; move every stale appender's events.
 
         Asks the store first (successors, active segments, the writer's number in each stale
@@ -278,7 +279,7 @@ class EventWriter:
         stale = [a for a in eng.appenders.values() if a.segment not in live] if active else []
         # asked even after SegmentSealedError: an earlier send of the block may have landed
         stored = {a.segment: self._stored_number(a) for a in stale if a.inflight is not None}
-        cbs: list[_Settled] = []
+        cbs: list[Settled] = []
         for app in sealed:
             if app in ended or not active:
                 why = "is sealed without successors" if app in ended else "has no active segment left"
@@ -314,7 +315,7 @@ class EventWriter:
 
     def _move_block(
         self,
-        blk: _Block,
+        blk: Block,
         seg: StreamSegment,
         active: tuple[StreamSegment, ...],
         placed: set[tuple[int, str]],
