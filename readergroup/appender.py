@@ -277,12 +277,14 @@ class AppendEngine:
         """Hand ``b`` to the sender thread (started if it is not running)."""
         with self._queue_cv:
             self._queue.append((app, b))
-            if self._sender is None:
+            if len(self._queue) > 1 and self._sender is not None:
+                return  # the sender takes it after the ones before
+            if self._sender is None or not self._sender.is_alive():  # (not alive: in a forked child)
                 self._sender = threading.Thread(
                     target=self._run_sender, name=f"ingestwm-sender-{self.writer_id}", daemon=True
                 )
                 self._sender.start()
-            elif len(self._queue) == 1:
+            else:
                 self._queue_cv.notify()
 
     def _run_sender(self) -> None:
@@ -644,7 +646,7 @@ class AppendEngine:
     def _wake(self) -> None:
         """(lock held) Wake the worker thread, starting it if it is not running."""
         self._notify()
-        if self._worker is None and not self._closed:
+        if (self._worker is None or not self._worker.is_alive()) and not self._closed:
             self._worker = threading.Thread(
                 target=self._run_worker, name=f"ingestwm-writer-{self.writer_id}", daemon=True
             )
