@@ -20,6 +20,7 @@ from .errors import (
     TransactionClosedError,
     TransactionError,
     TranscriptError,
+    WriterBufferFullError,
     WriterClosedError,
     WriterError,
 )
@@ -39,7 +40,7 @@ from .reader import EventBatch, EventRead, EventReader, ReaderStats, ReadKind
 from .routing import RoutingTable, key_hash
 from .state import ReaderGroupState, SegmentState
 from .transaction import Transaction, TransactionalEventWriter, TransactionStatus
-from .writer import EventWriter, WriterConfig
+from .writer import EventAck, EventWriter, WriteFuture, WriterConfig
 
 __all__ = [
     "KIND_EVENT",
@@ -49,6 +50,7 @@ __all__ = [
     "Checkpoint",
     "CheckpointAbortedError",
     "DuplicateCheckpointError",
+    "EventAck",
     "EventBatch",
     "EventRead",
     "EventReader",
@@ -85,6 +87,8 @@ __all__ = [
     "TranscriptError",
     "TransactionStatus",
     "TransactionalEventWriter",
+    "WriteFuture",
+    "WriterBufferFullError",
     "WriterClosedError",
     "WriterConfig",
     "WriterError",

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from segmentstore import StreamCut
 
-from .errors import InvalidReaderGroupConfigError
+from .errors import InvalidEventError, InvalidReaderGroupConfigError
 
-__all__ = ["TimeDomain", "ReaderGroupConfig"]
+__all__ = ["TimeDomain", "ReaderGroupConfig", "WriterConfig"]
 
 
 class TimeDomain(enum.Enum):
@@ -124,3 +124,42 @@ def _check_int(option: str, value: object, low: int) -> None:
         raise InvalidReaderGroupConfigError(
             f"ReaderGroupConfig.{option} must be an int >= {low}, got {value!r}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WriterConfig:
+    """Writer settings: block limits per segment, resends, optional linger, back-pressure, sync mode.
+
+    - ``max_batch_events`` / ``max_batch_bytes``: at most this many events / bytes in one
+      append (a block).
+    - ``retry_attempts``: resends of a block after a transient error, before its events fail.
+    - ``linger_ms``: hold a block that is not full up to this long (by the writer's clock,
+      checked at writes and by the writer's thread) for larger blocks; ``None``: a segment
+      with no append in flight sends at once.
+    - ``max_bytes_in_flight``: the bound on bytes written and not yet acknowledged or failed.
+    - ``max_block_ms``: how long a write waits for room at that bound; 0 raises at once.
+    - ``sync``: the writer before issue 17: a block goes out when full (or lingered) or at
+      ``flush``, and the write that filled it waits for its acknowledgement (with
+      ``max_batch_events=1`` every ``write_event`` is one round trip).
+    """
+
+    max_batch_events: int = 4096
+    max_batch_bytes: int = 1 << 20
+    retry_attempts: int = 3
+    linger_ms: int | None = None
+    max_bytes_in_flight: int = 16 << 20
+    max_block_ms: int = 60_000
+    sync: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "sync":
+                if not isinstance(v, bool):
+                    raise InvalidEventError(f"WriterConfig.sync must be a bool, got {v!r}")
+                continue
+            if v is None and f.name == "linger_ms":
+                continue
+            low = 0 if f.name in ("retry_attempts", "linger_ms", "max_block_ms") else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InvalidEventError(f"WriterConfig.{f.name} must be an int >= {low}, got {v!r}")

@@ -27,6 +27,7 @@ __all__ = [
     "CheckpointAbortedError",
     "InvalidReadError",
     "TranscriptError",
+    "WriterBufferFullError",
 ]
 
 
@@ -43,7 +44,7 @@ class FrameFormatError(ReaderGroupError, ValueError):
 
 
 class WriterError(ReaderGroupError):
-    """A writer could not deliver its events (retries exhausted); they stay buffered for ``flush()``."""
+    """A writer could not deliver events (resends exhausted, ...): their futures and ``flush()`` raise it."""
 
 
 class WriterClosedError(WriterError):
@@ -108,3 +109,7 @@ class InvalidReadError(ReaderGroupError, ValueError):
 
 class TranscriptError(ReaderGroupError, ValueError):
     """A watermark transcript (``readergroup.transcripts``) is malformed or inconsistent (names the step)."""
+
+
+class WriterBufferFullError(WriterError):
+    """A write did not fit under ``WriterConfig.max_bytes_in_flight`` in ``max_block_ms``; not written."""

@@ -33,7 +33,8 @@ def _write(client: SegmentStoreClient, clock: ManualClock, n: int, key: str = "k
     w = EventWriter(client, STREAM)
     for i in range(n):
         clock.advance(step)
-        w.write_event(f"{key}{i % 7}", f"{key}-{i}".encode(), event_time=clock.now() - 3 if i % 2 else None)
+        et = clock.now() - 3 if i % 2 else None
+        w.write_event(f"{key}{i % 7}", f"{key}-{i}".encode(), event_time=et).result(10)  # stored now
     w.close()
 
 

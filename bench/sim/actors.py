@@ -44,7 +44,7 @@ from .workloads import ID_BYTES, FrameBuilder, event_times, expected_events, gen
 __all__ = ["World", "WriterActor", "instance_names", "scaler", "advancer"]
 
 Proc = Generator[simpy.Event, Any, None]
-_EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20)
+_EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20, sync=True)
 
 
 def instance_names(name: str, count: int) -> list[str]:
