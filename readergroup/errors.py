@@ -26,6 +26,10 @@ __all__ = [
     "DuplicateCheckpointError",
     "CheckpointAbortedError",
     "InvalidReadError",
+    "GroupStateError",
+    "GroupStateCorruptError",
+    "GroupStateConflictError",
+    "StaleEpochError",
 ]
 
 
@@ -103,3 +107,19 @@ class CheckpointAbortedError(ReaderGroupError):
 
 class InvalidReadError(ReaderGroupError, ValueError):
     """A read was called with a bad argument (names it: ``timeout_ms``, ``max_events``)."""
+
+
+class GroupStateError(ReaderGroupError):
+    """The group's state log in the store cannot be used (names the segment and offset)."""
+
+
+class GroupStateCorruptError(GroupStateError):
+    """A batch of the state log is corrupt (bad magic, version or CRC): it is never applied."""
+
+
+class GroupStateConflictError(GroupStateError):
+    """An update lost the conditional append to other processes too many times in a row."""
+
+
+class StaleEpochError(ReaderGroupError):
+    """An update names an epoch the group has left (a reset happened meanwhile): it is not applied."""
