@@ -676,8 +676,8 @@ class ReaderGroupState:
             self.model._check()
             if self._monitor is not None:
                 self._monitor._check()
-            for (epoch, _), fut in self._futures.items():
-                assert not fut.done() and epoch <= self.model.epoch
+            for (epoch, _), fut in list(self._futures.items()):
+                assert not Future.done(fut) and epoch <= self.model.epoch  # (done() would catch up)
 
 
 def _build(
