@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from bench.group_cli import group as group_commands
+
 __all__ = ["main", "cli"]
 
 
@@ -14,6 +16,9 @@ __all__ = ["main", "cli"]
 @click.version_option(package_name="ingestwm")
 def cli() -> None:
     """ingestwm: a Pravega-style segment store with ingestion-time watermarks."""
+
+
+cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/group_cli.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
