@@ -23,8 +23,8 @@ from typing import Any, Protocol
 
 from segmentstore.checks import checked
 
-from .checkpoint import OperatorState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import OperatorState
 from .watermark import MIN_TIMESTAMP, StreamRecord, Watermark, WatermarkStatus
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import Any, Protocol
 
 from segmentstore.checks import checked
 
-from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError
+from .job_checkpoint import JobCheckpoint, SubtaskState
 from .operators import CollectingOutput, OutputTag, StreamOperator
 from .watermark import (
     MAX_TIMESTAMP,

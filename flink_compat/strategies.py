@@ -8,7 +8,7 @@ timeout on its *processing* clock marks its output idle. The clock is injected
 (``create_watermark_generator(clock)``): no wall-clock reads here.
 
 These strategies are for comparison with the ingestion-time watermarks of
-``flink_compat.source`` on the same source.
+``flink_compat.pravega_source`` on the same source.
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ from typing import Any, Protocol, TypeVar
 
 from segmentstore.checks import checked
 
-from .checkpoint import OperatorState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import OperatorState
 from .operators import OutputTag, StreamOperator
 from .watermark import MAX_TIMESTAMP, StreamRecord
 

@@ -17,8 +17,8 @@ import pytest
 
 from flink_compat.errors import InvalidConfigError
 from flink_compat.operators import LATE_DATA, EventTimeOrderingOperator
+from flink_compat.pravega_source import PravegaSource
 from flink_compat.runner import JobRunner
-from flink_compat.source import PravegaSource
 from flink_compat.watermark import Watermark
 from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain

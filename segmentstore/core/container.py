@@ -64,6 +64,9 @@ from .validation import as_bytes, check_name, check_offset, check_writer, quote
 
 __all__ = ["ColdSegments", "ContainerState", "SegmentContainer"]
 
+_result = tuple.__new__
+"""Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
+
 
 class ColdSegments(Protocol):
     """What the container asks of its evictor (``core.eviction.Evictor``); called with the lock held."""
@@ -111,6 +114,7 @@ class SegmentContainer:
         self._evictor: ColdSegments | None = None  # set_cold
         self._data_factory: Callable[[str, int], SegmentData] | None = None  # set_data_factory
         self.reads = ReadIndex(self, clock)
+        self._max_append_bytes = config.max_append_bytes
 
     # ------------------------------------------------------------------ lookup
     @property
@@ -221,6 +225,7 @@ class SegmentContainer:
         name: str,
         data: bytes,
         expected_offset: int | None = None,
+        *,
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> AppendResult:
@@ -234,13 +239,8 @@ class SegmentContainer:
         if type(data) is not bytes:
             data = as_bytes(name, data)
         n = len(data)
-        if n == 0:
-            raise InvalidArgumentError(f"segment {quote(name)}: append of 0 bytes")
-        if n > self._config.max_append_bytes:
-            raise InvalidArgumentError(
-                f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes "
-                f"({self._config.max_append_bytes})"
-            )
+        if not 0 < n <= self._max_append_bytes:
+            self._refuse_length(name, n)
         if writer_id is not None or event_number is not None:
             check_writer(name, writer_id, event_number)
         if expected_offset is not None and type(expected_offset) is not int:
@@ -252,7 +252,7 @@ class SegmentContainer:
             seg = self._segments.get(name) if type(name) is str and not self._closed else None
             if seg is None or seg.sealed:
                 seg = self._writable(name)  # raises, or reactivates an evicted segment
-            offset = seg.data.length
+            offset = seg.length
             if expected_offset is not None and expected_offset != offset:
                 check_offset(name, "expected_offset", expected_offset)
                 raise BadOffsetError(
@@ -264,14 +264,15 @@ class SegmentContainer:
             if writer_id is not None:
                 last = seg.attributes.get(writer_id)
                 if last is not None and event_number is not None and event_number <= last:
-                    return AppendResult(offset, 0, seg.last_write_time, True)
+                    return _result(AppendResult, (offset, 0, seg.last_write_time, True))
             seq, ts = self._processor.stamp()
             if self._processor.log is not None:
                 self._processor.log.write(
                     Append(seq, ts, name, offset, data, writer_id, event_number)
                 )
             seg.data.append(data)
-            seg.windex.record_write(offset + n, ts)
+            seg.length = end = offset + n
+            seg.windex.record_write_trusted(end, ts)
             seg.last_write_time = ts
             seg.last_used = ts
             if writer_id is not None:
@@ -282,7 +283,14 @@ class SegmentContainer:
             lock.release()
         if wakeups:
             complete(wakeups)
-        return AppendResult(offset, n, ts)
+        return _result(AppendResult, (offset, n, ts, False))
+
+    def _refuse_length(self, name: str, n: int) -> None:
+        if n == 0:
+            raise InvalidArgumentError(f"segment {quote(name)}: append of 0 bytes")
+        raise InvalidArgumentError(
+            f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes ({self._max_append_bytes})"
+        )
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
@@ -352,7 +360,8 @@ class SegmentContainer:
         n = t.length
         if n:
             p.data.append(t.data.read(0, n))
-            p.windex.record_write(p.data.length, ts)
+            p.length += n
+            p.windex.record_write(p.length, ts)
         else:
             p.windex.record_time(ts)
         p.last_write_time = ts
@@ -635,6 +644,7 @@ class SegmentContainer:
                     f"replay: append to {op.name!r} at {op.offset}, but its length is {seg.length}"
                 )
             seg.data.append(op.data)
+            seg.length += len(op.data)
             seg.windex.record_write(seg.length, ts)
             seg.last_write_time = ts
             if op.writer_id is not None and op.event_number is not None:

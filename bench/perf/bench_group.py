@@ -2,7 +2,7 @@
 
 The group's state is a log of update batches in the store (``readergroup.synchronizer``);
 every change is a conditional append. Against ``ingestwm serve`` in another process,
-over a stream of 10^3 segments (``--quick``: 100):
+over a stream of 10^3 segments (``--quick``: 100, ``--tiny``: 20):
 
 - ``updates 1 process``: one process appending position reports (``ReaderGroupState.report``)
   as fast as it can: updates per second, each a conditional append plus its apply;
@@ -16,7 +16,7 @@ over a stream of 10^3 segments (``--quick``: 100):
 - ``log retained``: bytes of the state log kept (from its start offset) against all bytes
   ever appended to it: compaction keeps the log bounded (``ratio`` = kept / appended).
 
-Run ``python -m bench.bench_group [--quick]``; ``run(quick)`` returns the rows.
+Run ``python -m bench.perf.bench_group [--quick | --tiny]``; ``run(size)`` returns the rows.
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ from typing import Any
 
 from segmentstore.clock import monotonic_s
 
-from .runner import Row, module_main, row
+from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main"]
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 STREAM = "bench/group"
 GROUP = "bench-group"
 
@@ -58,6 +58,7 @@ def _updater(endpoint: tuple[str, int], rid: str, seconds: float, go: Any, out: 
     with RemoteClient(endpoint, timeout_s=60) as client:
         st = ReaderGroupState.open(client, GROUP, WallClock())
         st.add_reader(rid)
+        out.put("ready")
         go.wait(60)
         segs = [seg.name for seg, _, _ in st.acquire(rid)] or sorted(st.segments_of(rid))
         sync = st.synchronizer
@@ -100,9 +101,8 @@ def _updates(endpoint: tuple[str, int], procs: int, seconds: float) -> tuple[flo
     ]
     for p in ps:
         p.start()
-    import time
-
-    time.sleep(0.5 + 0.5 * procs)  # every process joined (interpreter start, snapshot load)
+    for _ in ps:  # every process joined (interpreter start, snapshot load)
+        assert out.get(timeout=120) == "ready"
     go.set()
     got = [out.get(timeout=120) for _ in ps]
     for p in ps:
@@ -112,15 +112,15 @@ def _updates(endpoint: tuple[str, int], procs: int, seconds: float) -> tuple[flo
     return updates / seconds, conflicts / max(1, updates)
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(size: Size = "full") -> list[Row]:
     from readergroup.config import ReaderGroupConfig, TimeDomain
     from readergroup.group import ReaderGroup
     from readergroup.state import state_segment
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
 
-    segments = 100 if quick else 1_000
-    seconds = 1.0 if quick else 3.0
+    segments = sized(size, 20, 100, 1_000)
+    seconds = sized(size, 0.3, 1.0, 3.0)
     server, endpoint = _serve()
     try:
         with RemoteClient(endpoint, timeout_s=60) as client:

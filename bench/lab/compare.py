@@ -31,8 +31,8 @@ from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN
 
-from .scenario import LabReader, LabScenario, LabWriter
-from .strategies import Strategy, make_strategies
+from .compared_strategies import Strategy, make_strategies
+from .lab_scenario import LabReader, LabScenario, LabWriter
 
 __all__ = ["LabResult", "run_compare", "summarise"]
 

@@ -12,7 +12,7 @@
 Each side runs once as a warm-up; the bounded read is then timed end to end, the sink
 by Spark's ``processedRowsPerSecond`` over measured micro-batches. Before timing, the
 bounded read is checked to return every event and each sink's stream to hold every
-row it was given. Run ``python -m bench.bench_spark_io [--quick]``.
+row it was given. Run ``python -m bench.perf.bench_spark_io [--quick | --tiny]``.
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
 from .bench_spark import PARTITIONS, ceiling_batches, preload
-from .runner import Row, module_main, row
+from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main"]
+__all__ = ["run", "main", "SLOW"]
+
+SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.suite)
 
 
 def _ceiling_reader(rows: int) -> type:
@@ -127,13 +129,13 @@ def _events_in(client: EmbeddedClient, stream: str) -> int:
     return n
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(size: Size = "full") -> list[Row]:
     """Bounded read vs its ceiling and the sink vs ``append_many``, in one session."""
     from spark_source.session import local_session
 
-    rows = 400_000 if quick else 2_000_000
-    sink_rows = 100_000 if quick else 500_000
-    batches = 2 if quick else 3
+    rows = sized(size, 40_000, 400_000, 2_000_000)
+    sink_rows = sized(size, 10_000, 100_000, 500_000)
+    batches = sized(size, 1, 2, 3)
     store = SegmentStore(clock=WallClock(), config=StoreConfig(advancer_thread=False))
     server = SegmentStoreServer(store)
     server.start()
@@ -204,7 +206,7 @@ def run(quick: bool = False) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_spark_io [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_spark_io [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "fewer rows")
     return 0
 

@@ -43,8 +43,8 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, ReaderStats, ReadKind
 from segmentstore.checks import checked
 
-from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import JobCheckpoint, SubtaskState
 from .runner import PollResult
 from .strategies import RecordTimestampAssigner, TimestampAssigner, WatermarkStrategy, as_timestamp_assigner
 from .watermark import MIN_TIMESTAMP, StreamElement, StreamRecord, Watermark, WatermarkStatus

@@ -20,7 +20,7 @@ It prints rows/s and the ratios (a)/(b) and (b)/(c), and where the time of (a) g
 driver planning (Spark's ``latestOffset`` + ``queryPlanning`` per micro-batch) and,
 measured on one thread in this process over the same ranges, fetching the bytes,
 decoding the frames and building Arrow. Before timing, (a) is checked to deliver every
-preloaded event exactly once. Run ``python -m bench.bench_spark [--quick]``.
+preloaded event exactly once. Run ``python -m bench.perf.bench_spark [--quick | --tiny]``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .runner import Row, module_main, row
+from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main", "preload", "ceiling_batches", "SEGMENTS", "PARTITIONS"]
+__all__ = ["run", "main", "preload", "ceiling_batches", "SEGMENTS", "PARTITIONS", "SLOW"]
+
+SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.suite)
 
 SEGMENTS = 2
 PARTITIONS = 2
@@ -222,14 +224,15 @@ def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str,
     }
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(size: Size = "full") -> list[Row]:
     """Measure (a), (b) and (c) in one session at equal rows per micro-batch; rows for ``ingestwm bench``."""
     from spark_source.session import local_session
 
-    rows_per_batch = 200_000 if quick else 1_000_000
-    batches = 2 if quick else 4
+    rows_per_batch = sized(size, 20_000, 200_000, 1_000_000)
+    batches = sized(size, 1, 2, 4)
     events = rows_per_batch * (batches + 2)  # a warm-up batch, the measured ones, and slack
-    size = f"{rows_per_batch:,} rows/batch{' (--quick; the goal is stated at 1,000,000)' if quick else ''}"
+    note = f" (--{size}; the goal is stated at 1,000,000)" if size != "full" else ""
+    what = f"{rows_per_batch:,} rows/batch{note}"
     store = SegmentStore(clock=WallClock(), config=StoreConfig(advancer_thread=False))
     server = SegmentStoreServer(store)
     server.start()
@@ -253,9 +256,9 @@ def run(quick: bool = False) -> list[Row]:
     ) / len(ours)
     per_row_us = {k: split[k] * 1e6 for k in ("fetch", "decode", "arrow")}
     return [
-        row(f"(c) spark rate-micro-batch, {size}", c, "rows/s", "itself", 1.0),
-        row(f"(b) python ceiling (prebuilt Arrow), {size}", b, "rows/s", "(c) rate-micro-batch", b / c),
-        row(f"(a) spark ingestwm source, {size}", a, "rows/s", "(b) python source ceiling", a / b),
+        row(f"(c) spark rate-micro-batch, {what}", c, "rows/s", "itself", 1.0),
+        row(f"(b) python ceiling (prebuilt Arrow), {what}", b, "rows/s", "(c) rate-micro-batch", b / c),
+        row(f"(a) spark ingestwm source, {what}", a, "rows/s", "(b) python source ceiling", a / b),
         row("(a) driver planning per micro-batch", planning_ms, "ms"),
         row("(a) fetch bytes, 1 thread", per_row_us["fetch"], "us/row"),
         row("(a) decode frames, 1 thread", per_row_us["decode"], "us/row"),
@@ -286,7 +289,7 @@ def _check_delivery(spark: Any, endpoint: str, stream: str, events: int) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_spark [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_spark [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "2 * 10^5 rows per micro-batch instead of 10^6")
     return 0
 

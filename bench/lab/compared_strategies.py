@@ -43,7 +43,7 @@ from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
-from .scenario import LabStrategies
+from .lab_scenario import LabStrategies
 
 __all__ = [
     "StrategyPipeline",
