@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from bench.group_cli import group as group_commands
+from .group import group as group_commands
 
 __all__ = ["main", "cli"]
 
@@ -26,7 +26,7 @@ def cli() -> None:
     """ingestwm: a Pravega-style segment store with ingestion-time watermarks."""
 
 
-cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/group_cli.py)
+cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/cli/group.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:

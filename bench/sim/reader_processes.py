@@ -17,8 +17,8 @@ acknowledged, hence delivered again by the reader that takes its segments over:
 - ``{"k": "end"}``: closed cleanly; ``{"k": "error", "msg"}``: the reader was dropped
 
 ``ReaderProcesses`` starts (spawn context: no fork after threads), kills (SIGKILL),
-stops and reaps them. Used by the multi-process test, the simulator's
-``readers.processes`` option and ``bench_group``. Real time and real processes: runs
+stops and reaps them. Used by the simulator's ``group.processes`` option and the
+multi-process tests. Real time and real processes: runs
 are not deterministic.
 """
 
