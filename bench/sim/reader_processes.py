@@ -12,8 +12,9 @@ acknowledged, hence delivered again by the reader that takes its segments over:
 - ``{"k": "e", "ep", "s", "o", "key", "p", "it", "t"}``: an event (epoch, segment,
   offset, routing key, payload as text, ingestion time, the wall time it was logged in ns)
 - ``{"k": "w", "ep", "w"}``: a watermark; ``{"k": "c", "ep", "n"}``: a checkpoint marker
-- ``{"k": "b", "ep", "w", "n", "s", "o", "it", "et", "p"}``: a batch (``batch`` mode;
-  columns, payloads as hex)
+- ``{"k": "b", "ep", "w", "segs", "si", "o", "it", "et", "key", "p", "t"}``: a batch
+  (``batch`` mode): its segments, and per event the segment's index, offset, ingestion
+  and event time, routing key and payload (hex); the wall time it was logged in ns
 - ``{"k": "end"}``: closed cleanly; ``{"k": "error", "msg"}``: the reader was dropped
 
 ``ReaderProcesses`` starts (spawn context: no fork after threads), kills (SIGKILL),
@@ -104,16 +105,20 @@ def _event(reader: Any, spec: ReaderSpec, put: Any) -> None:
 
 
 def _batch(reader: Any, spec: ReaderSpec, put: Any) -> None:
+    import time
+
     b = reader.read_batch(spec.max_events, timeout_ms=spec.read_timeout_ms)
     if b.checkpoint_name is not None:
         put({"k": "c", "ep": b.epoch, "n": b.checkpoint_name})
     elif len(b) or b.watermark is not None:
         put({
-            "k": "b", "ep": b.epoch, "w": b.watermark, "n": len(b),
-            "s": [b.segments[i] for i in b.segment_index.tolist()], "o": b.offset.tolist(),
-            "it": b.ingestion_time.tolist(), "et": b.event_time.tolist(),
-            "p": [p.hex() for p in b.payload.to_pylist()],
+            "k": "b", "ep": b.epoch, "w": b.watermark, "segs": list(b.segments),
+            "si": b.segment_index.tolist(), "o": b.offset.tolist(), "it": b.ingestion_time.tolist(),
+            "et": b.event_time.tolist(), "key": b.routing_key.to_pylist(),
+            "p": [p.hex() for p in b.payload.to_pylist()], "t": time.time_ns(),
         })
+        if spec.work_ms and len(b):
+            time.sleep(len(b) * spec.work_ms / 1000.0)
 
 
 def read_log(path: str | Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
@@ -143,12 +148,15 @@ class ReaderProcesses:
         self.killed: list[str] = []  # incarnations killed with SIGKILL
         self._n = 0
 
-    def start(self, reader_id: str, takeover: bool = False) -> str:
-        """Start a reader process; returns its incarnation name (its log is ``<incarnation>.jsonl``)."""
+    def start(self, reader_id: str, takeover: bool = False, **options: Any) -> str:
+        """Start a reader process; returns its incarnation name (its log is ``<incarnation>.jsonl``).
+
+        ``options`` (``ReaderSpec`` fields) override those given to the supervisor.
+        """
         name = f"{reader_id}@{self._n}"
         self._n += 1
         spec = ReaderSpec(self.endpoint, self.group, reader_id, str(self.log_dir / f"{name}.jsonl"),
-                          takeover=takeover, **self.options)
+                          takeover=takeover, **{**self.options, **options})
         stop = self._ctx.Event()
         proc = self._ctx.Process(target=run_reader, args=(spec, stop), name=name, daemon=True)
         proc.start()
@@ -172,6 +180,17 @@ class ReaderProcesses:
             proc.join(5)
         return proc.exitcode  # type: ignore[no-any-return]
 
+    def pause(self, name: str, paused: bool) -> None:
+        """Stop (SIGSTOP) or continue (SIGCONT) incarnation ``name``: alive, but doing nothing."""
+        import signal
+
+        proc, _, _ = self.procs[name]
+        if proc.pid is not None and proc.is_alive():
+            os.kill(proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+    def log_path(self, name: str) -> str:
+        return self.procs[name][2].log_path
+
     def alive(self) -> list[str]:
         return [n for n, (p, _, _) in self.procs.items() if p.is_alive()]
 
@@ -183,4 +202,5 @@ class ReaderProcesses:
     def close(self) -> None:
         """Stop every live process (kill what does not stop)."""
         for name in self.alive():
+            self.pause(name, False)
             self.stop(name, 10.0)
