@@ -28,7 +28,14 @@ import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 
-from segmentstore import Clock, SegmentExistsError, SegmentNotFoundError, StreamCut, WallClock
+from segmentstore import (
+    Clock,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    StreamCut,
+    WallClock,
+)
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
@@ -104,7 +111,7 @@ class ReaderGroup:
             raise InvalidReaderGroupConfigError(f"config must be a ReaderGroupConfig, got {config!r}")
         clock = clock if clock is not None else WallClock()
         self._setup(name, client, clock, ReaderGroupState.create(client, name, config, clock))
-        with contextlib.suppress(Exception):  # only ``list`` needs the index; the group exists anyway
+        with contextlib.suppress(SegmentStoreError):  # only ``list`` needs the index; the group exists
             _index(client, "create", name)
 
     @classmethod
@@ -319,7 +326,7 @@ class ReaderGroupManager:
                 group.reader_offline(rid)
         with contextlib.suppress(SegmentNotFoundError):
             self.client.delete(state_segment(name))
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(SegmentStoreError):
             _index(self.client, "delete", name)
 
     def list_reader_groups(self) -> list[str]:

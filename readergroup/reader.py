@@ -21,6 +21,7 @@ advancing watermarks. On a reset (new epoch, PIP-194) it drops everything it buf
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -190,6 +191,9 @@ class EventReader:
         self._event_time = config.time_domain is TimeDomain.EVENT_TIME
         self._lag = 0 if self._event_time else config.max_event_time_lag_ms  # EVENT_TIME: no lag
         self._token = state.add_reader(reader_id)
+        self._sync_obj = state.synchronizer
+        self._version = -1  # the replica's version when membership and epoch were last checked
+        self._cps = state.model.checkpoints  # the replica's checkpoint queue (valid at that version)
         self._beat = state.heartbeat(self._token) if config.reader_timeout_ms else None
         self._epoch = state.epoch
         self._segs: dict[str, SegmentInput] = {}
@@ -219,6 +223,14 @@ class EventReader:
     def _online(self) -> bool:
         return self._state.is_online(self.reader_id, self._token)
 
+    def _check_membership(self) -> None:
+        """After the replica changed: restart on a new epoch, fail if this reader is offline. O(1)."""
+        version = self._sync_obj.version
+        if self._state.epoch != self._epoch or self._closed or not self._online():
+            self._restart()
+        self._cps = self._state.model.checkpoints
+        self._version = version
+
     @property
     def stats(self) -> ReaderStats:
         """Counters: events, bytes read, watermarks, late events (event time and ingestion time)."""
@@ -245,9 +257,9 @@ class EventReader:
         if timeout_ms:
             _check_timeout(self.reader_id, timeout_ms)
         st = self._state
-        if st.epoch != self._epoch or self._closed or not self._online():
-            self._restart()
-        if (self._need_sync or self._now() >= self._next_sync or st.checkpoint_active) and self._sync_due(st):
+        if self._sync_obj.version != self._version or self._closed:
+            self._check_membership()
+        if (self._need_sync or self._now() >= self._next_sync or self._cps) and self._sync_due(st):
             marker = self._sync()
             if marker is not None:
                 return marker
@@ -288,8 +300,8 @@ class EventReader:
             )
         _check_timeout(self.reader_id, timeout_ms)
         st = self._state
-        if st.epoch != self._epoch or not self._online() or self._closed:
-            self._restart()
+        if self._sync_obj.version != self._version or self._closed:
+            self._check_membership()
         if self._sync_due(st):
             marker = self._sync()
             if marker is not None:
@@ -311,7 +323,7 @@ class EventReader:
             return
         st = self._state
         try:
-            with st.lock:
+            with st.lock, contextlib.suppress(ReaderGroupNotFoundError):  # deleted: nothing to leave
                 acked, finished = self._positions()
                 st.leave(self.reader_id, self._token, self._epoch, acked, finished)
         finally:

@@ -117,6 +117,7 @@ class StateSynchronizer:
         self._rng = random.Random()
         self._landed: dict[int, Applied] = {}  # seq -> our batch found in the log by a fetch
         self.state: Any = None
+        self.version = 0  # bumped by every batch applied and every reload: "the replica may have changed"
         self.revision = 0
         self.since_snapshot = 0
         self.snapshot_offset = 0
@@ -185,6 +186,7 @@ class StateSynchronizer:
             self.since_snapshot = 0
             self.snapshot_offset = b.offset
             self.stats.reloads += 1
+            self.version += 1
             return
         raise GroupStateConflictError(f"group state {self.segment!r}: kept being truncated while loading")
 
@@ -265,6 +267,7 @@ class StateSynchronizer:
             if b.origin == self.origin:
                 self._landed[b.seq] = Applied(b.offset, accepted)
         self.revision = b.end
+        self.version += 1
 
     # ------------------------------------------------------------------ writing
     def update(self, fn: Callable[[Any], Sequence[Update]]) -> Applied | None:
