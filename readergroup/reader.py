@@ -343,7 +343,12 @@ class EventReader:
         )
 
     def _keep_alive(self, now: int) -> None:
-        """Heartbeat (the reader's lease) and let the group declare expired readers offline."""
+        """Heartbeat (the reader's lease), let the group declare expired readers offline, and sync.
+
+        So a reader syncs with the group at least every quarter lease, however long its
+        report interval: a busy one learns of other processes' checkpoints and resets (a
+        caught-up one syncs as it waits anyway, after reading its tails).
+        """
         beat = self._beat
         assert beat is not None
         try:
@@ -359,6 +364,9 @@ class EventReader:
                 "(declared offline)"
             )
         self._state.sweep(now)
+        self._state_moved = True
+        if any(s.idx < s.n or not s.at_tail for s in self._segs.values()):
+            self._need_sync = True
         self._next_sync = min(self._next_report, beat.next_due)
 
     # ------------------------------------------------------------------ delivery

@@ -387,3 +387,21 @@ def test_a_rejected_update_changes_nothing_in_any_replica() -> None:
     assert not m.apply(Report("r", 100, 0, ((_SEG.name, -1, 6),)), 300)  # below the acknowledged position
     assert GroupModel.from_obj(m.to_obj()).to_obj() == m.to_obj()
     m._check()
+
+
+def test_a_busy_reader_learns_of_another_processs_checkpoint_within_a_quarter_lease(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    _write(client, clock, 200)
+    cfg = _config(position_report_interval_ms=10**9, reader_timeout_ms=1_000, read_buffer_bytes=64)
+    a = ReaderGroup("g", cfg, client, clock)
+    b = ReaderGroup.open("g", client, clock)
+    r = b.create_reader("r")
+    for _ in range(5):
+        assert not r.read_next_event().is_checkpoint
+    cp = a.initiate_checkpoint("cp")
+    assert not any(r.read_next_event().is_checkpoint for _ in range(5))  # busy: no sync due yet
+    clock.advance(300)  # past a quarter of the lease: it beats, and syncs with the log
+    assert any(r.read_next_event().is_checkpoint for _ in range(3))
+    assert cp.result(timeout=5).name == "cp"
