@@ -54,7 +54,8 @@ class ReaderGroupConfig:
       that notices) is declared offline and its segments return at its acknowledged
       positions. ``0`` = never: readers leave only by ``close()`` or ``reader_offline``.
     - ``state_snapshot_interval``: batches in the group's state log between compacted
-      snapshots; the log is truncated below each snapshot, so it stays bounded.
+      snapshots (and at least a snapshot's worth of bytes); the log is truncated below
+      each snapshot, so it stays bounded.
     """
 
     streams: tuple[str, ...]

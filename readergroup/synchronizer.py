@@ -8,14 +8,18 @@ appends them as one batch *conditionally* at the revision (``expected_offset``):
 append succeeds only if no other process appended since, so ``fn`` saw exactly the
 state the batch applies to. On a conflict (``BadOffsetError``) it fetches what the
 others appended and runs ``fn`` again (bounded, with a short randomised back-off), so
-concurrent updates serialise. A lost reply (the outcome of the append is unknown) is
+concurrent updates serialise (optimistic concurrency: in a tight loop the process that
+just appended tends to win again; readers' updates are paced by their report interval).
+A lost reply (the outcome of the append is unknown) is
 resolved by fetching: a batch carries its writer's origin and sequence number, so the
 writer recognises its own batch in the log.
 
 Compaction: the log starts with a ``Snapshot`` of the whole state. After
-``snapshot_interval`` batches, the process whose append crossed the interval appends a
-new snapshot (conditionally, so of two processes compacting at once only one
-succeeds) and truncates the segment at it; a joiner reads from the segment's start
+``snapshot_interval`` batches — and at least as many bytes of batches as the last
+snapshot took, so snapshots of a large state stay a bounded share of what is written —
+the process whose append crossed the line appends a new snapshot (conditionally, so of
+two processes compacting at once only one succeeds) and truncates the segment at it; a
+joiner reads from the segment's start
 offset, which is always a snapshot. A replica that fell behind a truncation
 (``SegmentTruncatedError``) loads the snapshot at the new start. A snapshot met in the
 middle of the log replaces the replica after checking it equals it (a divergence is
@@ -45,6 +49,7 @@ from segmentstore import (
 )
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
+from segmentstore.clock import monotonic_s
 from segmentstore.errors import retriable
 
 from .errors import (
@@ -58,7 +63,9 @@ from .group_updates import Batch, Snapshot, Update, decode_batches, encode_batch
 __all__ = ["Replica", "Applied", "SyncStats", "StateSynchronizer"]
 
 _READ_BYTES = 1 << 20
-_MAX_ATTEMPTS = 200
+_MAX_ATTEMPTS = 200  # of a reload racing truncations
+_GIVE_UP_S = 30.0
+"""An update gives up (``GroupStateConflictError``) after losing conditional appends this long."""
 
 
 class Replica(Protocol):
@@ -119,7 +126,9 @@ class StateSynchronizer:
         self.state: Any = None
         self.version = 0  # bumped by every batch applied and every reload: "the replica may have changed"
         self.revision = 0
-        self.since_snapshot = 0
+        self.since_snapshot = 0  # batches after the last snapshot
+        self.bytes_since_snapshot = 0
+        self.snapshot_bytes = 0  # the last snapshot's frame
         self.snapshot_offset = 0
 
     # ------------------------------------------------------------------ life cycle
@@ -141,7 +150,7 @@ class StateSynchronizer:
             client.append(segment, frame, expected_offset=0)
         except BadOffsetError:
             raise ReaderGroupExistsError(f"reader group state {segment!r} exists already") from None
-        s.state, s.revision = initial, len(frame)
+        s.state, s.revision, s.snapshot_bytes = initial, len(frame), len(frame)
         return s
 
     @classmethod
@@ -183,7 +192,8 @@ class StateSynchronizer:
             assert isinstance(snap, Snapshot)
             self.state = self._load(snap.state)
             self.revision = b.end
-            self.since_snapshot = 0
+            self.since_snapshot = self.bytes_since_snapshot = 0
+            self.snapshot_bytes = b.end - b.offset
             self.snapshot_offset = b.offset
             self.stats.reloads += 1
             self.version += 1
@@ -259,11 +269,13 @@ class StateSynchronizer:
             if snap.state != self.state.to_obj():
                 self.stats.diverged += 1
             self.state = self._load(snap.state)
-            self.since_snapshot = 0
+            self.since_snapshot = self.bytes_since_snapshot = 0
+            self.snapshot_bytes = b.end - b.offset
             self.snapshot_offset = b.offset
         else:
             accepted = tuple(self.state.apply(u, b.offset + i) for i, u in enumerate(b.updates))
             self.since_snapshot += 1
+            self.bytes_since_snapshot += b.end - b.offset
             if b.origin == self.origin:
                 self._landed[b.seq] = Applied(b.offset, accepted)
         self.revision = b.end
@@ -278,7 +290,10 @@ class StateSynchronizer:
         batch. Raises ``GroupStateConflictError`` after too many conflicts in a row.
         """
         with self.lock:
-            for attempt in range(_MAX_ATTEMPTS):
+            deadline = monotonic_s() + _GIVE_UP_S
+            attempt = 0
+            while attempt < 2 or monotonic_s() < deadline:
+                attempt += 1
                 updates = list(fn(self.state))
                 if not updates:
                     return None
@@ -316,16 +331,17 @@ class StateSynchronizer:
                 self._after_append()
                 return done
             raise GroupStateConflictError(
-                f"group state {self.segment!r}: update lost {_MAX_ATTEMPTS} conditional appends in a row"
+                f"group state {self.segment!r}: update lost {attempt} conditional appends in a row "
+                f"({_GIVE_UP_S:g} s) to other processes"
             )
 
     def _catch_up(self, attempt: int) -> None:
         self.fetch_updates()
-        if attempt >= 2:  # contended: back off a little, randomised, so one process wins
-            threading.Event().wait(min(0.05, 0.0002 * 2**attempt) * (0.5 + self._rng.random()))
+        if attempt >= 1:  # a short randomised pause (growing to 2 ms) spreads contended retries
+            threading.Event().wait(self._rng.uniform(0.0, min(0.002, 0.0002 * attempt)))
 
     def _after_append(self) -> None:
-        if self.since_snapshot >= self.snapshot_interval:
+        if self.since_snapshot >= self.snapshot_interval and self.bytes_since_snapshot >= self.snapshot_bytes:
             self.compact()
 
     def compact(self) -> bool:
@@ -347,7 +363,8 @@ class StateSynchronizer:
                     raise
                 return False  # a lost reply: the next fetch shows whether it landed
             self.revision = at + len(frame)
-            self.since_snapshot = 0
+            self.since_snapshot = self.bytes_since_snapshot = 0
+            self.snapshot_bytes = len(frame)
             self.snapshot_offset = at
             self.stats.snapshots_written += 1
             with contextlib.suppress(BadOffsetError, SegmentTruncatedError):
