@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -73,10 +72,9 @@ from typing import Any
 from segmentstore import Clock, SegmentStoreError, StreamCut, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
-from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MIN
 
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, CheckpointFuture
 from .config import ReaderGroupConfig
 from .errors import (
     CheckpointAbortedError,
@@ -92,7 +90,6 @@ from .group_updates import (
     Acquire,
     AddReader,
     CheckpointReached,
-    Complete,
     InitiateCheckpoint,
     Position,
     Rebalance,
@@ -100,12 +97,12 @@ from .group_updates import (
     RemoveReader,
     Report,
     Reset,
-    SuccessorPlan,
     Update,
 )
 from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence
 from .state_records import FUTURE, SegmentState
 from .synchronizer import Applied, StateSynchronizer
+from .update_plans import UpdatePlanner, build_entries, moved_positions
 
 __all__ = ["ReaderGroupState", "SegmentState", "STATE_PREFIX", "state_segment"]
 
@@ -143,9 +140,8 @@ class ReaderGroupState:
         self.streams = m.streams
         self.segment = sync.segment
         self._event_time: ProducerWatermarks | None = None
-        self._lineage: dict[str, bool] = {}  # segment -> still to come (a descendant of an entry)
-        self._lineage_epoch = -1
-        self._futures: dict[tuple[int, str], _CheckpointFuture] = {}
+        self._planner = UpdatePlanner(client)
+        self._futures: dict[tuple[int, str], CheckpointFuture] = {}
         self._settled: tuple[int, int, int, int] = (0, 0, 0, 0)
         timeout = self.config.reader_timeout_ms
         self._monitor = LivenessMonitor(timeout) if timeout else None
@@ -160,7 +156,7 @@ class ReaderGroupState:
         for stream in config.streams:
             cut = config.starting_cut(stream) or client.get_head_cut(stream)
             positions.extend(cut.positions)
-        entries = _build(client, group, config.streams, positions, {})
+        entries = build_entries(client, group, config.streams, positions, {})
         model = GroupModel.initial(group, uuid.uuid4().hex[:16], config, entries)
         sync = StateSynchronizer.create(
             client, state_segment(group), model, _load, config.state_snapshot_interval
@@ -377,11 +373,11 @@ class ReaderGroupState:
         name = m.pending_checkpoint(rid)
         out: list[Update] = []
         if not m.is_crossed(rid):
-            moved = _moved(m, rid, acked)
+            moved = moved_positions(m, rid, acked)
             if moved:
                 out.append(Report(rid, token, epoch, moved))
             if done is not None:
-                out.append(self._plan_complete(m, rid, token, done[0], done[2]))
+                out.append(self._planner.complete(m, rid, token, done[0], done[2]))
             if last and name is None and (done is not None or m.release_count(rid) or m.acquire_count(rid)):
                 out.append(Rebalance(rid, token, epoch))
         if last and name is not None:
@@ -407,70 +403,16 @@ class ReaderGroupState:
                 pos = tuple((n, o, self.client.watermark_at(n, o)) for n, o, _ in [*acked, *finished])
                 return [RemoveReader(reader_id, token, epoch, pos)]
             out: list[Update] = []
-            moved = _moved(m, reader_id, [*acked, *finished])
+            moved = moved_positions(m, reader_id, [*acked, *finished])
             if moved:
                 out.append(Report(reader_id, token, epoch, moved))
             if finished:
                 n, _, final = finished[0]
-                out.append(self._plan_complete(m, reader_id, token, n, final))
+                out.append(self._planner.complete(m, reader_id, token, n, final))
             out.append(RemoveReader(reader_id, token, epoch, None))
             return out
 
         self._update(fn)
-
-    def _plan_complete(self, m: GroupModel, rid: str, token: int, name: str, final: int) -> Complete:
-        """A ``Complete`` of ``name`` with its successors as the store has them now. O(successors) calls."""
-        m.check_held(m.member(rid, token), name, "completed")
-        c = self.client
-        plans: list[SuccessorPlan] = []
-        for info in c.get_successors(name):
-            s = info.segment.name
-            if s in m.entries or s in m.completed:
-                plans.append(SuccessorPlan(info.segment, info.predecessors, 0, 0))
-                continue
-            start = c.get_info(s).start_offset
-            to_come = tuple(
-                p
-                for p in info.predecessors
-                if p != name
-                and p not in m.completed
-                and p not in m.entries
-                and self._still_to_come(m, c.get_segment(p))
-            )
-            plans.append(
-                SuccessorPlan(info.segment, info.predecessors, start, c.watermark_at(s, start), to_come)
-            )
-        return Complete(rid, token, m.epoch, name, final, tuple(plans))
-
-    def _still_to_come(self, m: GroupModel, p: StreamSegment) -> bool:
-        """Whether a segment neither known nor completed is still to be read (a descendant of an entry).
-
-        Mostly an entry on its keys tells (``_before_entries``). After a restore it may
-        not: a checkpoint or cut leaves out future segments, so keys that reach ``p``
-        only through a merge whose other side was read already are on no entry; then
-        the successors of the entries are walked up to ``p``'s epoch. Cached per epoch
-        (the answer never changes within one). O(entries), or O(segments walked) store calls.
-        """
-        if not _before_entries(m, p):
-            return True
-        if self._lineage_epoch != m.epoch:
-            self._lineage, self._lineage_epoch = {}, m.epoch
-        known = self._lineage.get(p.name)
-        if known is None:
-            todo = [e.seg.name for e in m.entries.values() if e.seg.stream == p.stream]
-            todo = sorted(n for n in todo if m.entries[n].seg.epoch < p.epoch)
-            seen = set(todo)
-            known = False
-            while todo and not known:
-                for info in self.client.get_successors(todo.pop()):
-                    s = info.segment
-                    if s.name == p.name:
-                        known = True
-                    elif s.epoch < p.epoch and s.name not in seen:
-                        seen.add(s.name)
-                        todo.append(s.name)
-            self._lineage[p.name] = known
-        return known
 
     # ------------------------------------------------------------------ single updates (tools, tests)
     def _token_of(self, reader_id: str, token: int | None) -> int:
@@ -509,7 +451,7 @@ class ReaderGroupState:
     def complete(self, reader_id: str, name: str, final_watermark: int, token: int | None = None) -> None:
         """The reader processed segment ``name`` to its sealed end: drop it, register its successors."""
         self._one(
-            lambda m: self._plan_complete(
+            lambda m: self._planner.complete(
                 m, reader_id, self._token_of(reader_id, token), name, final_watermark
             ),
             reader_id,
@@ -598,7 +540,7 @@ class ReaderGroupState:
 
         with self.lock:
             self._update(fn)
-            fut = self._futures[(epoch, name)] = _CheckpointFuture(self)
+            fut = self._futures[(epoch, name)] = CheckpointFuture(self._poll_futures)
             self._settle()  # with no reader online it is complete already
             return fut
 
@@ -627,6 +569,16 @@ class ReaderGroupState:
                 continue
             del self._futures[(epoch, name)]
 
+    def _poll_futures(self) -> None:
+        """What a waiting checkpoint future does: catch up with the log (which settles it)."""
+        try:
+            self.refresh()
+        except ReaderGroupNotFoundError:
+            with self.lock:
+                self._abort_all("the group was deleted")
+        except SegmentStoreError:
+            pass  # the store is unreachable now: still not done
+
     def _abort_all(self, why: str) -> None:
         for (_, name), fut in list(self._futures.items()):
             fut.set_exception(CheckpointAbortedError(f"group {self.group!r}: checkpoint {name!r}: {why}"))
@@ -652,7 +604,7 @@ class ReaderGroupState:
                 if row.segment.stream not in mentioned and row.status != FUTURE:
                     positions.append((row.segment.name, row.position))
                     h[row.segment.name] = row.watermark
-            entries = _build(self.client, self.group, self.streams, positions, h)
+            entries = build_entries(self.client, self.group, self.streams, positions, h)
             epoch = m.epoch + 1
             return [Reset(epoch, tuple(entries))]
 
@@ -678,109 +630,3 @@ class ReaderGroupState:
                 self._monitor._check()
             for (epoch, _), fut in list(self._futures.items()):
                 assert not Future.done(fut) and epoch <= self.model.epoch  # (done() would catch up)
-
-
-def _build(
-    client: SegmentStoreClient,
-    group: str,
-    streams: Iterable[str],
-    positions: Sequence[tuple[str, int]],
-    hints: Mapping[str, int],
-) -> list[tuple[StreamSegment, int, int]]:
-    """Entries at ``positions``, watermarks from the index (raised to ``hints``); validated. O(n) calls."""
-    streams = tuple(streams)
-    out: list[tuple[StreamSegment, int, int]] = []
-    for name, offset in positions:
-        seg = client.get_segment(name)
-        if seg.stream not in streams:
-            raise InvalidPositionError(
-                f"group {group!r}: segment {name!r} belongs to stream {seg.stream!r}, "
-                f"which the group does not read"
-            )
-        info = client.get_info(name)
-        if (
-            isinstance(offset, bool)
-            or not isinstance(offset, int)
-            or not (info.start_offset <= offset <= info.length)
-        ):
-            raise InvalidPositionError(
-                f"group {group!r}: offset {offset!r} of segment {name!r} is outside "
-                f"[{info.start_offset}, {info.length}]"
-            )
-        wm = client.watermark_at(name, offset)
-        out.append((seg, offset, max(wm, hints.get(name, wm))))
-    for i, (a, _, _) in enumerate(out):
-        for b, _, _ in out[i + 1 :]:
-            if a.stream == b.stream and a.overlaps(b.key_low, b.key_high):
-                raise InvalidPositionError(
-                    f"group {group!r}: segments {a.name!r} and {b.name!r} overlap in "
-                    "key range; a stream cut holds each routing key once"
-                )
-    return out
-
-
-def _moved(m: GroupModel, rid: str, positions: Iterable[Position]) -> tuple[Position, ...]:
-    """The positions of segments ``rid`` holds that differ from the replica's (what a report must say)."""
-    out = []
-    for p in positions:
-        e = m.entries.get(p[0])
-        if e is not None and e.owner == rid and (p[1] != e.position or p[2] > e.watermark):
-            out.append(p)
-    return tuple(out)
-
-
-def _before_entries(m: GroupModel, p: StreamSegment) -> bool:
-    """Whether a segment neither known nor completed lies before the state (complete) or after it.
-
-    Along every routing key the segments form a chain of strictly increasing stream
-    epochs, and the entries cover every key still to be read; so ``p`` is still to
-    come exactly when an entry on its keys has an epoch ``<= p.epoch``. O(entries).
-    """
-    for e in m.entries.values():
-        q = e.seg
-        if q.stream == p.stream and q.epoch <= p.epoch and q.overlaps(p.key_low, p.key_high):
-            return False
-    return True
-
-
-class _CheckpointFuture(Future[Checkpoint]):
-    """A checkpoint's future that catches up with the state log while it is waited on.
-
-    The checkpoint may complete in other processes' readers: ``done()`` and ``result()``
-    fetch the log (``ReaderGroupState.refresh``) while it is not done yet.
-    """
-
-    def __init__(self, state: ReaderGroupState) -> None:
-        super().__init__()
-        self._group = state
-
-    def _poll(self) -> None:
-        try:
-            self._group.refresh()
-        except ReaderGroupNotFoundError:
-            with self._group.lock:
-                self._group._abort_all("the group was deleted")
-        except SegmentStoreError:
-            pass  # the store is unreachable now: still not done
-
-    def done(self) -> bool:
-        if not super().done():
-            self._poll()
-        return super().done()
-
-    def result(self, timeout: float | None = None) -> Checkpoint:
-        deadline = None if timeout is None else monotonic_s() + timeout
-        while not super().done():
-            self._poll()
-            if super().done():
-                break
-            left = 0.05 if deadline is None else min(0.05, deadline - monotonic_s())
-            if left <= 0:
-                break
-            threading.Event().wait(left)
-        return super().result(0 if timeout is not None else None)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        with contextlib.suppress(BaseException):
-            self.result(timeout)
-        return super().exception(0)
