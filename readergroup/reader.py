@@ -17,6 +17,15 @@ learns the group watermark, and in ``INGESTION_TIME`` returns it as a watermark 
 whenever it increased (strictly ascending within an epoch). A caught-up reader
 re-reads its tails (zero-length reads) on every call, so it follows idle segments'
 advancing watermarks. On a reset (new epoch, PIP-194) it drops everything it buffered.
+
+Shared state: a sync is one batch appended to the group's state log (report,
+completion, rebalance, checkpoint reached) when something changed, and the reader then
+holds exactly the segments the state assigns it. It may run in any process: its
+replica learns of other processes' updates when it syncs (a caught-up reader watches
+the log in the same ``wait_any`` as its tails). With ``reader_timeout_ms`` it
+heartbeats (its lease) at least every quarter of it, syncing then too, and a reader
+whose lease was taken (declared offline) raises ``ReaderNotInGroupError`` instead of
+delivering anything more.
 """
 
 from __future__ import annotations
