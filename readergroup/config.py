@@ -49,6 +49,13 @@ class ReaderGroupConfig:
     - ``max_event_time_lag_ms``: for the "late events seen" metric: an event whose event
       time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
       Not used in ``EVENT_TIME``, where the watermark already is an event time.
+    - ``reader_timeout_ms``: a reader's lease. Readers heartbeat every quarter of it
+      while they read; one not heard from for this long (on the clock of the process
+      that notices) is declared offline and its segments return at its acknowledged
+      positions. ``0`` = never: readers leave only by ``close()`` or ``reader_offline``.
+    - ``state_snapshot_interval``: batches in the group's state log between compacted
+      snapshots (and at least a snapshot's worth of bytes); the log is truncated below
+      each snapshot, so it stays bounded.
     """
 
     streams: tuple[str, ...]
@@ -57,6 +64,8 @@ class ReaderGroupConfig:
     position_report_interval_ms: int = 100
     read_buffer_bytes: int = 1 << 20
     max_event_time_lag_ms: int = 0
+    reader_timeout_ms: int = 30_000
+    state_snapshot_interval: int = 200
 
     def __post_init__(self) -> None:
         streams = self.streams
@@ -105,6 +114,8 @@ class ReaderGroupConfig:
         _check_int("position_report_interval_ms", self.position_report_interval_ms, 0)
         _check_int("read_buffer_bytes", self.read_buffer_bytes, 64)
         _check_int("max_event_time_lag_ms", self.max_event_time_lag_ms, 0)
+        _check_int("reader_timeout_ms", self.reader_timeout_ms, 0)
+        _check_int("state_snapshot_interval", self.state_snapshot_interval, 2)
 
     @property
     def watermarks(self) -> bool:

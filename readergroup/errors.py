@@ -28,6 +28,10 @@ __all__ = [
     "InvalidReadError",
     "TranscriptError",
     "WriterBufferFullError",
+    "GroupStateError",
+    "GroupStateCorruptError",
+    "GroupStateConflictError",
+    "StaleEpochError",
 ]
 
 
@@ -113,3 +117,19 @@ class TranscriptError(ReaderGroupError, ValueError):
 
 class WriterBufferFullError(WriterError):
     """A write did not fit under ``WriterConfig.max_bytes_in_flight`` in ``max_block_ms``; not written."""
+
+
+class GroupStateError(ReaderGroupError):
+    """The group's state log in the store cannot be used (names the segment and offset)."""
+
+
+class GroupStateCorruptError(GroupStateError):
+    """A batch of the state log is corrupt (bad magic, version or CRC): it is never applied."""
+
+
+class GroupStateConflictError(GroupStateError):
+    """An update lost the conditional append to other processes too many times in a row."""
+
+
+class StaleEpochError(ReaderGroupError):
+    """An update names an epoch the group has left (a reset happened meanwhile): it is not applied."""

@@ -428,6 +428,7 @@ def test_event_time_group_delivers_producer_watermarks_strictly_ascending(
     a.note_time(1_000)
     b.note_time(500)
     a.write_event("k1", b"a", event_time=1_200)
+    a.flush()  # writes are asynchronous
     reads = _drain(reader)
     assert [r.watermark for r in reads if r.is_watermark] == [499]  # min(1000, 500) - 1
     assert [r.event_time for r in reads if r.is_event] == [1_200]  # markers are never delivered

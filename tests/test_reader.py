@@ -322,6 +322,6 @@ def test_check_catches_a_reader_out_of_step_with_its_segments_and_group(
         reader._check()
     s.nxt_wm[0] += 10
     reader._check()
-    group.state._slot("r").segments.discard(s.name)  # the group took it away behind the reader's back
+    group.state.model.readers["r"].segments.discard(s.name)  # the group took it away behind the reader's back
     with pytest.raises(AssertionError, match=r"(?s)the group assigns it.*EventReader state: "):
         reader._check()
