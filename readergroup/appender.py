@@ -36,6 +36,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -55,6 +56,16 @@ __all__ = ["WriterConfig", "SegmentAppender", "AppendEngine"]
 _log = logging.getLogger(__name__)
 _WORKER_IDLE_S = 2.0
 _local = threading.local()  # ``io``: this thread settles appends (client I/O, sender): it must not wait
+_forks = 0  # forks this process descends from (counted in each child): engines made before one are stale
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 
 
 class AppendEngine:
@@ -74,12 +85,15 @@ class AppendEngine:
         config: WriterConfig,
         clock: Clock | None = None,
         on_sealed: Callable[[list[SegmentAppender]], list[Settled]] | None = None,
+        on_fork: Callable[[], int] | None = None,
     ) -> None:
         self.client = client
         self.writer_id = writer_id
         self.config = config
         self.clock = clock
         self.on_sealed = on_sealed
+        self.on_fork = on_fork
+        self._fork = _forks
         self.lock = threading.RLock()
         self.cv = threading.Condition(self.lock)
         self._waiting = 0  # threads in ``_wait``: only then do settles notify
@@ -115,6 +129,41 @@ class AppendEngine:
         """(lock held) Wake the waiting threads, if any. O(1) without waiters."""
         if self._waiting:
             self.cv.notify_all()
+
+    # ------------------------------------------------------------------ fork
+    def check_fork(self) -> None:
+        """In a forked child, at the first call: ``after_fork`` with the id ``on_fork`` gives. O(1)."""
+        if self._fork != _forks:
+            self.after_fork(self.writer_id if self.on_fork is None else self.on_fork())
+
+    def after_fork(self, writer_id: int) -> None:
+        """In a forked child: forget the parent's appends, go on as a new writer ``writer_id``.
+
+        The blocks not settled at the fork are the parent's (it sends them, with its writer
+        id): here their futures fail, as their outcome is known only there. The locks are
+        new (a parent thread may have held them at the fork) and no thread is inherited.
+        """
+        self._fork = _forks
+        self.lock = threading.RLock()
+        self.cv = threading.Condition(self.lock)
+        self._queue_cv = threading.Condition(threading.Lock())
+        self._waiting = 0
+        gone = WriterError(
+            f"writer {self.writer_id}: the event was written in process {os.getppid()} before this "
+            "process forked from it; that process sends it, its outcome is not known here"
+        )
+        cbs: list[Settled] = []
+        for app in self.appenders.values():
+            for b in app.all_blocks():
+                cbs += self._complete(b, None, gone)
+        self.writer_id = writer_id
+        self.appenders = {}
+        self.unacked = self.sending = self.paused = 0
+        self.work = self._servicing = False
+        self.error = None
+        self._worker = self._sender = None
+        self._queue = deque()
+        self.run_callbacks(cbs)
 
     # ------------------------------------------------------------------ appenders and blocks
     def appender(self, segment: str, stored_number: int | None = None) -> SegmentAppender:
@@ -369,6 +418,7 @@ class AppendEngine:
 
     def add_callback(self, b: Block, i: int, fut: WriteFuture, fn: Callback) -> bool:
         """Register ``fn`` on ``b``; ``False`` if ``b`` is settled already (call it now)."""
+        self.check_fork()
         with self.lock:
             while b.moved is not None and b.moved:
                 to = b.moved[i]
@@ -408,6 +458,7 @@ class AppendEngine:
             self.kick()
 
     def wait_futures(self, futs: list[WriteFuture], timeout: float | None) -> None:
+        self.check_fork()
         blocks = [f._where()[0] for f in futs]
         for b in blocks:
             self.expedite(b)
