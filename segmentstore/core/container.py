@@ -304,6 +304,12 @@ class SegmentContainer:
                 f"segment {quote(name)}: append_batch takes a sequence of bytes objects, "
                 f"got a single {type(events).__name__}"
             )
+        if not isinstance(events, Iterable):
+            raise InvalidArgumentError(
+                f"segment {quote(name)}: append_batch takes a sequence of bytes objects, "
+                f"got {type(events).__name__} {events!r:.60}"
+            )
+        events = list(events)  # iterated twice below
         try:
             data = b"".join(events)
         except TypeError:
