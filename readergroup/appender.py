@@ -14,10 +14,12 @@ for larger ones). An acknowledgement completes the futures of its block's events
   ``retry_attempts``); the store acknowledges one it holds already as a duplicate. With
   one block in flight per segment, nothing of a segment is sent while an earlier block
   of it is unresolved, so a resend never races a later append and per-segment order holds.
-- Errors reach the futures (and ``flush``): a block that fails for good fails its events
-  and every later block queued for that segment (never sent), and the first such error
-  is raised by the next ``flush``. Its event numbers are not reused, so a block whose
-  outcome was unknown can never make a later one look like a duplicate.
+- Errors reach the futures (and ``flush``): a block the store refuses (a definite answer,
+  ``Retry.NEVER``: not stored) fails its events only, and the next block is sent; a block
+  whose resends are exhausted (outcome unknown) fails its events and every later block
+  queued for that segment (never sent). The first such error is raised by the next
+  ``flush``. Event numbers are not reused, so a block whose outcome was unknown can never
+  make a later one look like a duplicate.
 - Back-pressure: ``max_bytes_in_flight`` bounds the bytes written and not yet settled;
   a write beyond it waits up to ``max_block_ms`` (0: raises ``WriterBufferFullError``).
 - Threads: sends happen outside the lock. ``RemoteClient`` keeps appends in flight by
@@ -41,7 +43,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from segmentstore import AppendResult, Clock, SegmentSealedError
+from segmentstore import AppendResult, AppendTooLargeError, Clock, SegmentSealedError
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
@@ -329,6 +331,18 @@ class AppendEngine:
                 b.attempts += 1
                 app.trouble = exc
                 self.work = True
+            elif isinstance(exc, AppendTooLargeError) and len(b.frames) > 1 and 0 < exc.limit < b.nbytes:
+                app.inflight = None  # not stored: its events go again in appends the store takes
+                self._learn_limit(exc.limit, app, b)
+                if not self.paused:
+                    nxt = self._start(app)
+            elif not retriable(exc, idempotent=True):  # a definite answer: this block is not stored
+                app.inflight = None
+                cbs = self._complete(b, None, exc)
+                if self.error is None:
+                    self.error = exc
+                if app.blocks and not self.paused:
+                    nxt = self._start(app)  # the next block is judged on its own
             else:
                 cbs = self.fail_appender(app, self._error(b, exc))
             self._notify()
@@ -337,6 +351,41 @@ class AppendEngine:
         if cbs:
             self.run_callbacks(cbs)
         return nxt
+
+    def _learn_limit(self, limit: int, app: SegmentAppender, refused: Block) -> None:
+        """(lock held) The store takes appends of at most ``limit`` bytes: blocks are cut to it from now on.
+
+        ``refused`` (unsent now) goes first in ``app``'s queue again, cut; every queued block
+        over the limit is cut too. An event larger than ``limit`` is a block of its own (refused
+        alone). The futures follow their events. O(queued events).
+        """
+        self._max_bytes = min(self._max_bytes, limit)
+        app.blocks.appendleft(refused)
+        for a in self.appenders.values():
+            if any(q.nbytes > self._max_bytes and len(q.frames) > 1 for q in a.blocks):
+                a.blocks = deque(p for q in a.blocks for p in self._cut(q))
+
+    def _cut(self, b: Block) -> list[Block]:
+        """(lock held) ``b`` (unsent) as blocks of at most ``_max_bytes`` each; ``[b]`` if it fits."""
+        if b.nbytes <= self._max_bytes or len(b.frames) == 1:
+            return [b]
+        parts: list[Block] = []
+        moving: list[tuple[Block, int] | None] = []
+        for frame in b.frames:
+            cur = parts[-1] if parts else None
+            if cur is None or cur.nbytes + len(frame) > self._max_bytes:
+                cur = Block(self, b.segment, b.first_ms)
+                cur.closed = True
+                parts.append(cur)
+            moving.append((cur, len(cur.frames)))
+            cur.frames.append(frame)
+            cur.nbytes += len(frame)
+            self.unacked += len(frame)
+        parts[-1].closed = b.closed
+        b.moving, b.moved_to = moving, parts
+        b.number = None
+        self.retire(b)
+        return parts
 
     def _error(self, b: Block, exc: BaseException) -> BaseException:
         if retriable(exc, idempotent=True):

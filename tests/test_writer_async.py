@@ -242,6 +242,12 @@ def _merge(c: SegmentStoreClient, i: int) -> None:
         c.scale_stream(S, [a.name, b.name], [(a.key_low, b.key_high)])
 
 
+@contextlib.contextmanager
+def _served_client(store: SegmentStore) -> Iterator[RemoteClient]:
+    with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+        yield c
+
+
 def _served(store: SegmentStore) -> Iterator[RemoteClient]:
     with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
         yield c
@@ -387,6 +393,38 @@ def test_a_server_gone_for_good_fails_the_futures_and_flush(store: SegmentStore)
 
 
 # ---------------------------------------------------------------------- back-pressure
+@pytest.mark.parametrize("kind", ["embedded", "remote"])
+def test_an_event_the_store_refuses_fails_alone(kind: str) -> None:
+    """A definite refusal (an event larger than the store's max_append_bytes) is not stored and says
+    so; the events written after it to the same segment are not failed with its error."""
+    store = SegmentStore(clock=TickingClock(START_MS), config=StoreConfig(max_append_bytes=4096))
+    with contextlib.ExitStack() as stack:
+        c: SegmentStoreClient = EmbeddedClient(store)
+        if kind == "remote":
+            c = stack.enter_context(_served_client(store))
+        c.create_stream(S, 1)
+        w = EventWriter(c, S)
+        futs = [w.write_event("k", b"a"), w.write_event("k", b"x" * 5000)]
+        futs += [w.write_event("k", b"%d" % i) for i in range(20)]
+        with pytest.raises(SegmentStoreError, match="max_append_bytes"):
+            futs[1].result(10)
+        with pytest.raises(SegmentStoreError, match="max_append_bytes"):
+            w.flush()  # reported once
+        assert all(f.exception(10) is None for f in futs[:1] + futs[2:])
+        w.close()
+        fresh = EventWriter(c, S)  # has not learnt the store's limit
+        many = [fresh.write_event(f"m{i % 3}", b"%03d" % i + b"." * 97) for i in range(300)]  # 30 KB
+        fresh.close()  # blocks aggregated beyond the store's limit go again in appends it takes
+        assert all(f.exception(10) is None for f in many)
+        fresh._check()
+        got = read_stream(c, S)
+        assert got.pop("k") == [b"a"] + [b"%d" % i for i in range(20)]
+        assert got == {f"m{j}": [b"%03d" % i + b"." * 97 for i in range(j, 300, 3)] for j in range(3)}
+        w._check()
+    store._check()
+    store.close()
+
+
 def test_back_pressure_raises_when_configured(store: SegmentStore) -> None:
     c = GatedClient(store)
     c.create_stream(S, 1)

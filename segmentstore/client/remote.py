@@ -32,6 +32,7 @@ import numpy as np
 from ..attributes import AttributeUpdate, as_updates, check_attribute_keys
 from ..clock import monotonic_s
 from ..errors import (
+    AppendTooLargeError,
     InvalidArgumentError,
     ProtocolError,
     ReadTimeoutError,
@@ -328,7 +329,9 @@ class RemoteClient(SegmentStoreClient):
         else:
             raise InvalidArgumentError(f"segment {name!r}: payload must be bytes, got {type(data).__name__}")
         if len(out) > self._max_data:
-            raise InvalidArgumentError(f"segment {name!r}: append of {len(out)} bytes exceeds a frame")
+            raise AppendTooLargeError(
+                f"segment {name!r}: append of {len(out)} bytes exceeds a frame", len(out), self._max_data
+            )
         if (
             type(name) is not str
             or (eo is not None and type(eo) is not int)
