@@ -223,7 +223,8 @@ class AppendEngine:
         b = app.blocks[0]
         if not (b.closed or self._eager):
             linger = self.config.linger_ms
-            if linger is None or self._now() - b.first_ms < linger:
+            # held while 0 <= age < linger; a clock stepped back (age < 0) ends the wait (DESIGN §1)
+            if linger is None or 0 <= self._now() - b.first_ms < linger:
                 return None
         app.blocks.popleft()
         b.closed = True
