@@ -14,10 +14,12 @@ for larger ones). An acknowledgement completes the futures of its block's events
   ``retry_attempts``); the store acknowledges one it holds already as a duplicate. With
   one block in flight per segment, nothing of a segment is sent while an earlier block
   of it is unresolved, so a resend never races a later append and per-segment order holds.
-- Errors reach the futures (and ``flush``): a block that fails for good fails its events
-  and every later block queued for that segment (never sent), and the first such error
-  is raised by the next ``flush``. Its event numbers are not reused, so a block whose
-  outcome was unknown can never make a later one look like a duplicate.
+- Errors reach the futures (and ``flush``): a block the store refuses (a definite answer,
+  ``Retry.NEVER``: not stored) fails its events only, and the next block is sent; a block
+  whose resends are exhausted (outcome unknown) fails its events and every later block
+  queued for that segment (never sent). The first such error is raised by the next
+  ``flush``. Event numbers are not reused, so a block whose outcome was unknown can never
+  make a later one look like a duplicate.
 - Back-pressure: ``max_bytes_in_flight`` bounds the bytes written and not yet settled;
   a write beyond it waits up to ``max_block_ms`` (0: raises ``WriterBufferFullError``).
 - Threads: sends happen outside the lock. ``RemoteClient`` keeps appends in flight by
@@ -36,11 +38,12 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
 
-from segmentstore import AppendResult, Clock, SegmentSealedError
+from segmentstore import AppendResult, AppendTooLargeError, Clock, SegmentSealedError
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
@@ -55,6 +58,16 @@ __all__ = ["WriterConfig", "SegmentAppender", "AppendEngine"]
 _log = logging.getLogger(__name__)
 _WORKER_IDLE_S = 2.0
 _local = threading.local()  # ``io``: this thread settles appends (client I/O, sender): it must not wait
+_forks = 0  # forks this process descends from (counted in each child): engines made before one are stale
+
+
+def _count_fork() -> None:
+    global _forks
+    _forks += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_count_fork)
 
 
 class AppendEngine:
@@ -74,12 +87,15 @@ class AppendEngine:
         config: WriterConfig,
         clock: Clock | None = None,
         on_sealed: Callable[[list[SegmentAppender]], list[Settled]] | None = None,
+        on_fork: Callable[[], int] | None = None,
     ) -> None:
         self.client = client
         self.writer_id = writer_id
         self.config = config
         self.clock = clock
         self.on_sealed = on_sealed
+        self.on_fork = on_fork
+        self._fork = _forks
         self.lock = threading.RLock()
         self.cv = threading.Condition(self.lock)
         self._waiting = 0  # threads in ``_wait``: only then do settles notify
@@ -115,6 +131,41 @@ class AppendEngine:
         """(lock held) Wake the waiting threads, if any. O(1) without waiters."""
         if self._waiting:
             self.cv.notify_all()
+
+    # ------------------------------------------------------------------ fork
+    def check_fork(self) -> None:
+        """In a forked child, at the first call: ``after_fork`` with the id ``on_fork`` gives. O(1)."""
+        if self._fork != _forks:
+            self.after_fork(self.writer_id if self.on_fork is None else self.on_fork())
+
+    def after_fork(self, writer_id: int) -> None:
+        """In a forked child: forget the parent's appends, go on as a new writer ``writer_id``.
+
+        The blocks not settled at the fork are the parent's (it sends them, with its writer
+        id): here their futures fail, as their outcome is known only there. The locks are
+        new (a parent thread may have held them at the fork) and no thread is inherited.
+        """
+        self._fork = _forks
+        self.lock = threading.RLock()
+        self.cv = threading.Condition(self.lock)
+        self._queue_cv = threading.Condition(threading.Lock())
+        self._waiting = 0
+        gone = WriterError(
+            f"writer {self.writer_id}: the event was written in process {os.getppid()} before this "
+            "process forked from it; that process sends it, its outcome is not known here"
+        )
+        cbs: list[Settled] = []
+        for app in self.appenders.values():
+            for b in app.all_blocks():
+                cbs += self._complete(b, None, gone)
+        self.writer_id = writer_id
+        self.appenders = {}
+        self.unacked = self.sending = self.paused = 0
+        self.work = self._servicing = False
+        self.error = None
+        self._worker = self._sender = None
+        self._queue = deque()
+        self.run_callbacks(cbs)
 
     # ------------------------------------------------------------------ appenders and blocks
     def appender(self, segment: str, stored_number: int | None = None) -> SegmentAppender:
@@ -172,7 +223,8 @@ class AppendEngine:
         b = app.blocks[0]
         if not (b.closed or self._eager):
             linger = self.config.linger_ms
-            if linger is None or self._now() - b.first_ms < linger:
+            # held while 0 <= age < linger; a clock stepped back (age < 0) ends the wait (DESIGN §1)
+            if linger is None or 0 <= self._now() - b.first_ms < linger:
                 return None
         app.blocks.popleft()
         b.closed = True
@@ -280,6 +332,18 @@ class AppendEngine:
                 b.attempts += 1
                 app.trouble = exc
                 self.work = True
+            elif isinstance(exc, AppendTooLargeError) and len(b.frames) > 1 and 0 < exc.limit < b.nbytes:
+                app.inflight = None  # not stored: its events go again in appends the store takes
+                self._learn_limit(exc.limit, app, b)
+                if not self.paused:
+                    nxt = self._start(app)
+            elif not retriable(exc, idempotent=True):  # a definite answer: this block is not stored
+                app.inflight = None
+                cbs = self._complete(b, None, exc)
+                if self.error is None:
+                    self.error = exc
+                if app.blocks and not self.paused:
+                    nxt = self._start(app)  # the next block is judged on its own
             else:
                 cbs = self.fail_appender(app, self._error(b, exc))
             self._notify()
@@ -288,6 +352,41 @@ class AppendEngine:
         if cbs:
             self.run_callbacks(cbs)
         return nxt
+
+    def _learn_limit(self, limit: int, app: SegmentAppender, refused: Block) -> None:
+        """(lock held) The store takes appends of at most ``limit`` bytes: blocks are cut to it from now on.
+
+        ``refused`` (unsent now) goes first in ``app``'s queue again, cut; every queued block
+        over the limit is cut too. An event larger than ``limit`` is a block of its own (refused
+        alone). The futures follow their events. O(queued events).
+        """
+        self._max_bytes = min(self._max_bytes, limit)
+        app.blocks.appendleft(refused)
+        for a in self.appenders.values():
+            if any(q.nbytes > self._max_bytes and len(q.frames) > 1 for q in a.blocks):
+                a.blocks = deque(p for q in a.blocks for p in self._cut(q))
+
+    def _cut(self, b: Block) -> list[Block]:
+        """(lock held) ``b`` (unsent) as blocks of at most ``_max_bytes`` each; ``[b]`` if it fits."""
+        if b.nbytes <= self._max_bytes or len(b.frames) == 1:
+            return [b]
+        parts: list[Block] = []
+        moving: list[tuple[Block, int] | None] = []
+        for frame in b.frames:
+            cur = parts[-1] if parts else None
+            if cur is None or cur.nbytes + len(frame) > self._max_bytes:
+                cur = Block(self, b.segment, b.first_ms)
+                cur.closed = True
+                parts.append(cur)
+            moving.append((cur, len(cur.frames)))
+            cur.frames.append(frame)
+            cur.nbytes += len(frame)
+            self.unacked += len(frame)
+        parts[-1].closed = b.closed
+        b.moving, b.moved_to = moving, parts
+        b.number = None
+        self.retire(b)
+        return parts
 
     def _error(self, b: Block, exc: BaseException) -> BaseException:
         if retriable(exc, idempotent=True):
@@ -369,6 +468,7 @@ class AppendEngine:
 
     def add_callback(self, b: Block, i: int, fut: WriteFuture, fn: Callback) -> bool:
         """Register ``fn`` on ``b``; ``False`` if ``b`` is settled already (call it now)."""
+        self.check_fork()
         with self.lock:
             while b.moved is not None and b.moved:
                 to = b.moved[i]
@@ -408,6 +508,7 @@ class AppendEngine:
             self.kick()
 
     def wait_futures(self, futs: list[WriteFuture], timeout: float | None) -> None:
+        self.check_fork()
         blocks = [f._where()[0] for f in futs]
         for b in blocks:
             self.expedite(b)

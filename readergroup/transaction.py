@@ -69,12 +69,14 @@ class Transaction:
         self._config = config
         self._table = RoutingTable(t.parent for t in info.segments)
         self._txn_of = {t.parent.name: t.name for t in info.segments}
-        self._engine = AppendEngine(client, writer_id, config)  # no reroute: a seal fails the events
+        # no reroute: a seal fails the events
+        self._engine = AppendEngine(client, writer_id, config, on_fork=self._fork_id)
         for t in info.segments:
             self._engine.appender(t.name, 0)  # a new transaction segment holds no events
         self._status = TransactionStatus.OPEN
         self._ending = False  # a commit is flushing: no more writes
         self._writer_id = writer_id
+        self._forked = False  # used in a process forked from the one that began it: refused
 
     @property
     def info(self) -> TransactionInfo:
@@ -113,6 +115,7 @@ class Transaction:
 
     def _add(self, frame: bytes, segment: str) -> WriteFuture:
         eng = self._engine
+        eng.check_fork()
         while True:
             with eng.lock:
                 self._check_open("write to")
@@ -134,6 +137,7 @@ class Transaction:
 
     def flush(self) -> None:
         """Append everything buffered to the transaction segments (still invisible to readers) and wait."""
+        self._engine.check_fork()
         with self._engine.lock:
             self._check_open("flush")
         self._engine.flush()
@@ -145,6 +149,7 @@ class Transaction:
         than the lease, with segments it does not write to, pings (Pravega's
         ``pingTransaction``). Raises ``SegmentNotFoundError`` if it expired already.
         """
+        self._engine.check_fork()
         with self._engine.lock:
             self._check_open("ping")
         for name in self._txn_of.values():
@@ -153,6 +158,7 @@ class Transaction:
     def commit(self) -> None:
         """Flush, then make every event visible at once (see the module docstring for scaled streams)."""
         eng = self._engine
+        eng.check_fork()
         with eng.lock:
             self._check_open("commit")
             self._ending = True
@@ -170,6 +176,7 @@ class Transaction:
     def abort(self) -> None:
         """Drop every event of the transaction (their futures fail). Idempotent once aborted."""
         eng = self._engine
+        eng.check_fork()
         with eng.lock:
             if self._status is TransactionStatus.ABORTED:
                 return
@@ -187,7 +194,18 @@ class Transaction:
         eng.run_callbacks(cbs)
         eng.close()
 
+    def _fork_id(self) -> int:
+        """(in a forked child, once) The transaction stays with the process that began it."""
+        self._forked = True
+        return self._writer_id
+
     def _check_open(self, what: str) -> None:
+        if self._forked:
+            raise TransactionError(
+                f"cannot {what} transaction {self.id!r} of stream {self._info.stream!r} in this process: "
+                "it was begun in the process this one forked from, which writes, commits or aborts it "
+                "(one writer id in two processes drops events as duplicates)"
+            )
         if self._status is not TransactionStatus.OPEN or (self._ending and what != "abort"):
             state = self._status.value if self._status is not TransactionStatus.OPEN else "committing"
             raise TransactionClosedError(

@@ -33,6 +33,11 @@
   each), so no event written before a marker lands after it. An event written after
   ``mark_idle()`` first re-joins the writer at its last asserted time. See
   ``producer_watermarks``.
+- Fork: in a forked child (multiprocessing, Spark's workers) the writer is a new writer
+  at its first use there, with a new random id, as the parent may go on writing (one id
+  in two processes would make the store drop one's events as duplicates); the events
+  unsettled at the fork are the parent's, their futures fail in the child. A writer
+  given its ``writer_id`` refuses to write in a forked child (``WriterError``).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from segmentstore.limits import INT64_MAX
 
 from .appender import AppendEngine
 from .config import WriterConfig
-from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError
+from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
 from .events import HEADER_SIZE, KIND_EVENT, encode_event
 from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
@@ -111,14 +116,16 @@ class EventWriter:
         self._stream = stream
         self._clock = clock
         self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
+        self._given_id = writer_id is not None
         self._table = RoutingTable(client.get_stream(stream).active_segments)
-        self._engine = AppendEngine(client, self.writer_id, self._config, clock, self._reroute)
+        self._engine = AppendEngine(client, self.writer_id, self._config, clock, self._reroute, self._fork_id)
         self._segment_of: dict[str, StreamSegment] = {}  # the key range of each appender's segment
         self._limit = self._config.max_bytes_in_flight
         self._closed = False
         self._asserted: int | None = None  # highest time given to note_time
         self._idle = False
         self._barrier: int | None = None  # the thread broadcasting a marker; other writes wait
+        self._refused: str | None = None  # why this process may not write (a forked child, a given id)
 
     @property
     def stream(self) -> str:
@@ -136,6 +143,7 @@ class EventWriter:
         The readers' watermark from it is ``t - 1``.
         """
         t = check_asserted_time(t, self.writer_id)
+        self._engine.check_fork()
         with self._engine.lock:
             self._check_open()
             self._asserted = t if self._asserted is None else max(self._asserted, t)
@@ -144,6 +152,7 @@ class EventWriter:
 
     def mark_idle(self) -> None:
         """Leave the active set, so the writer no longer holds the watermark back; waits like note_time."""
+        self._engine.check_fork()
         with self._engine.lock:
             self._check_open()
             self._idle = True
@@ -161,6 +170,7 @@ class EventWriter:
         h = key_hash(routing_key)
         n = len(frame)
         eng = self._engine
+        eng.check_fork()
         while True:
             with eng.lock:
                 if self._closed:
@@ -196,10 +206,12 @@ class EventWriter:
 
     def flush(self) -> None:
         """Append every buffered event, wait for the acknowledgements; raise the first failure since."""
+        self._engine.check_fork()
         self._engine.flush()
 
     def close(self) -> None:
         """Flush and close; idempotent. A failed flush still closes the writer, then raises."""
+        self._engine.check_fork()
         with self._engine.lock:
             if self._closed:
                 return
@@ -220,6 +232,7 @@ class EventWriter:
     @property
     def pending_events(self) -> int:
         """Events buffered or in flight (not yet acknowledged). O(blocks)."""
+        self._engine.check_fork()
         with self._engine.lock:
             return sum(a.unsent for a in self._engine.appenders.values())
 
@@ -231,13 +244,35 @@ class EventWriter:
     @property
     def segments(self) -> tuple[StreamSegment, ...]:
         """The segments the writer currently routes to, by key order."""
+        self._engine.check_fork()
         with self._engine.lock:
             return self._table.segments
 
     # ------------------------------------------------------------------ internals
     def _check_open(self) -> None:
+        if self._refused is not None:
+            raise WriterError(self._refused)
         if self._closed:
             raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+
+    def _fork_id(self) -> int:
+        """(in a forked child, once) The writer's id here: a new one, as the parent may go on writing.
+
+        One writer id in two processes would make the store drop the events of one as
+        duplicates of the other's. A given id names one writer: this process may not write.
+        """
+        self._segment_of.clear()
+        self._barrier = None
+        if self._given_id:
+            self._refused = (
+                f"writer {self.writer_id} of stream {self._stream!r} was made in another process, which "
+                "this one forked from: with the id given to it, it writes there only (two processes "
+                "writing with one writer id drop each other's events as duplicates); make a writer here"
+            )
+            self._closed = True
+            return self.writer_id
+        self.writer_id = new_writer_id()
+        return self.writer_id
 
     def _appender(self, seg: StreamSegment) -> SegmentAppender:
         """(lock held) The appender of ``seg`` (a new one learns the writer's last number before sending)."""

@@ -13,6 +13,7 @@ from .clock import Clock, ManualClock, TickingClock, WallClock
 from .config import StoreConfig
 from .controller.controller import StreamController, controller_of
 from .errors import (
+    AppendTooLargeError,
     AuthenticationError,
     BadAttributeUpdateError,
     BadOffsetError,
@@ -52,6 +53,7 @@ from .stream_metadata import (
 from .wait_any import ReadyFuture
 
 __all__ = [
+    "AppendTooLargeError",
     "CREATION_TIME",
     "LAST_WRITE_TIME",
     "AppendResult",

@@ -21,6 +21,7 @@ __all__ = [
     "retriable",
     "SegmentStoreError",
     "InvalidArgumentError",
+    "AppendTooLargeError",
     "SegmentNotFoundError",
     "SegmentExistsError",
     "SegmentSealedError",
@@ -80,6 +81,19 @@ def retriable(error: BaseException, idempotent: bool) -> bool:
 
 class InvalidArgumentError(SegmentStoreError, ValueError):
     """An argument has the wrong type or value (negative offset, non-bytes payload, ...)."""
+
+
+class AppendTooLargeError(InvalidArgumentError):
+    """An append is larger than the store takes at once (``StoreConfig.max_append_bytes``): not stored.
+
+    ``length`` is the append's size and ``limit`` the largest the store takes, so a client
+    that aggregated several events into the append can send them again in smaller ones.
+    """
+
+    def __init__(self, message: str, length: int, limit: int) -> None:
+        super().__init__(message)
+        self.length = length
+        self.limit = limit
 
 
 class SegmentNotFoundError(SegmentStoreError, KeyError):

@@ -25,12 +25,31 @@ from typing import Any
 from .errors import InvalidArgumentError
 from .limits import INT64_MAX, INT64_MIN
 
-__all__ = ["ReadyFuture", "WaitRequest", "check_wait_requests", "MAX_WAIT_REQUESTS"]
+__all__ = [
+    "ReadyFuture",
+    "WaitRequest",
+    "check_wait_requests",
+    "check_wait_ms",
+    "MAX_WAIT_REQUESTS",
+    "MAX_WAIT_MS",
+]
 
 WaitRequest = tuple[str, int, int]
 """``(segment name, read offset, the watermark the caller knows there)``."""
 
 MAX_WAIT_REQUESTS = 65_536
+
+MAX_WAIT_MS = 2**31 - 1
+"""The longest wait of a read or ``wait_any`` (~24.8 days); beyond it a platform timer may overflow."""
+
+
+def check_wait_ms(what: str, wait_ms: object) -> int:
+    """``wait_ms`` as an int in ``[0, MAX_WAIT_MS]``; ``InvalidArgumentError`` starting with ``what``."""
+    if type(wait_ms) is not int or not 0 <= wait_ms <= MAX_WAIT_MS:
+        raise InvalidArgumentError(
+            f"{what}: wait_ms must be an int in [0, {MAX_WAIT_MS}], got {wait_ms!r:.40}"
+        )
+    return wait_ms
 
 
 def check_wait_requests(requests: object) -> list[WaitRequest]:

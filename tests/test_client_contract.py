@@ -452,8 +452,16 @@ def test_same_error_class(client: SegmentStoreClient, case: tuple[str, Any, type
         (lambda c: c.get_attributes("s", 5), "5"),
         (lambda c: c.get_attributes("s", ["k"]), "'k'"),
         (lambda c: c.truncate("s", 1), "1"),
+        (lambda c: c.read("s", 2, 10, wait_ms=2**63 - 1), str(2**63 - 1)),
+        (lambda c: c.read("s", 2, 10, wait_ms=2**64), str(2**64)),
+        (lambda c: c.append_batch("s", None), "None"),
+        (lambda c: c.append_batch("s", 7), "7"),
+        (lambda c: c.watermarks_at("s", ["x"]), "<U1"),
     ],
-    ids=["updates-none", "updates-int", "updates-map-str", "keys-int", "keys-str", "truncate-below"],
+    ids=[
+        "updates-none", "updates-int", "updates-map-str", "keys-int", "keys-str", "truncate-below",
+        "wait-int64-max", "wait-beyond-int64", "batch-none", "batch-int", "offsets-str",
+    ],
 )
 def test_bad_arguments_get_the_same_store_error_embedded_and_remote(
     client: SegmentStoreClient, call: Callable[[SegmentStoreClient], Any], named: str
@@ -467,6 +475,14 @@ def test_bad_arguments_get_the_same_store_error_embedded_and_remote(
         call(client)
     assert "'s'" in str(ei.value) and named in str(ei.value)
     assert (client.get_info("s"), client.get_attributes("s")) == before
+
+
+@pytest.mark.parametrize("wait_ms", [2**63 - 1, 2**64])
+def test_a_wait_too_long_for_a_timer_is_refused_by_wait_any(client: SegmentStoreClient, wait_ms: int) -> None:
+    client.create_segment("s")
+    with pytest.raises(InvalidArgumentError, match=f"wait_ms.*{wait_ms}"):
+        client.wait_any([("s", 0, 0)], wait_ms)
+    assert client.wait_any([("s", 0, 0)], 0) == (0,)  # the connection is still usable
 
 
 def test_update_attributes_takes_a_mapping_as_replace(client: SegmentStoreClient) -> None:

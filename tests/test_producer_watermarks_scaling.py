@@ -89,6 +89,7 @@ def test_a_writer_that_missed_splits_and_merges_reaches_every_active_segment(
     for i in range(8):
         stale.write_event(f"k{i}", b"s%d" % i, event_time=300)
     stale.mark_idle()
+    busy.flush()  # asynchronous: its events (rerouted after the seals) may still be on their way
     stale._check()
     assert {s.name for s in stale.segments} == {s.name for s in c.get_stream(S).active_segments}
     pw = ProducerWatermarks(c)

@@ -147,6 +147,26 @@ def test_beyond_max_connections_a_connection_is_refused_with_an_error(
         h.close()
 
 
+def test_a_client_refused_as_busy_waits_for_room_within_its_timeout(served: tuple[SegmentStore, int]) -> None:
+    """A refusal at max_connections executes nothing: calls and appends (even not idempotent ones) are
+    sent again until their timeout, not failed at once with a final error."""
+    st, port = served
+    st.create_segment("s")
+    held = []
+    for _ in range(8):
+        h = socket.create_connection(("127.0.0.1", port))
+        h.sendall(_HELLO)
+        h.recv(1024)
+        held.append(h)
+    threading.Timer(0.5, lambda: [h.close() for h in held]).start()
+    with RemoteClient(("127.0.0.1", port), timeout_s=10, pool_size=1) as c:
+        t0 = monotonic_s()
+        assert c.append("s", b"abc").offset == 0  # the pipeline's connection
+        assert c.create_segment("t").length == 0  # the pool's (create_segment is not idempotent)
+        assert 0.4 < monotonic_s() - t0 < 9
+    assert st.read("s", 0, 10).data == b"abc"
+
+
 # ---------------------------------------------------------------- memory, measured on a served process
 def _rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:

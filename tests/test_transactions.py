@@ -151,6 +151,55 @@ def test_transaction_writes_are_retried_without_duplicates(store: SegmentStore) 
     assert client.lost == 3 and read_stream(client, S) == expect("t")
 
 
+# ---------------------------------------------------------------------- a commit whose answer was lost
+@pytest.mark.parametrize("scaled", [False, True])
+def test_a_commit_sent_again_after_it_landed_is_answered_ok_and_merges_once(
+    store: SegmentStore, scaled: bool
+) -> None:
+    """A commit's reply lost on the way: sending it again (by hand, or the remote client's retry of
+    an idempotent call) answers as the first did, and the events are in the stream once; a replayed
+    controller knows it too."""
+    client = EmbeddedClient(store)
+    seg = client.create_stream(S, 1).active_segments[0]
+    info = client.begin_transaction(S)
+    for n in info.segment_names:
+        client.append(n, encode_event("k", b"t"))
+    if scaled:  # a rolled commit
+        client.scale_stream(S, [seg.name], [(0.0, 0.5), (0.5, 1.0)])
+    client.commit_transaction(S, info.segment_names)
+    client.commit_transaction(S, info.segment_names)  # the retry
+    StreamController(store).commit_transaction(S, info.segment_names)  # after a restart
+    assert read_stream(client, S) == {"k": [b"t"]}
+    with pytest.raises(SegmentNotFoundError):  # an aborted transaction stays an error
+        aborted = client.begin_transaction(S)
+        client.abort_transaction(S, aborted.segment_names)
+        client.commit_transaction(S, aborted.segment_names)
+
+
+def test_a_transaction_commits_over_a_connection_lost_after_the_commit(store: SegmentStore) -> None:
+    from segmentstore import ConnectionLostError
+    from segmentstore.client import RemoteClient
+    from segmentstore.net.server import SegmentStoreServer
+
+    class LosesTheFirstCommitReply(EmbeddedClient):
+        lost = 0
+
+        def commit_transaction(self, stream: str, txn_segments: Any) -> None:
+            super().commit_transaction(stream, txn_segments)
+            if not self.lost:
+                self.lost += 1
+                raise ConnectionLostError("the connection broke after the commit")
+
+    with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+        srv.client = LosesTheFirstCommitReply(store)
+        c.create_stream(S, 2)
+        txn = TransactionalEventWriter(c, S).begin_txn()
+        write_all(txn, "t")
+        txn.commit()
+        assert txn.status is TransactionStatus.COMMITTED and srv.client.lost == 1
+        assert read_stream(c, S) == expect("t")
+
+
 # ---------------------------------------------------------------------- the stream scaled meanwhile
 def test_commit_after_scaling_is_rolled() -> None:
     ticking = SegmentStore(clock=TickingClock(10_000))

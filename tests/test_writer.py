@@ -159,6 +159,22 @@ def test_linger_flushes_old_batches(client: FlakyClient, clock: ManualClock) -> 
     assert [f.payload for f in segment_frames(client, seg.name)] == [b"a", b"b", b"c"]
 
 
+def test_a_wall_clock_step_back_does_not_hold_a_lingering_block(
+    client: FlakyClient, clock: ManualClock
+) -> None:
+    """DESIGN §1: the clock may step back; a block opened before must not wait until it is caught up."""
+    seg = client.create_stream(S).active_segments[0]
+    w = EventWriter(client, S, clock=clock, config=WriterConfig(max_batch_events=100, linger_ms=10))
+    w.write_event("k", b"a")
+    clock.set(clock.now() - 3_600_000)  # an hour back
+    w.write_event("k", b"b")
+    deadline = time.monotonic() + 5
+    while client.get_info(seg.name).length == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert [f.payload for f in segment_frames(client, seg.name)] == [b"a", b"b"]
+    w.close()
+
+
 # ---------------------------------------------------------------------- exactly once
 def test_lost_acknowledgements_do_not_duplicate(client: FlakyClient) -> None:
     client.create_stream(S, 2)

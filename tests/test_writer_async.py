@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
+import signal
 import socket
 import threading
 import time
@@ -27,6 +29,7 @@ from readergroup import (
     NoSuccessorsError,
     TransactionalEventWriter,
     TransactionClosedError,
+    TransactionError,
     WriteFuture,
     WriterBufferFullError,
     WriterConfig,
@@ -239,6 +242,12 @@ def _merge(c: SegmentStoreClient, i: int) -> None:
         c.scale_stream(S, [a.name, b.name], [(a.key_low, b.key_high)])
 
 
+@contextlib.contextmanager
+def _served_client(store: SegmentStore) -> Iterator[RemoteClient]:
+    with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+        yield c
+
+
 def _served(store: SegmentStore) -> Iterator[RemoteClient]:
     with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
         yield c
@@ -384,6 +393,38 @@ def test_a_server_gone_for_good_fails_the_futures_and_flush(store: SegmentStore)
 
 
 # ---------------------------------------------------------------------- back-pressure
+@pytest.mark.parametrize("kind", ["embedded", "remote"])
+def test_an_event_the_store_refuses_fails_alone(kind: str) -> None:
+    """A definite refusal (an event larger than the store's max_append_bytes) is not stored and says
+    so; the events written after it to the same segment are not failed with its error."""
+    store = SegmentStore(clock=TickingClock(START_MS), config=StoreConfig(max_append_bytes=4096))
+    with contextlib.ExitStack() as stack:
+        c: SegmentStoreClient = EmbeddedClient(store)
+        if kind == "remote":
+            c = stack.enter_context(_served_client(store))
+        c.create_stream(S, 1)
+        w = EventWriter(c, S)
+        futs = [w.write_event("k", b"a"), w.write_event("k", b"x" * 5000)]
+        futs += [w.write_event("k", b"%d" % i) for i in range(20)]
+        with pytest.raises(SegmentStoreError, match="max_append_bytes"):
+            futs[1].result(10)
+        with pytest.raises(SegmentStoreError, match="max_append_bytes"):
+            w.flush()  # reported once
+        assert all(f.exception(10) is None for f in futs[:1] + futs[2:])
+        w.close()
+        fresh = EventWriter(c, S)  # has not learnt the store's limit
+        many = [fresh.write_event(f"m{i % 3}", b"%03d" % i + b"." * 97) for i in range(300)]  # 30 KB
+        fresh.close()  # blocks aggregated beyond the store's limit go again in appends it takes
+        assert all(f.exception(10) is None for f in many)
+        fresh._check()
+        got = read_stream(c, S)
+        assert got.pop("k") == [b"a"] + [b"%d" % i for i in range(20)]
+        assert got == {f"m{j}": [b"%03d" % i + b"." * 97 for i in range(j, 300, 3)] for j in range(3)}
+        w._check()
+    store._check()
+    store.close()
+
+
 def test_back_pressure_raises_when_configured(store: SegmentStore) -> None:
     c = GatedClient(store)
     c.create_stream(S, 1)
@@ -767,3 +808,101 @@ def test_random_faults_and_scaling_keep_the_writer_consistent(ops: list[tuple[st
     check_exactly_once(read_stream(c, S), written, acked, maybe)
     store._check()
     store.close()
+
+
+# ---------------------------------------------------------------------- a writer after fork
+def _in_child(body: Callable[[], bool]) -> Callable[[], int]:
+    """Fork; the child runs ``body``. Returns the wait for its exit status: 0 if ``body`` returned
+    True, 1 if False, 2 if it raised, 3 if it hung."""
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            signal.alarm(20)  # a hung child must not hang the suite
+            code = 0 if body() else 1
+        finally:
+            os._exit(code)
+
+    def wait() -> int:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return 3
+
+    return wait
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("flushed", [True, False])
+def test_a_writer_used_in_a_forked_child_and_its_parent_loses_nothing(
+    store: SegmentStore, flushed: bool
+) -> None:
+    """Both processes write with the writer made before the fork: each event stored once, none
+    acknowledged as a duplicate (one writer id in two processes drops the other's events)."""
+    with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+        c.create_stream(S, 2)
+        w = EventWriter(c, S)
+        before = [w.write_event(f"k{i % 5}", b"before:%d" % i) for i in range(50)]
+        if flushed:
+            w.flush()
+
+        def child() -> bool:
+            futs = [w.write_event(f"k{i % 5}", b"child:%d" % i) for i in range(100)]
+            w.close()
+            acks = [f.result(10) for f in futs]
+            return all(a.offset is not None for a in acks)
+
+        wait = _in_child(child)  # the parent writes meanwhile, with the same writer
+        futs = [w.write_event(f"k{i % 5}", b"parent:%d" % i) for i in range(100)]
+        w.close()
+        assert wait() == 0, "the child's writes failed, hung or were taken for duplicates"
+        assert all(f.result(10).offset is not None for f in before + futs)
+        got = read_stream(c, S)
+        stored = sorted(p for ps in got.values() for p in ps)
+        counts = ((b"before", 50), (b"child", 100), (b"parent", 100))
+        expected = [b"%s:%d" % (who, i) for who, n in counts for i in range(n)]
+        assert stored == sorted(expected)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_writer_with_a_given_id_refuses_to_write_in_a_forked_child(store: SegmentStore) -> None:
+    """Its id names one writer: two processes writing with it would drop each other's events."""
+    c = EmbeddedClient(store)
+    c.create_stream(S, 1)
+    w = EventWriter(c, S, writer_id=77)
+    w.write_event("k", b"parent").result(10)
+
+    def child() -> bool:
+        try:
+            w.write_event("k", b"child")
+        except WriterError as e:
+            return "fork" in str(e) and "77" in str(e)
+        return False
+
+    assert _in_child(child)() == 0
+    w.write_event("k", b"parent again").result(10)
+    w.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_transaction_stays_with_the_process_that_began_it(store: SegmentStore) -> None:
+    c = EmbeddedClient(store)
+    c.create_stream(S, 2)
+    txn = TransactionalEventWriter(c, S).begin_txn()
+    pending = txn.write_event("k", b"parent")
+
+    def child() -> bool:
+        try:
+            txn.write_event("k", b"child")
+        except TransactionError as e:
+            return "forked" in str(e) and isinstance(pending.exception(1), WriterError)
+        return False
+
+    assert _in_child(child)() == 0
+    txn.commit()
+    assert read_stream(c, S) == {"k": [b"parent"]}

@@ -4,7 +4,8 @@ A ``Connection`` does the hello handshake, then one reader thread receives frame
 (``recv_into`` one reusable buffer) and hands each reply to the callback registered
 under its request id. Any number of threads may send on it (pipelining); when it
 breaks, every outstanding callback gets a ``ConnectionLostError`` -- a ``NotSentError``
-when the server is known not to have executed the request (connect failure, idle close).
+when the server is known not to have executed the request (connect failure, a refusal
+at the server's ``max_connections``, idle close).
 """
 
 from __future__ import annotations
@@ -109,7 +110,10 @@ class Connection:
             for h, _ in reader.frames():
                 header = unpack(h)
                 if type(header) is list and len(header) == 6 and header[0] == ERROR:
-                    raise decode_error(header[2], header[3], header[4])
+                    err = decode_error(header[2], header[3], header[4])
+                    if getattr(err, "reason", None) == "busy":  # refused before any request: try again
+                        raise NotSentError(f"{self.address} refused the connection: {err}")
+                    raise err
                 if (
                     type(header) is list
                     and len(header) == 3

@@ -9,10 +9,10 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
-from ..errors import InvalidArgumentError
 from ..results import AppendResult, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
+from ..wait_any import check_wait_ms
 from .interface import SegmentStoreClient
 
 __all__ = ["EmbeddedClient"]
@@ -76,15 +76,12 @@ class EmbeddedClient(SegmentStoreClient):
         return self.store.get_attributes(name, keys)
 
     def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
-        if type(wait_ms) is not int or wait_ms < 0:
-            raise InvalidArgumentError(f"segment {name!r}: wait_ms must be an int >= 0, got {wait_ms!r}")
-        if wait_ms == 0:
+        if check_wait_ms(f"segment {name!r}", wait_ms) == 0:
             return self.store.read(name, offset, max_length)
         return self.store.read_future(name, offset, max_length).wait(wait_ms / 1000.0)
 
     def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
-        if type(wait_ms) is not int or wait_ms < 0:
-            raise InvalidArgumentError(f"wait_any: wait_ms must be an int >= 0, got {wait_ms!r}")
+        check_wait_ms("wait_any", wait_ms)
         fut = self.store.wait_any(requests)
         return fut.wait(wait_ms / 1000.0) if wait_ms else fut.wait(0)
 

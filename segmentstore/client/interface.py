@@ -223,8 +223,12 @@ class StreamClient(Protocol):
         """One transaction segment per active segment of the stream."""
         ...
 
+    @idempotent
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        """Seal and merge every transaction segment into its parent (rolled if the stream scaled)."""
+        """Seal and merge every transaction segment into its parent (rolled if the stream scaled).
+
+        Idempotent: a transaction committed already is not merged again.
+        """
         ...
 
     @idempotent

@@ -32,6 +32,7 @@ import numpy as np
 from ..attributes import AttributeUpdate, as_updates, check_attribute_keys
 from ..clock import monotonic_s
 from ..errors import (
+    AppendTooLargeError,
     InvalidArgumentError,
     ProtocolError,
     ReadTimeoutError,
@@ -43,7 +44,7 @@ from ..net.commands import COMMANDS, decode_read, encode_args
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from ..results import AppendResult, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
-from ..wait_any import check_wait_requests
+from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import AppendPipeline, Chunk
 from .connection import Connection, ConnectionPool
 from .interface import SegmentClient, SegmentStoreClient, StreamClient
@@ -328,7 +329,9 @@ class RemoteClient(SegmentStoreClient):
         else:
             raise InvalidArgumentError(f"segment {name!r}: payload must be bytes, got {type(data).__name__}")
         if len(out) > self._max_data:
-            raise InvalidArgumentError(f"segment {name!r}: append of {len(out)} bytes exceeds a frame")
+            raise AppendTooLargeError(
+                f"segment {name!r}: append of {len(out)} bytes exceeds a frame", len(out), self._max_data
+            )
         if (
             type(name) is not str
             or (eo is not None and type(eo) is not int)
@@ -384,6 +387,8 @@ class RemoteClient(SegmentStoreClient):
     # ------------------------------------------------------------------ reads and watermarks
     def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
         self._after_fork()
+        if wait_ms:  # checked here too: a reply never waited for would hold a request slot
+            check_wait_ms(f"segment {name!r}", wait_ms)
         ahead = self.read_ahead and type(name) is str and type(offset) is int and type(max_length) is int
         r = self._ahead.take((name, offset, max_length), self.timeout_s) if ahead else None
         if r is None:
@@ -397,6 +402,7 @@ class RemoteClient(SegmentStoreClient):
 
     def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
         reqs = check_wait_requests(requests)
+        check_wait_ms("wait_any", wait_ms)
         extra = wait_ms / 1000.0 if type(wait_ms) is int and wait_ms > 0 else 0.0
         result, _ = self._invoke("wait_any", {"requests": [list(r) for r in reqs], "wait_ms": wait_ms}, extra)
         if not isinstance(result, list) or any(type(i) is not int or not 0 <= i < len(reqs) for i in result):
@@ -421,6 +427,10 @@ class RemoteClient(SegmentStoreClient):
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         if not isinstance(offsets, np.ndarray):
             offsets = np.asarray(offsets)
+        if offsets.dtype.kind not in "iu":  # as the store says it, before the wire refuses the array
+            raise InvalidArgumentError(
+                f"segment {name!r}: offsets must be an integer array, got dtype {offsets.dtype}"
+            )
         return self._call(SegmentClient.watermarks_at, name=name, offsets=offsets)
 
     # ------------------------------------------------------------------ streams (controller)

@@ -98,6 +98,9 @@ class StreamController:
         self._lock = threading.RLock()
         self._meta = StreamMetadata()
         self._log_length = 0
+        # transaction segments committed (from the commit and roll records): a commit sent
+        # again after its reply was lost is answered as the first was
+        self._committed: set[str] = set()
         with self._lock:
             self._open()
 
@@ -223,8 +226,15 @@ class StreamController:
             return TransactionInfo(st.name, st.epoch, tuple(made))
 
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        """Seal and merge each transaction segment into its parent; rolled if the stream scaled meanwhile."""
+        """Seal and merge each transaction segment into its parent; rolled if the stream scaled meanwhile.
+
+        Idempotent: a transaction committed already is not merged again (the call returns).
+        """
         with self._lock:
+            names = _names(stream, txn_segments)
+            if names and self._committed.issuperset(names):
+                self._get(stream)
+                return
             st = self._get_open(stream, "committed to")
             txns = self._check_txns(st, txn_segments)
             parents = [st.segments[p].info for _, p, _ in txns]
@@ -246,6 +256,7 @@ class StreamController:
                             "the transaction cannot be merged into it"
                         )
                 self._write({"op": "commit", "stream": stream, "txns": [t for t, _, _ in txns]})
+                self._committed.update(t for t, _, _ in txns)
                 for t, p, _ in txns:
                     self._merge(t, p)
             else:
@@ -368,6 +379,7 @@ class StreamController:
         """Commit a transaction of an older epoch: active -> duplicates of its epoch -> active ranges."""
         with_data = [(t, p) for t, p, n in txns if n > 0]
         if not with_data:  # nothing to commit: the transaction was empty
+            self._committed.update(t for t, _, _ in txns)
             for t, _, _ in txns:
                 _ignore_missing(self._store.delete, t)
             return
@@ -382,6 +394,7 @@ class StreamController:
             [(p.key_low, p.key_high) for p in parents],
             {"op": "roll", "txns": mapping, "restore": restore, "drop": [t for t, _, _ in txns]},
         )
+        self._committed.update(t for t, _, _ in txns)
         self._finish_roll(st, mapping, [t for t, _, _ in txns], restore, epoch)
 
     def _finish_roll(
@@ -477,8 +490,10 @@ class StreamController:
             last[rec["stream"]] = pos
             if rec["op"] == "commit":
                 commits.append(rec)
+                self._committed.update(rec["txns"])
             elif rec["op"] == "roll":
                 rolls.append({**rec, "pos": pos})
+                self._committed.update(rec["drop"])
         for roll in rolls:
             roll["last"] = last[roll["stream"]] == roll["pos"]
         self._recover(garbage, commits, rolls)

@@ -32,6 +32,7 @@ from ..checks import checked
 from ..clock import Clock
 from ..config import StoreConfig
 from ..errors import (
+    AppendTooLargeError,
     BadOffsetError,
     InvalidArgumentError,
     NotATransactionError,
@@ -288,8 +289,10 @@ class SegmentContainer:
     def _refuse_length(self, name: str, n: int) -> None:
         if n == 0:
             raise InvalidArgumentError(f"segment {quote(name)}: append of 0 bytes")
-        raise InvalidArgumentError(
-            f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes ({self._max_append_bytes})"
+        raise AppendTooLargeError(
+            f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes ({self._max_append_bytes})",
+            n,
+            self._max_append_bytes,
         )
 
     def append_batch(
@@ -304,6 +307,12 @@ class SegmentContainer:
                 f"segment {quote(name)}: append_batch takes a sequence of bytes objects, "
                 f"got a single {type(events).__name__}"
             )
+        if not isinstance(events, Iterable):
+            raise InvalidArgumentError(
+                f"segment {quote(name)}: append_batch takes a sequence of bytes objects, "
+                f"got {type(events).__name__} {events!r:.60}"
+            )
+        events = list(events)  # iterated twice below
         try:
             data = b"".join(events)
         except TypeError:

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..attributes import is_core_attribute
 from ..client.embedded import EmbeddedClient
-from ..errors import InvalidArgumentError, ProtocolError
+from ..errors import ProtocolError
 from ..future_read import FutureRead
 from ..limits import INT64_MAX, INT64_MIN
 from ..results import SegmentRead
-from ..wait_any import ReadyFuture
+from ..wait_any import ReadyFuture, check_wait_ms
 from .commands import COMMANDS, decode_args, encode_append_result, encode_read
 
 if TYPE_CHECKING:
@@ -82,9 +82,7 @@ def _read(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
         max_length = cap
     store = conn.store
     try:
-        if type(wait_ms) is not int or wait_ms < 0:
-            raise InvalidArgumentError(f"segment {name!r}: wait_ms must be an int >= 0, got {wait_ms!r}")
-        if wait_ms == 0:
+        if check_wait_ms(f"segment {name!r}", wait_ms) == 0:
             r: SegmentRead = store.read(name, offset, max_length)
         else:
             fut = store.read_future(name, offset, max_length)
@@ -104,8 +102,7 @@ def _wait_any(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
     kw = decode_args(COMMANDS["wait_any"], args, payload)
     wait_ms = kw.get("wait_ms", 0)
     try:
-        if type(wait_ms) is not int or wait_ms < 0:
-            raise InvalidArgumentError(f"wait_any: wait_ms must be an int >= 0, got {wait_ms!r}")
+        check_wait_ms("wait_any", wait_ms)
         fut = conn.store.wait_any(kw["requests"])
         if not fut.done() and wait_ms:
             conn.wait_read(rid, fut, wait_ms, _encode_ready)
