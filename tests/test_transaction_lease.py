@@ -108,8 +108,8 @@ def test_a_pinged_stream_transaction_lives_and_an_expired_one_cannot_commit(
         pinged.ping()
         leased.advance_idle_watermarks()
     pinged.commit()
-    with pytest.raises(SegmentNotFoundError):
-        dead.commit()
+    with pytest.raises(SegmentNotFoundError, match=r"expired: no write for transaction_lease_ms \(\d+ ms\)"):
+        dead.commit()  # the error says why it is gone, embedded and remote
     dead.abort()  # aborting an expired transaction is fine: nothing is left
     payloads = []
     for seg in leased_client.get_stream("t/s").active_segments:

@@ -65,6 +65,9 @@ from .validation import as_bytes, check_name, check_offset, check_writer, quote
 
 __all__ = ["ColdSegments", "ContainerState", "SegmentContainer"]
 
+_EXPIRED_KEPT = 4096
+"""Transactions whose expiry a later call's error names (the most recent ones)."""
+
 _result = tuple.__new__
 """Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
 
@@ -116,6 +119,7 @@ class SegmentContainer:
         self._data_factory: Callable[[str, int], SegmentData] | None = None  # set_data_factory
         self.reads = ReadIndex(self, clock)
         self._max_append_bytes = config.max_append_bytes
+        self._expired: dict[str, str] = {}  # transactions the lease aborted lately -> why (for the error)
 
     # ------------------------------------------------------------------ lookup
     @property
@@ -143,10 +147,11 @@ class SegmentContainer:
         return seg
 
     def _miss(self, name: str) -> Segment:
-        """Reactivate an evicted segment, or raise ``SegmentNotFoundError``."""
+        """Reactivate an evicted segment, or raise ``SegmentNotFoundError`` (saying why, if it knows)."""
         seg = self._evictor.reactivate(name) if self._evictor is not None else None
         if seg is None:
-            raise SegmentNotFoundError(f"segment {quote(name)} does not exist") from None
+            why = self._expired.get(name) if type(name) is str else None
+            raise SegmentNotFoundError(why or f"segment {quote(name)} does not exist") from None
         return seg
 
     def active(self, name: str) -> Segment | None:
@@ -556,11 +561,18 @@ class SegmentContainer:
             ]
             if due:
                 seq, ts = self._processor.stamp_many(len(due))
+                lease = self._config.transaction_lease_ms
                 for seg in due:
                     self._log(Delete(seq, ts, seg.name))
-                    lease = self._config.transaction_lease_ms
-                    self._remove(seg, wakeups, f"transaction {seg.name!r} expired (no write for {lease} ms)")
+                    why = (
+                        f"transaction {seg.name!r} expired: no write for transaction_lease_ms ({lease} ms), "
+                        "so the store aborted it"
+                    )
+                    self._remove(seg, wakeups, why)
+                    self._expired[seg.name] = why
                     seq += 1
+                while len(self._expired) > _EXPIRED_KEPT:  # the oldest first (dicts keep insertion order)
+                    del self._expired[next(iter(self._expired))]
         complete(wakeups)
         return [seg.name for seg in due]
 
