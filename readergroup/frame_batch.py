@@ -15,12 +15,14 @@ For the engines (the Spark source and sink), which move events by the ten thousa
   writer's ``write_encoded``. The frames are byte for byte ``encode_event``'s and so
   are its errors.
 
-Buffers below 32 KiB take a Python path (``decode_frames``), so a short read pays no
-numba import or kernel load (numba is imported on first bulk use, DESIGN §7).
+Buffers below 32 KiB take a Python path (``decode_frames``, a header loop), so a
+short read pays no numba import or kernel load (numba is imported on first bulk use,
+DESIGN §7).
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -31,6 +33,7 @@ from .errors import FrameFormatError, InvalidEventError
 from .events import (
     HEADER_SIZE,
     KIND_EVENT,
+    KIND_IDLE,
     MAX_KEY_BYTES,
     NO_EVENT_TIME,
     decode_frames,
@@ -45,6 +48,7 @@ _KERNEL_MIN_BYTES = 32 * 1024
 _OFFSET32_MAX = 2**31 - 1
 _MAX_REST = 0xFFFFFFFF
 _FIXED = HEADER_SIZE - 4
+_HEADER = struct.Struct("<IBqH")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -83,9 +87,27 @@ def walk_frames(buf: bytes | bytearray | memoryview) -> tuple[int, int | None, b
     before). The third value is True when a malformed header stopped the walk
     (``decode_events`` raises there). O(frames), a few ns per frame.
     """
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    whole, nxt, bad = _kernels().walk(arr)
-    return int(whole), (int(nxt) if nxt >= 0 else None), bool(bad)
+    return _walk(buf, len(buf) >= _KERNEL_MIN_BYTES)
+
+
+def _walk(buf: bytes | bytearray | memoryview, kernels: bool) -> tuple[int, int | None, bool]:
+    """``walk_frames`` with the path chosen: the numba kernel or a Python loop over the headers."""
+    if kernels:
+        whole, nxt, bad = _kernels().walk(np.frombuffer(buf, dtype=np.uint8))
+        return int(whole), (int(nxt) if nxt >= 0 else None), bool(bad)
+    view = memoryview(buf).cast("B")
+    n = len(view)
+    pos = 0
+    while pos + HEADER_SIZE <= n:
+        rest, kind, _, klen = _HEADER.unpack_from(view, pos)
+        if rest < _FIXED + klen or kind > KIND_IDLE:
+            return pos, None, True
+        if pos + 4 + rest > n:
+            return pos, 4 + rest, False
+        pos += 4 + rest
+    if pos + 4 <= n:
+        return pos, 4 + int.from_bytes(view[pos : pos + 4], "little"), False
+    return pos, None, False
 
 
 def _decode(buf: bytes | bytearray | memoryview, base_offset: int, kernels: bool) -> tuple[EventColumns, int]:

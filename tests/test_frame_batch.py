@@ -22,7 +22,7 @@ from readergroup.events import (
     decode_frames,
     encode_event,
 )
-from readergroup.frame_batch import EventColumns, _decode, decode_events, encode_events, walk_frames
+from readergroup.frame_batch import EventColumns, _decode, _walk, decode_events, encode_events, walk_frames
 from readergroup.producer_watermarks import encode_idle_marker, encode_watermark_marker
 from readergroup.routing import key_hash
 
@@ -106,6 +106,7 @@ def test_bulk_decoder_gives_the_python_decoders_columns(
     assert (whole, bad) == (want[2], False)
     rest = buf[whole:]
     assert nxt == (4 + struct.unpack_from("<I", rest)[0] if len(rest) >= 4 else None)
+    assert _walk(data, True) == _walk(data, False) == (whole, nxt, bad)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,6 +125,7 @@ def test_malformed_bytes_give_the_same_error(
     want = outcome(expected, bytes(buf), base)
     assert outcome(_decode, bytes(buf), base, True) == want
     whole, _, bad = walk_frames(bytes(buf))
+    assert _walk(bytes(buf), True) == _walk(bytes(buf), False)
     if want[0] == "ok":
         assert (whole, bad) == (want[2], False)
 
