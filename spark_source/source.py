@@ -43,7 +43,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from segmentstore.attributes import AttributeUpdate
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import InvalidOptionError
@@ -89,7 +89,7 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
         return  # Spark's placeholder for a batch read without partitions
     events = 0
     if partition.ranges:
-        client = connect(options.endpoint, options.timeout_ms)
+        client = connect(options.endpoint, options.timeout_ms, read_ahead=False)  # read_range fetches ahead
         try:
             for r in partition.ranges:
                 for batch in read_range(client, r.stream, r.segment, r.begin, r.end, partition.meta):
