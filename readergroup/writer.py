@@ -33,6 +33,9 @@
 
 from __future__ import annotations
 
+import bisect
+import itertools
+import operator
 import secrets
 import threading
 from dataclasses import dataclass, fields
@@ -93,6 +96,7 @@ def check_writer_id(writer_id: object) -> int:
 
 
 _Pending = tuple[float, bytes]  # (key hash, frame)
+_FRAME = operator.itemgetter(1)
 
 
 def split_by_segment(
@@ -122,7 +126,7 @@ class _Batch:
     def __init__(self, events: list[_Pending], number: int) -> None:
         self.events = events
         self.number = number
-        self.data = b"".join(f for _, f in events)
+        self.data = b"".join(map(_FRAME, events))
 
 
 class SegmentAppender:
@@ -176,13 +180,15 @@ class SegmentAppender:
             if self.inflight is None:
                 if self.last_number is None:
                     self.last_number = self.stored_number()
-                take, size = 0, 0
                 most = min(len(self.pending), config.max_batch_events)
-                while take < most and (
-                    take == 0 or size + len(self.pending[take][1]) <= config.max_batch_bytes
-                ):
-                    size += len(self.pending[take][1])
-                    take += 1
+                if most == len(self.pending) and self.pending_bytes <= config.max_batch_bytes:
+                    take, size = most, self.pending_bytes
+                else:  # the longest prefix within max_batch_bytes (one event at least)
+                    ends = list(
+                        itertools.accumulate(map(len, map(_FRAME, itertools.islice(self.pending, most))))
+                    )
+                    take = max(1, bisect.bisect_right(ends, config.max_batch_bytes))
+                    size = ends[take - 1]
                 self.inflight = _Batch(self.pending[:take], self.last_number + take)
                 del self.pending[:take]
                 self.pending_bytes -= size
