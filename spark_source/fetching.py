@@ -28,8 +28,8 @@ from .errors import DataLossError
 
 __all__ = ["READ_CHUNK_BYTES", "FETCH_AHEAD", "FrameChunk", "whole_frame_reads", "fetched_ahead"]
 
-READ_CHUNK_BYTES = 4 << 20
-"""Bytes asked for per read of a range."""
+READ_CHUNK_BYTES = 2 << 20
+"""Bytes asked for per read of a range: 2 MiB read and decode faster here than 4 or 8 (cache)."""
 FETCH_AHEAD = 2
 """Reads a range's fetch thread keeps ready ahead of the decoder."""
 
