@@ -8,22 +8,22 @@ lateness, and the PDP-26 prototype's ``EventTimeOrderingOperator``.
 
 - ``watermark``: stream elements and ``StatusWatermarkValve`` (combining channels).
 - ``strategies``: timestamp assigners and heuristic watermark strategies.
-- ``source``: ``PravegaSource`` — subtasks are readers of one reader group; watermarks
+- ``pravega_source``: ``PravegaSource`` — subtasks are readers of one reader group; watermarks
   are ``ingestion watermark - max_event_time_lag``, strictly ascending per subtask.
 - ``operators`` / ``windows``: event-time operators.
 - ``runner``: ``JobRunner``, a deterministic job runner with aligned checkpoints.
-- ``checkpoint``: ``JobCheckpoint`` (JSON, never pickle).
-- ``transcripts``: engine-neutral YAML watermark transcripts and their runner.
+- ``job_checkpoint``: ``JobCheckpoint`` (JSON, never pickle).
+- ``transcript_runner``: plays the engine-neutral watermark transcripts
+  (``readergroup.transcripts``) through this layer.
 """
 
-from .checkpoint import JobCheckpoint, OperatorState, SubtaskState
 from .errors import (
     CheckpointError,
     FlinkCompatError,
     InvalidConfigError,
     MissingTimestampError,
-    TranscriptError,
 )
+from .job_checkpoint import JobCheckpoint, OperatorState, SubtaskState
 from .operators import (
     LATE_DATA,
     CollectingOutput,
@@ -34,8 +34,13 @@ from .operators import (
     OutputTag,
     StreamOperator,
 )
+from .pravega_source import (
+    DEFAULT_MAX_EVENT_TIME_LAG,
+    PravegaSource,
+    PravegaSourceConfig,
+    PravegaSourceSubtask,
+)
 from .runner import JobRunner, PollResult
-from .source import DEFAULT_MAX_EVENT_TIME_LAG, PravegaSource, PravegaSourceConfig, PravegaSourceSubtask
 from .strategies import (
     BoundedOutOfOrdernessWatermarks,
     RecordTimestampAssigner,
@@ -100,7 +105,6 @@ __all__ = [
     "SumAggregate",
     "TimeWindow",
     "TimestampAssigner",
-    "TranscriptError",
     "TumblingEventTimeWindows",
     "Watermark",
     "WatermarkGenerator",

@@ -1,6 +1,6 @@
 """The Flink compatibility layer's errors: one root, one class for each thing that can be wrong.
 
-Every error names the option, operator, subtask or transcript step that was wrong.
+Every error names the option, operator or subtask that was wrong.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ __all__ = [
     "InvalidConfigError",
     "MissingTimestampError",
     "CheckpointError",
-    "TranscriptError",
 ]
 
 
@@ -29,6 +28,3 @@ class MissingTimestampError(FlinkCompatError):
 class CheckpointError(FlinkCompatError):
     """A checkpoint cannot be taken or restored (malformed state, wrong operator, ...)."""
 
-
-class TranscriptError(FlinkCompatError):
-    """A watermark transcript is malformed or inconsistent (names the step and field)."""

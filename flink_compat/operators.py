@@ -21,8 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .checkpoint import OperatorState
+from segmentstore.checks import checked
+
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import OperatorState
 from .watermark import MIN_TIMESTAMP, StreamRecord, Watermark, WatermarkStatus
 
 __all__ = [
@@ -171,6 +173,7 @@ class StreamOperator(abc.ABC):
     def _restore_data(self, data: Any) -> None:
         return None
 
+    @checked
     def _check(self) -> None:
         """Assert the operator's invariants (subclasses extend this)."""
         assert isinstance(self._current_watermark, int)
@@ -244,6 +247,7 @@ class EventTimeOrderingOperator(StreamOperator):
         self._heap = [(ts, next(self._seq), value) for ts, value in buffer]
         heapq.heapify(self._heap)
 
+    @checked
     def _check(self) -> None:
         super()._check()
         assert self._late >= 0

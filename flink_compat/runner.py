@@ -28,8 +28,10 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .checkpoint import JobCheckpoint, SubtaskState
+from segmentstore.checks import checked
+
 from .errors import CheckpointError, InvalidConfigError
+from .job_checkpoint import JobCheckpoint, SubtaskState
 from .operators import CollectingOutput, OutputTag, StreamOperator
 from .watermark import (
     MAX_TIMESTAMP,
@@ -183,10 +185,10 @@ class JobRunner:
         self.source_watermarks: list[list[Watermark]] = [[] for _ in range(n_in)]
         self.source_statuses: list[list[WatermarkStatus]] = [[] for _ in range(n_in)]
         self.source_records = [0] * n_in
-        self._valves = [
-            StatusWatermarkValve(n_in, restore.valves[i] if restore is not None else None)
-            for i in range(parallelism)
-        ]
+        self._valves = [StatusWatermarkValve(n_in) for _ in range(parallelism)]
+        if restore is not None:
+            for valve, valve_state in zip(self._valves, restore.valves, strict=True):
+                valve.restore_state(valve_state)
         self._next_checkpoint_id = (restore.checkpoint_id + 1) if restore is not None else 1
 
     @property
@@ -261,7 +263,7 @@ class JobRunner:
             checkpoint_id=cid,
             reader_group_checkpoint=self._source.complete_checkpoint(name),
             subtasks=tuple(t.snapshot_state() for t in self._subtasks),
-            valves=tuple(v.snapshot() for v in self._valves),
+            valves=tuple(v.snapshot_state() for v in self._valves),
             operators=tuple(tuple(op.snapshot_state() for op in chain) for chain in self._chains),
         )
 
@@ -300,6 +302,7 @@ class JobRunner:
             else:
                 self._sinks[i].emit_watermark_status(element)
 
+    @checked
     def _check(self) -> None:
         """Assert the job's contracts: per-subtask strictly ascending watermarks, valves, operators."""
         for s, marks in enumerate(self.source_watermarks):

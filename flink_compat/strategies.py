@@ -8,7 +8,7 @@ timeout on its *processing* clock marks its output idle. The clock is injected
 (``create_watermark_generator(clock)``): no wall-clock reads here.
 
 These strategies are for comparison with the ingestion-time watermarks of
-``flink_compat.source`` on the same source.
+``flink_compat.pravega_source`` on the same source.
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from segmentstore.checks import checked
 
 from .errors import InvalidConfigError
 from .watermark import MIN_TIMESTAMP, Watermark
@@ -120,6 +122,7 @@ class BoundedOutOfOrdernessWatermarks:
     def on_periodic_emit(self, output: WatermarkOutput) -> None:
         output.emit_watermark(Watermark(self._max_timestamp - self._bound - 1))
 
+    @checked
     def _check(self) -> None:
         """Assert the generator's invariant: it never emits below MIN_TIMESTAMP."""
         assert self._max_timestamp >= MIN_TIMESTAMP + self._bound + 1
@@ -184,6 +187,7 @@ class WatermarksWithIdleness(Generic[T]):
         else:
             self._inner.on_periodic_emit(output)
 
+    @checked
     def _check(self) -> None:
         """Assert the wrapper's invariants."""
         assert 0 <= self._last_counter <= self._counter

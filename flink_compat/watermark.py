@@ -20,6 +20,9 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from segmentstore.checks import checked
+from segmentstore.limits import INT64_MAX, INT64_MIN
+
 from .errors import InvalidConfigError
 
 __all__ = [
@@ -33,10 +36,10 @@ __all__ = [
     "StatusWatermarkValve",
 ]
 
-MIN_TIMESTAMP = -(2**63)
+MIN_TIMESTAMP = INT64_MIN
 """Java's ``Long.MIN_VALUE``: the watermark before any was emitted."""
 
-MAX_TIMESTAMP = 2**63 - 1
+MAX_TIMESTAMP = INT64_MAX
 """Java's ``Long.MAX_VALUE``: the watermark that ends event time (end of input)."""
 
 T = TypeVar("T")
@@ -109,13 +112,13 @@ class StatusWatermarkValve:
 
     __slots__ = ("_channels", "_floor", "_last_output_status", "_last_output_watermark")
 
-    def __init__(self, num_channels: int, state: ValveState | None = None) -> None:
+    def __init__(self, num_channels: int) -> None:
         if isinstance(num_channels, bool) or not isinstance(num_channels, int) or num_channels < 1:
             raise InvalidConfigError(
                 f"StatusWatermarkValve: num_channels must be an int >= 1, got {num_channels!r}"
             )
         self._channels = [_Channel() for _ in range(num_channels)]
-        self._floor = MIN_TIMESTAMP if state is None else state.last_output_watermark
+        self._floor = MIN_TIMESTAMP
         self._last_output_watermark = self._floor
         self._last_output_status = WatermarkStatus.ACTIVE
 
@@ -177,8 +180,14 @@ class StatusWatermarkValve:
                 out.append(WatermarkStatus.ACTIVE)
         return out
 
-    def snapshot(self) -> ValveState:
+    def snapshot_state(self) -> ValveState:
+        """The valve's state for a checkpoint: its last combined watermark. O(1)."""
         return ValveState(self._last_output_watermark)
+
+    def restore_state(self, state: ValveState) -> None:
+        """Restore a fresh valve from ``snapshot_state``: it never emits at or below that watermark."""
+        self._floor = max(self._floor, state.last_output_watermark)
+        self._last_output_watermark = max(self._last_output_watermark, self._floor)
 
     def _output_min_of_aligned(self, out: list[StreamElement]) -> None:
         aligned = [c.watermark for c in self._channels if c.aligned]
@@ -201,6 +210,7 @@ class StatusWatermarkValve:
             )
         return self._channels[channel]
 
+    @checked
     def _check(self) -> None:
         """Assert the valve's invariants."""
         for i, c in enumerate(self._channels):

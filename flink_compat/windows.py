@@ -29,8 +29,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from .checkpoint import OperatorState
+from segmentstore.checks import checked
+
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import OperatorState
 from .operators import OutputTag, StreamOperator
 from .watermark import MAX_TIMESTAMP, StreamRecord
 
@@ -314,6 +316,7 @@ class WindowOperator(StreamOperator):
             self._register(window.max_timestamp(), key, window)
             self._register(self.cleanup_time(window), key, window)
 
+    @checked
     def _check(self) -> None:
         super()._check()
         assert self._late >= 0

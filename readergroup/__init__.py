@@ -19,6 +19,7 @@ from .errors import (
     ReaderNotInGroupError,
     TransactionClosedError,
     TransactionError,
+    TranscriptError,
     WriterClosedError,
     WriterError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Transaction",
     "TransactionClosedError",
     "TransactionError",
+    "TranscriptError",
     "TransactionStatus",
     "TransactionalEventWriter",
     "WriterClosedError",

@@ -26,6 +26,7 @@ __all__ = [
     "DuplicateCheckpointError",
     "CheckpointAbortedError",
     "InvalidReadError",
+    "TranscriptError",
 ]
 
 
@@ -103,3 +104,7 @@ class CheckpointAbortedError(ReaderGroupError):
 
 class InvalidReadError(ReaderGroupError, ValueError):
     """A read was called with a bad argument (names it: ``timeout_ms``, ``max_events``)."""
+
+
+class TranscriptError(ReaderGroupError, ValueError):
+    """A watermark transcript (``readergroup.transcripts``) is malformed or inconsistent (names the step)."""

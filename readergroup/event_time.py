@@ -50,15 +50,15 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 
 from segmentstore import SegmentNotFoundError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
+from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .events import KIND_WATERMARK, frame_length
 from .producer_watermarks import SegmentWatermarkCursor, load_snapshots, scan_markers
 
 __all__ = ["ProducerWatermarks", "WriterStates"]
 
-INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
 
 WriterStates = dict[int, tuple[int, bool]]
 """``{writer id: (highest asserted time, idle)}``."""
@@ -142,14 +142,14 @@ class ProducerWatermarks:
         for name in [n for n in self._cursors if n not in seen]:
             del self._cursors[name]
             self._ahead.pop(name, None)
-        low = _INT64_MAX
+        low = INT64_MAX
         self.bounds = {}
         for stream, items in by_stream.items():
             bounds = self._stream_bounds(items, joining[stream])
             self.bounds[stream] = bounds
             if bounds:
                 low = min(low, min(bounds.values()))
-        if low != _INT64_MAX:
+        if low != INT64_MAX:
             wm = low - 1 if low > INT64_MIN else INT64_MIN
             if wm > self._floor:
                 self._floor = wm
@@ -263,7 +263,7 @@ class ProducerWatermarks:
             writers.update(eff)
         out: dict[int, int] = {}
         for w in sorted(writers):
-            bound = _INT64_MAX
+            bound = INT64_MAX
             active = False
             for seg, eff in items:
                 s = eff.get(w)
@@ -359,6 +359,7 @@ class ProducerWatermarks:
                     self._epoch_of[i.segment.name] = i.segment.epoch
             stack.extend(succ)
 
+    @checked
     def _check(self) -> None:
         """Assert cursors are consistent and every memoised final state extends its inheritance."""
         for name, cur in self._cursors.items():

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from segmentstore.limits import INT64_MAX, INT64_MIN
+
 from .errors import FrameFormatError, InvalidEventError
 
 __all__ = [
@@ -48,8 +50,6 @@ KIND_WATERMARK = 1
 KIND_IDLE = 2
 KINDS = (KIND_EVENT, KIND_WATERMARK, KIND_IDLE)
 
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 NO_EVENT_TIME = INT64_MIN
 """``event_time`` on the wire when an event has none."""
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
+from segmentstore.limits import INT64_MAX, INT64_MIN
+
 __all__ = [
     "NO_WATERMARK",
     "END_OF_TIME",
@@ -31,10 +33,10 @@ __all__ = [
     "frontier_watermark",
 ]
 
-NO_WATERMARK = -(2**63)
+NO_WATERMARK = INT64_MIN
 """No watermark yet (Java's ``Long.MIN_VALUE``)."""
 
-END_OF_TIME = 2**63 - 1
+END_OF_TIME = INT64_MAX
 """The watermark after the last event (Java's ``Long.MAX_VALUE``)."""
 
 

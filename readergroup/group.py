@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 
 from segmentstore import Clock, StreamCut, WallClock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
 
 from .checkpoint import Checkpoint, ReaderPosition
 from .config import ReaderGroupConfig
@@ -142,7 +143,7 @@ class ReaderGroup:
         st = self._state
         with st.lock:
             positions = [p for c in cuts for p in c.positions]
-            for row in st.snapshot():
+            for row in st.segments():
                 if row.segment.stream not in mentioned and row.status != "future":
                     positions.append((row.segment.name, row.position))
                     hints[row.segment.name] = row.watermark
@@ -169,7 +170,7 @@ class ReaderGroup:
 
     def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with acknowledged position, watermark, owner and status."""
-        return self._state.snapshot()
+        return self._state.segments()
 
     def reader_stats(self) -> list[ReaderStats]:
         """Counters of every reader created in this group (latest per id)."""
@@ -181,8 +182,9 @@ class ReaderGroup:
         with self._lock:
             stats = [r.stats for r in self._readers.values()]
             retired = (self._retired.events, self._retired.late, self._retired.late_ingestion)
-        return collect_metrics(self, self.clock.now() if now is None else now, stats, retired)
+        return collect_metrics(self._state, self.clock.now() if now is None else now, stats, retired)
 
+    @checked
     def _check(self) -> None:
         """Assert the group state's invariants."""
         self._state._check()

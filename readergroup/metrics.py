@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from segmentstore import SegmentNotFoundError
-
-from .state import INT64_MIN
+from segmentstore.limits import INT64_MIN
 
 if TYPE_CHECKING:
-    from .group import ReaderGroup
     from .reader import ReaderStats
+    from .state import ReaderGroupState
 
 __all__ = ["SegmentMetrics", "GroupMetrics", "collect_metrics"]
 
@@ -39,7 +38,7 @@ class SegmentMetrics:
 
 @dataclass(frozen=True, slots=True)
 class GroupMetrics:
-    """A snapshot of one reader group at ``now`` (group clock)."""
+    """One reader group's metrics at ``now`` (group clock)."""
 
     group: str
     epoch: int
@@ -71,15 +70,18 @@ class GroupMetrics:
 
 
 def collect_metrics(
-    group: ReaderGroup, now: int, stats: Sequence[ReaderStats], retired: tuple[int, int, int] = (0, 0, 0)
+    state: ReaderGroupState,
+    now: int,
+    stats: Sequence[ReaderStats],
+    retired: tuple[int, int, int] = (0, 0, 0),
 ) -> GroupMetrics:
-    """Build ``GroupMetrics``: one ``get_info`` per incomplete segment. O(segments)."""
-    rows = group.segments()
+    """Build ``GroupMetrics`` from a group's state: one ``get_info`` per incomplete segment. O(segments)."""
+    rows = state.segments()
     segs: list[SegmentMetrics] = []
     unread = 0
     for r in rows:
         try:
-            length = group.client.get_info(r.segment.name).length
+            length = state.client.get_info(r.segment.name).length
         except SegmentNotFoundError:
             length = r.position
         u = max(0, length - r.position)
@@ -90,15 +92,15 @@ def collect_metrics(
                 now - r.watermark, length, u,
             )
         )
-    wm = group.group_watermark
+    wm = state.group_watermark
     gw = None if wm == INT64_MIN else wm
     return GroupMetrics(
-        group.name,
-        group.epoch,
+        state.group,
+        state.epoch,
         now,
         gw,
         None if gw is None else now - gw,
-        tuple(group.online_readers()),
+        tuple(sorted(state.readers())),
         tuple(segs),
         unread,
         retired[0] + sum(s.events for s in stats),

@@ -41,7 +41,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from segmentstore import SegmentExistsError, SegmentNotFoundError, SegmentTruncatedError
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
+from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .errors import FrameFormatError, InvalidEventError
 from .events import KIND_EVENT, KIND_IDLE, KIND_WATERMARK, decode_columns, encode_event, frame_length
@@ -69,9 +71,7 @@ BROADCAST = -1.0
 SNAPSHOT_PREFIX = "_system/_pwm/"
 """Side segments holding the per-writer snapshots of stream segments."""
 
-_INT64_MIN = -(2**63)
-_INT64_MAX = 2**63 - 1
-NO_TIME = _INT64_MIN
+NO_TIME = INT64_MIN
 """A writer's time in a segment where it has asserted nothing (only an idle marker is there)."""
 _LEN = struct.Struct("<I")
 _DEFAULT_SNAPSHOT_BYTES = 1 << 16
@@ -80,7 +80,7 @@ _DEFAULT_READ_BYTES = 1 << 20
 
 def check_asserted_time(t: object, writer_id: int) -> int:
     """Validate a time given to ``note_time``: an int of ms in (-2^63, 2^63)."""
-    if isinstance(t, bool) or not isinstance(t, int) or not _INT64_MIN < t <= _INT64_MAX:
+    if isinstance(t, bool) or not isinstance(t, int) or not INT64_MIN < t <= INT64_MAX:
         raise InvalidEventError(
             f"writer {writer_id}: note_time needs an int of ms in (-2^63, 2^63), got {t!r}"
         )
@@ -208,6 +208,7 @@ class ProducerWatermarkTracker:
         marks = (WriterMark(w, t, w in self._idle) for w, t in self._times.items())
         return MarkState(position, tuple(sorted(marks)))
 
+    @checked
     def _check(self) -> None:
         """Assert idle writers are known, and a writer without an assertion here is idle."""
         assert self._idle <= set(self._times), "an idle writer is unknown"
@@ -385,6 +386,7 @@ class SegmentWatermarkCursor:
         self._log_max = self.position
         self.snapshots_written += 1
 
+    @checked
     def _check(self) -> None:
         """Assert the cursor's invariants."""
         self.tracker._check()

@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from segmentstore import Clock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore import Clock, SegmentNotFoundError
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
+from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .checkpoint import ReaderPosition, SegmentPosition
 from .config import TimeDomain
@@ -39,7 +41,6 @@ from .errors import InvalidReadError, ReaderNotInGroupError
 from .events import NO_EVENT_TIME
 from .frontier import event_time_watermark
 from .segment_input import BlockSlice, SegmentInput
-from .state import INT64_MIN
 
 if TYPE_CHECKING:
     from .config import ReaderGroupConfig
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
-_INT64_MAX = 2**63 - 1
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
 _new = tuple.__new__
 
@@ -193,7 +193,7 @@ class EventReader:
         self._epoch = state.epoch
         self._segs: dict[str, SegmentInput] = {}
         self._cur: SegmentInput | None = None
-        self._limit = _INT64_MAX
+        self._limit = INT64_MAX
         self._emitted = INT64_MIN  # last watermark returned in this epoch
         self._late_threshold = INT64_MIN  # event times <= this are late
         self._it_emitted = INT64_MIN  # ingestion times <= this are late (INGESTION_TIME only)
@@ -335,7 +335,7 @@ class EventReader:
     def _select(self) -> bool:
         """Make the segment with the oldest buffered event current (fetching exhausted blocks). O(k)."""
         best: SegmentInput | None = None
-        best_t = second = _INT64_MAX
+        best_t = second = INT64_MAX
         for s in self._segs.values():
             if s.idx >= s.n and not self._refill(s):
                 continue
@@ -362,7 +362,7 @@ class EventReader:
         left = max_events
         while left > 0:
             best: SegmentInput | None = None
-            best_t = second = _INT64_MAX
+            best_t = second = INT64_MAX
             for s in self._segs.values():
                 if s.idx >= s.n and (parts or not self._refill(s)):
                     continue
@@ -377,7 +377,7 @@ class EventReader:
                 break
             i = best.idx
             stop = min(best.n, i + left)
-            if second != _INT64_MAX:
+            if second != INT64_MAX:
                 stop = min(stop, i + max(1, int(np.searchsorted(best.it[i:stop], second, side="right"))))
             best.idx = stop
             parts.append(best.part(i, stop))
@@ -559,7 +559,7 @@ class EventReader:
         self._need_sync = not self._segs
         self._next_sync = self._clock.now() + self._interval
         self._cur = None
-        self._limit = _INT64_MAX
+        self._limit = INT64_MAX
         if refresh:
             self._ready_tails(0)  # the next selection reads the tails that moved
         return marker
@@ -574,13 +574,54 @@ class EventReader:
             )
         self._segs.clear()
         self._cur = None
-        self._limit = _INT64_MAX
+        self._limit = INT64_MAX
         self._epoch = self._state.epoch
         self._emitted = INT64_MIN
         self._late_threshold = INT64_MIN
         self._it_emitted = INT64_MIN
         self._wm_pending = None
         self._need_sync = True
+
+    # ------------------------------------------------------------------ invariants
+    @checked
+    def _check(self) -> None:
+        """Assert the reader's invariants against its segments, the store and the group state.
+
+        O(buffered events + segments): each ``SegmentInput`` is checked, one ``get_info``
+        per segment bounds its read offset by the segment's length, and while the reader
+        is online in the group's epoch it holds exactly the segments the state assigns it.
+        """
+        assert min(self._events, self._bytes, self._wm_count, self._late, self._late_ingestion) >= 0
+        assert self._late <= self._events and self._late_ingestion <= self._events
+        if self._closed:
+            assert not self._segs and self._cur is None, "a closed reader still buffers segments"
+        for name, s in self._segs.items():
+            assert s.name == name
+            s._check()
+            try:
+                length = self._client.get_info(name).length
+            except SegmentNotFoundError:  # deleted (its stream was): nothing to compare with
+                continue
+            assert s.fetch <= length, f"{name}: reads from {s.fetch}, past the segment's length {length}"
+        assert self._cur is None or self._segs.get(self._cur.name) is self._cur, "current segment not held"
+        # Watermarks: strictly ascending within the epoch, the late thresholds follow the last one.
+        assert self._wm_pending is None or self._wm_pending > self._emitted, "a pending watermark not above"
+        assert self._late_threshold == (
+            INT64_MIN if self._emitted == INT64_MIN else event_time_watermark(self._emitted, self._lag)
+        )
+        assert self._it_emitted == (INT64_MIN if self._event_time else self._emitted)
+        st = self._state
+        with st.lock:
+            if self._closed or not self._slot.online or st.epoch != self._epoch:
+                return  # it learns on its next read (and drops what it buffered)
+            assert self._slot.segments == set(self._segs), (
+                f"reader {self.reader_id!r} holds {sorted(self._segs)}, the group assigns it "
+                f"{sorted(self._slot.segments)}"
+            )
+            if not self._event_time:
+                gw = st.group_watermark
+                assert self._emitted <= gw, f"emitted watermark {self._emitted} above the group's {gw}"
+                assert self._wm_pending is None or self._wm_pending <= gw
 
 
 def _check_timeout(reader_id: str, timeout_ms: object) -> None:

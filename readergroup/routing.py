@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Iterable
 
 from segmentstore import StreamSegment
+from segmentstore.checks import checked
 
 from .errors import InvalidEventError
 
@@ -75,6 +76,7 @@ class RoutingTable:
         parts = ", ".join(f"[{lo}, {hi})->{s.name}" for lo, hi, s in rows)
         return f"RoutingTable({parts})"
 
+    @checked
     def _check(self) -> None:
         """Assert that the ranges tile [0, 1) and each lies within its segment's range."""
         assert self._lows and self._lows[0] == 0.0 and self._highs[-1] == 1.0, repr(self)

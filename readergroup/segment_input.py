@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from segmentstore import SegmentTruncatedError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
 
 from .events import NO_EVENT_TIME, decode_columns, frame_length
 
@@ -169,3 +170,30 @@ class SegmentInput:
             self.end_of_segment = True
             self.final_wm = max(self.base_wm, r.watermark)
         return read
+
+    @checked
+    def _check(self) -> None:
+        """Assert the block is consistent with the offsets and watermarks it was read at. O(block)."""
+        assert self.name == self.seg.name
+        assert 0 <= self.base_pos <= self.fetch, "acknowledged base past the next read offset"
+        n = self.n
+        assert 0 <= self.idx <= n, f"next event {self.idx} outside the block of {n}"
+        assert all(len(a) == n for a in (self.off, self.lengths, self.et, self.it, self.nxt_pos, self.nxt_wm))
+        if n == 0:
+            assert self.base_pos == self.fetch, "no block buffered, yet bytes between base and next read"
+            assert self.lists is None and not self.itl and not self.etl
+            return
+        assert len(self.keys) == n and len(self.pays) == n
+        off, ends, nxt_pos = self.off, self.off + self.lengths, self.nxt_pos
+        assert off[0] >= self.base_pos, "the block starts before the acknowledged base"
+        assert bool(np.all(self.lengths > 0)) and bool(np.all(ends <= nxt_pos)), "a frame overlaps the next"
+        assert bool(np.all(nxt_pos[:-1] == off[1:])), "the position after an event is not the next event"
+        assert int(nxt_pos[-1]) == self.fetch, "the block does not end where the next read starts"
+        it, nxt_wm = self.it, self.nxt_wm
+        assert bool(np.all(nxt_wm[:-1] == it[1:] - 1)), "watermark after an event != next ingestion time - 1"
+        assert bool(np.all(it - 1 <= nxt_wm)), "the watermark after an event is below its ingestion time"
+        assert bool(np.all(np.diff(nxt_wm) >= 0)), "watermarks decrease within the block"
+        if self.lists is not None:
+            assert self.itl == it.tolist() and len(self.etl) == n
+            assert all(len(col) == n for col in self.lists)
+            assert self.lists[0] == off.tolist()

@@ -50,7 +50,9 @@ from concurrent.futures import Future
 from sortedcontainers import SortedList
 
 from segmentstore import StreamSegment, SuccessorInfo
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
+from segmentstore.limits import INT64_MIN
 
 from .checkpoint import Checkpoint, SegmentPosition
 from .errors import (
@@ -63,9 +65,8 @@ from .errors import (
 from .event_time import ProducerWatermarks
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
 
-__all__ = ["ReaderGroupState", "SegmentState", "INT64_MIN"]
+__all__ = ["ReaderGroupState", "SegmentState"]
 
-INT64_MIN = -(2**63)
 """The group watermark before any segment is known (Java's ``Long.MIN_VALUE``)."""
 
 class ReaderGroupState:
@@ -126,7 +127,7 @@ class ReaderGroupState:
         with self.lock:
             return set(self._slot(reader_id).segments)
 
-    def snapshot(self) -> tuple[SegmentState, ...]:
+    def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with position, watermark, owner and status, by name. O(n)."""
         with self.lock:
             return tuple(self._row(e) for _, e in sorted(self._entries.items()))
@@ -541,6 +542,7 @@ class ReaderGroupState:
         del self._entries[e.seg.name]
         self._by_wm.remove((e.watermark, e.seg.name))
 
+    @checked
     def _check(self) -> None:
         """Assert the state's invariants (called by property and stress tests)."""
         with self.lock:

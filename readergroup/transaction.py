@@ -30,7 +30,8 @@ import enum
 import threading
 
 from segmentstore import Clock, TransactionInfo
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
 
 from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
 from .events import encode_event
@@ -204,6 +205,7 @@ class Transaction:
             except Exception as e:  # keep the original exception
                 raise TransactionError(f"abort of transaction {self.id!r} failed: {e}") from e
 
+    @checked
     def _check(self) -> None:
         """Assert the routing covers [0, 1) and buffered events route to their transaction segment."""
         with self._lock:

@@ -43,7 +43,8 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from segmentstore import Clock, SegmentSealedError, StreamSegment
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
+from segmentstore.limits import INT64_MAX
 
 from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
 from .events import encode_event
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 _TRANSIENT = (ConnectionError, TimeoutError)
-_MAX_WRITER_ID = 2**63 - 1
+_MAX_WRITER_ID = INT64_MAX
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from .attributes import (
 )
 from .clock import Clock, ManualClock, TickingClock, WallClock
 from .config import StoreConfig
-from .controller.controller import StreamController
+from .controller.controller import StreamController, controller_of
 from .errors import (
     AuthenticationError,
     BadAttributeUpdateError,
@@ -86,6 +86,7 @@ __all__ = [
     "InvalidScaleError",
     "InvalidClockError",
     "StreamController",
+    "controller_of",
     "StreamCut",
     "StreamExistsError",
     "StreamInfo",

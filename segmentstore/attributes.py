@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import BadAttributeUpdateError, InvalidArgumentError
+from .limits import INT64_MAX, INT64_MIN
 
 __all__ = [
-    "INT64_MIN",
-    "INT64_MAX",
     "CORE_KEY_MIN",
     "CORE_KEY_MAX",
     "CREATION_TIME",
@@ -30,8 +29,6 @@ __all__ = [
     "as_updates",
 ]
 
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 
 CORE_KEY_MIN = INT64_MIN
 CORE_KEY_MAX = INT64_MIN + 0xFFFF

@@ -2,11 +2,23 @@
 
 Every error names the segment and the value that was wrong. An operation that raises
 leaves the store exactly as it was (operations are validated before they apply).
+
+Retry policy lives on the error classes (``retry``): most errors are a definite answer
+(``Retry.NEVER``: the same call fails the same way); a lost connection or a missed
+reply leaves the outcome unknown (``Retry.IF_IDEMPOTENT``: send again only what is safe
+to repeat, as the interface marks it, or what carries a writer id and event number,
+which the store deduplicates); a request certainly never executed may always be sent
+again (``Retry.ALWAYS``). ``retriable(error, idempotent)`` applies it.
 """
 
 from __future__ import annotations
 
+import enum
+from typing import ClassVar
+
 __all__ = [
+    "Retry",
+    "retriable",
     "SegmentStoreError",
     "InvalidArgumentError",
     "SegmentNotFoundError",
@@ -30,12 +42,40 @@ __all__ = [
     "ProtocolError",
     "AuthenticationError",
     "ConnectionLostError",
+    "NotSentError",
     "InvalidClockError",
 ]
 
 
+class Retry(enum.Enum):
+    """Whether the call that raised an error may be sent again."""
+
+    NEVER = "never"
+    """A definite answer: sending the same call again gives the same error."""
+    IF_IDEMPOTENT = "if idempotent"
+    """The outcome is unknown: send again only a call that is safe to repeat."""
+    ALWAYS = "always"
+    """The call was certainly not executed: send it again."""
+
+
 class SegmentStoreError(Exception):
     """Root of every error the segment store raises."""
+
+    retry: ClassVar[Retry] = Retry.NEVER
+
+
+def retriable(error: BaseException, idempotent: bool) -> bool:
+    """Whether a call that raised ``error`` may be sent again; ``idempotent``: the call is safe to repeat.
+
+    Python's ``ConnectionError`` and ``TimeoutError`` (from sockets) count as an unknown outcome.
+    """
+    if isinstance(error, SegmentStoreError):
+        policy = error.retry
+    elif isinstance(error, (ConnectionError, TimeoutError)):
+        policy = Retry.IF_IDEMPOTENT
+    else:
+        policy = Retry.NEVER
+    return policy is Retry.ALWAYS or (policy is Retry.IF_IDEMPOTENT and idempotent)
 
 
 class InvalidArgumentError(SegmentStoreError, ValueError):
@@ -99,7 +139,9 @@ class StoreLockedError(SegmentStoreError):
 
 
 class ReadTimeoutError(SegmentStoreError, TimeoutError):
-    """A call did not complete within its timeout."""
+    """A call did not complete within its timeout (its outcome is unknown)."""
+
+    retry = Retry.IF_IDEMPOTENT
 
 
 class StreamNotFoundError(SegmentStoreError, KeyError):
@@ -135,6 +177,14 @@ class AuthenticationError(ProtocolError, PermissionError):
 
 class ConnectionLostError(SegmentStoreError, ConnectionError):
     """The connection to the server broke or could not be made; the call's outcome is unknown."""
+
+    retry = Retry.IF_IDEMPOTENT
+
+
+class NotSentError(ConnectionLostError):
+    """The request was certainly not executed by the server: it is safe to send it again."""
+
+    retry = Retry.ALWAYS
 
 
 class InvalidClockError(SegmentStoreError):

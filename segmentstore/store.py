@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from .attributes import AttributeUpdate
+from .checks import checked
 from .clock import Clock, WallClock
 from .config import StoreConfig
 from .core.advancer import AdvancerStats, WatermarkAdvancer
@@ -22,13 +22,21 @@ from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
 from .wait_any import ReadyFuture, WaitRequest
 
 if TYPE_CHECKING:
-    from .controller.controller import StreamController
     from .durable.data_dir import DurableStats, DurableStore
 
 __all__ = ["SegmentStore"]
 
-_CONTROLLER_LOCK = threading.Lock()
 
+class _Append(Protocol):
+    def __call__(
+        self,
+        name: str,
+        data: bytes,
+        expected_offset: int | None = None,
+        *,
+        writer_id: int | None = None,
+        event_number: int | None = None,
+    ) -> AppendResult: ...
 
 class SegmentStore:
     """A Pravega-style segment store with ingestion-time watermarks.
@@ -57,6 +65,8 @@ class SegmentStore:
         self.config = config
         self.data_dir = Path(data_dir) if data_dir is not None else None
         self._container = SegmentContainer(clock, config)
+        self._reads = self._container.reads
+        self.append = self._container.append
         self._durable: DurableStore | None = None
         if self.data_dir is None:
             self._evictor = Evictor(self._container, config, MemoryColdStore())
@@ -82,17 +92,12 @@ class SegmentStore:
         """Create a transaction segment of ``parent``; returns its name."""
         return self._container.create_transaction(parent)
 
-    def append(
-        self,
-        name: str,
-        data: bytes,
-        expected_offset: int | None = None,
-        *,
-        writer_id: int | None = None,
-        event_number: int | None = None,
-    ) -> AppendResult:
-        """Append ``data``; returns where it landed and its ingestion timestamp."""
-        return self._container.append(name, data, expected_offset, writer_id, event_number)
+    append: _Append
+    """Append ``data``; returns where it landed and its ingestion timestamp (``SegmentContainer.append``).
+
+    Bound to the container's method in ``__init__``: a single append is the hot path,
+    and a forwarding call here would cost a tenth of it.
+    """
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
@@ -132,21 +137,6 @@ class SegmentStore:
         """Names of every segment, transactions included."""
         return self._container.segment_names()
 
-    # ------------------------------------------------------------------ streams
-    _stream_controller: StreamController | None = None
-
-    def stream_controller(self) -> StreamController:
-        """This store's one stream controller, created (replaying ``_system/_streams``) on first use."""
-        ctl = self._stream_controller
-        if ctl is None:
-            with _CONTROLLER_LOCK:
-                ctl = self._stream_controller
-                if ctl is None:
-                    from .controller.controller import StreamController
-
-                    ctl = self._stream_controller = StreamController(self)
-        return ctl
-
     # ------------------------------------------------------------------ attributes
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
         """Apply attribute updates atomically; returns the operation's timestamp. Temporal."""
@@ -159,30 +149,30 @@ class SegmentStore:
     # ------------------------------------------------------------------ reads and watermarks
     def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
         """Read without waiting; the result carries ``watermark_at(offset + len(data))``."""
-        return self._container.read(name, offset, max_length)
+        return self._reads.read(name, offset, max_length)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
     ) -> FutureRead:
         """A read that waits at the tail for data, a watermark increase, a seal or its timeout."""
-        return self._container.read_future(name, offset, max_length, timeout_ms)
+        return self._reads.read_future(name, offset, max_length, timeout_ms)
 
     def wait_any(self, requests: Sequence[WaitRequest]) -> ReadyFuture:
         """Wait on many segments at once: the indexes of the ``(segment, offset, known watermark)``
         requests whose read would return something new (``segmentstore.wait_any``)."""
-        return self._container.wait_any(requests)
+        return self._reads.wait_any(requests)
 
     def watermark_at(self, name: str, offset: int) -> int:
         """Every byte at or after ``offset`` (and in successors) has ingestion time > this."""
-        return self._container.watermark_at(name, offset)
+        return self._reads.watermark_at(name, offset)
 
     def ingestion_time_at(self, name: str, offset: int) -> int:
         """The timestamp of the append or merge that wrote byte ``offset``."""
-        return self._container.ingestion_time_at(name, offset)
+        return self._reads.ingestion_time_at(name, offset)
 
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         """``watermark_at`` for a numpy array of offsets, in one numba call."""
-        return self._container.watermarks_at(name, offsets)
+        return self._reads.watermarks_at(name, offsets)
 
     # ------------------------------------------------------------------ advancer
     def advance_idle_watermarks(self) -> list[str]:
@@ -191,7 +181,7 @@ class SegmentStore:
 
     def expire_future_reads(self) -> int:
         """Complete future reads whose deadline on the ingestion clock has passed."""
-        return self._container.expire_future_reads()
+        return self._reads.expire_future_reads()
 
     @property
     def advancer_stats(self) -> AdvancerStats:
@@ -236,6 +226,7 @@ class SegmentStore:
     ) -> None:
         self.close()
 
+    @checked
     def _check(self) -> None:
         """Assert every invariant of the store's structures."""
         self._container._check()

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import InvalidArgumentError
+from .limits import INT64_MAX, INT64_MIN
 
 __all__ = ["ReadyFuture", "WaitRequest", "check_wait_requests", "MAX_WAIT_REQUESTS"]
 
@@ -30,7 +31,6 @@ WaitRequest = tuple[str, int, int]
 """``(segment name, read offset, the watermark the caller knows there)``."""
 
 MAX_WAIT_REQUESTS = 65_536
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def check_wait_requests(requests: object) -> list[WaitRequest]:
@@ -53,7 +53,7 @@ def check_wait_requests(requests: object) -> list[WaitRequest]:
                 and type(offset) is int
                 and offset >= 0
                 and type(wm) is int
-                and _INT64_MIN <= wm <= _INT64_MAX
+                and INT64_MIN <= wm <= INT64_MAX
             )
         if not ok:
             raise InvalidArgumentError(

@@ -40,6 +40,7 @@ import numpy as np
 
 from readergroup.event_time import ProducerWatermarks
 from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
+from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.results import SegmentInfo
@@ -223,6 +224,7 @@ class Planner:
                     out.append(SegmentRange(stream, seg, begin, pos))
         return out
 
+    @checked
     def _check(self) -> None:
         """Assert the caches' invariants: sealed lengths >= 0, each cached successor names its predecessor."""
         for seg, length in self._sealed_length.items():

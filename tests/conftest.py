@@ -8,8 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from segmentstore import ManualClock, SegmentStore, TickingClock
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
 settings.register_profile(

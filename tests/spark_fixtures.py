@@ -19,7 +19,7 @@ import pytest
 
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.clock import Clock
 from segmentstore.net.server import SegmentStoreServer
 

@@ -12,7 +12,6 @@ import pytest
 from segmentstore import (
     LAST_WRITE_TIME,
     AttributeUpdate,
-    InvalidArgumentError,
     ManualClock,
     SegmentStore,
     StoreConfig,
@@ -175,16 +174,3 @@ def test_the_wall_clock_starts_the_thread_and_a_manual_clock_does_not() -> None:
     with SegmentStore(ManualClock(0)):
         assert len(_advancer_threads()) == before
     assert len(_advancer_threads()) == before
-
-
-@pytest.mark.parametrize("option", ["max_watermark_lag_ms", "polling_period_ms"])
-@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10", None])
-def test_invalid_advancer_settings_are_rejected(option: str, bad: object) -> None:
-    with pytest.raises(InvalidArgumentError, match=option):
-        StoreConfig(**{option: bad})  # type: ignore[arg-type]
-
-
-def test_valid_advancer_settings_are_kept() -> None:
-    cfg = StoreConfig(max_watermark_lag_ms=1, polling_period_ms=60_000)
-    assert (cfg.max_watermark_lag_ms, cfg.polling_period_ms) == (1, 60_000)
-    assert (StoreConfig().max_watermark_lag_ms, StoreConfig().polling_period_ms) == (10_000, 1_000)

@@ -17,8 +17,9 @@ from segmentstore import (
     SegmentStore,
     SegmentStoreError,
 )
-from segmentstore.attributes import CORE_KEY_MIN, INT64_MAX
+from segmentstore.attributes import CORE_KEY_MIN
 from segmentstore.errors import InvalidClockError
+from segmentstore.limits import INT64_MAX
 
 RIE = AttributeUpdateType.REPLACE_IF_EQUALS
 RIG = AttributeUpdateType.REPLACE_IF_GREATER

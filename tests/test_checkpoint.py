@@ -13,7 +13,7 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 S = "test/checkpoint"
 

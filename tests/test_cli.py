@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.runner import format_table, run_bench
+from bench.perf.errors import BenchmarkError
+from bench.perf.suite import format_table, run_bench
 
 COMMANDS = ["demo", "simulate", "bench", "experiment", "serve"]
 
@@ -119,11 +120,12 @@ def test_simulate_writes_summary_series_and_plots(tmp_path: Path, capsys: pytest
         assert (tmp_path / name).exists()
 
 
-def test_bench_skips_a_module_it_cannot_import_and_prints_one_table() -> None:
-    lines: list[str] = []
-    rows = run_bench(True, lines.append, modules=["bench_missing_dependency"])
-    assert rows == []
-    assert lines[0] == "skipping bench_missing_dependency: missing dependency bench.bench_missing_dependency"
+def test_bench_refuses_an_unknown_module_and_prints_one_table(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(BenchmarkError, match="no benchmark module 'bench_missing'"):
+        run_bench("tiny", print, modules=["bench_missing"])
+    assert main(["bench", "--tiny", "--only", "bench_missing"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no benchmark module 'bench_missing' in bench/perf" in err[0]
     table = format_table(
         [{"module": "m", "name": "x", "value": 1234567.0, "unit": "ev/s", "ratio_vs": "goal", "ratio": 1.5}]
     )

@@ -36,9 +36,18 @@ from segmentstore import (
     SegmentTruncatedError,
     WrongParentError,
 )
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
-from segmentstore.errors import InvalidScaleError, StreamExistsError, StreamNotFoundError
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
+from segmentstore.client.interface import is_idempotent, wire_methods
+from segmentstore.errors import (
+    ConnectionLostError,
+    InvalidScaleError,
+    NotSentError,
+    ReadTimeoutError,
+    StoreClosedError,
+    StreamExistsError,
+    StreamNotFoundError,
+    retriable,
+)
 from segmentstore.net.commands import COMMANDS
 from segmentstore.net.server import SegmentStoreServer
 
@@ -62,11 +71,35 @@ def client(request: pytest.FixtureRequest, store: SegmentStore) -> Iterator[Segm
         store._check()
 
 
-def test_every_client_method_is_a_remote_command() -> None:
-    """A method added to the interface must be registered as a command and implemented remotely."""
-    methods = set(SegmentStoreClient.__abstractmethods__) - {"close"}
-    assert methods <= set(COMMANDS), sorted(methods - set(COMMANDS))
-    assert not RemoteClient.__abstractmethods__
+def test_every_interface_method_is_a_command_and_implemented_by_both_clients() -> None:
+    """The interface is the registry: a method added to it is a command at once and must be implemented."""
+    names = [n for n, _ in wire_methods()]
+    assert set(names) <= set(COMMANDS), sorted(set(names) - set(COMMANDS))
+    assert set(COMMANDS) - set(names) == {"hello", "ping"}  # nothing on the wire outside the interface
+    for n in names:
+        assert COMMANDS[n].idempotent == is_idempotent(getattr(SegmentStoreClient, n)) or n == "append"
+    for cls in (EmbeddedClient, RemoteClient):
+        stubs = [n for n in [*names, "close"] if getattr(cls, n) is getattr(SegmentStoreClient, n)]
+        assert not stubs, f"{cls.__name__} does not implement {stubs}"
+
+
+@pytest.mark.parametrize(
+    ("error", "idempotent", "again"),
+    [
+        (NotSentError("never reached the server"), False, True),
+        (ConnectionLostError("reply lost"), True, True),
+        (ConnectionLostError("reply lost"), False, False),
+        (ReadTimeoutError("no reply in time"), True, True),
+        (ConnectionResetError("socket"), True, True),
+        (SegmentNotFoundError("a definite answer"), True, False),
+        (StoreClosedError("closed"), True, False),
+        (ValueError("not the store's"), True, False),
+    ],
+)
+def test_the_error_says_whether_a_call_may_be_sent_again(
+    error: BaseException, idempotent: bool, again: bool
+) -> None:
+    assert retriable(error, idempotent) is again
 
 
 def _in_thread(fn: Callable[[], Any], delay_s: float = 0.05) -> threading.Thread:

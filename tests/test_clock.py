@@ -8,7 +8,6 @@ import time
 import pytest
 
 from segmentstore import Clock, ManualClock, WallClock
-from segmentstore.clock import monotonic_s
 
 
 def test_manual_clock_starts_where_told_and_stays_there() -> None:
@@ -82,12 +81,6 @@ def test_both_clocks_satisfy_the_clock_protocol() -> None:
     assert isinstance(WallClock(), Clock)
     assert isinstance(ManualClock(0), Clock)
     assert not isinstance(object(), Clock)
-
-
-def test_monotonic_seconds_never_go_back() -> None:
-    samples = [monotonic_s() for _ in range(1_000)]
-    assert all(isinstance(s, float) for s in samples)
-    assert samples == sorted(samples)
 
 
 def test_reprs_name_the_clock() -> None:

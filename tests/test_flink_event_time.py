@@ -17,14 +17,14 @@ import pytest
 
 from flink_compat.errors import InvalidConfigError
 from flink_compat.operators import LATE_DATA, EventTimeOrderingOperator
+from flink_compat.pravega_source import PravegaSource
 from flink_compat.runner import JobRunner
-from flink_compat.source import PravegaSource
 from flink_compat.watermark import Watermark
 from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroupManager
 from segmentstore import SegmentStore, TickingClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 
 STREAM = "itcase/et"
 SKEW = {"sensor-A": 0, "sensor-B": 30_000, "sensor-C": -30_000}

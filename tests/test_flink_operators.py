@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flink_compat.checkpoint import JobCheckpoint, OperatorState
 from flink_compat.errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from flink_compat.job_checkpoint import JobCheckpoint, OperatorState
 from flink_compat.operators import (
     LATE_DATA,
     CollectingOutput,

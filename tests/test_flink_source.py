@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from flink_compat.checkpoint import JobCheckpoint
 from flink_compat.errors import InvalidConfigError, MissingTimestampError
+from flink_compat.job_checkpoint import JobCheckpoint
 from flink_compat.operators import LATE_DATA, EventTimeOrderingOperator
+from flink_compat.pravega_source import PravegaSource
 from flink_compat.runner import JobRunner, stable_partition
-from flink_compat.source import PravegaSource
 from flink_compat.strategies import WatermarkStrategy
 from flink_compat.watermark import StreamRecord, WatermarkStatus
 from flink_compat.windows import CountAggregate, TumblingEventTimeWindows, WindowOperator
@@ -23,7 +23,7 @@ from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroup, ReaderGroupManager
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 
 STREAM = "itcase/sensors"
 LAG = 10_000

@@ -1,4 +1,4 @@
-"""The shared watermark transcripts (tests/transcripts/*.yaml) played through the Flink layer."""
+"""The shared watermark transcripts (readergroup/transcript_cases/*.yaml) played through the Flink layer."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
-from flink_compat.errors import TranscriptError
-from flink_compat.transcripts import load_transcript, parse_transcript, run_transcript, transcript_files
+from flink_compat.transcript_runner import run_transcript
+from readergroup.errors import TranscriptError
+from readergroup.transcripts import load_transcript, parse_transcript, transcript_files, transcripts_dir
 
-TRANSCRIPTS = Path(__file__).parent / "transcripts"
-FILES = transcript_files(TRANSCRIPTS)
+TRANSCRIPTS = transcripts_dir()
+FILES = transcript_files()
 
 
 def test_there_are_shared_transcripts() -> None:

@@ -68,7 +68,8 @@ def test_reactivated_channel_behind_the_output_is_ignored_until_it_catches_up() 
 
 
 def test_restored_valve_never_goes_below_the_restored_watermark() -> None:
-    valve = StatusWatermarkValve(2, ValveState(1_000))
+    valve = StatusWatermarkValve(2)
+    valve.restore_state(ValveState(1_000))
     assert valve.input_watermark(Watermark(500), 0) == []
     assert valve.input_watermark(Watermark(900), 1) == []
     assert valve.input_watermark(Watermark(1_200), 1) == []

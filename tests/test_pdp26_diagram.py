@@ -15,7 +15,7 @@ from readergroup.events import encode_event
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead
 from segmentstore import ManualClock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 DAY = 1_625_788_800_000  # 2021-07-09 00:00 UTC, ms
 INTERVAL = 60_000

@@ -19,7 +19,7 @@ from readergroup import (
     decode_frames,
 )
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.event_time import INT64_MIN, ProducerWatermarks
+from readergroup.event_time import ProducerWatermarks
 from readergroup.group import ReaderGroup
 from readergroup.producer_watermarks import (
     NO_TIME,
@@ -30,7 +30,8 @@ from readergroup.producer_watermarks import (
 )
 from readergroup.reader import EventRead, EventReader, ReadKind
 from segmentstore import ManualClock, SegmentStore, StreamSegment
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
+from segmentstore.limits import INT64_MIN
 
 S = "pw/s"
 

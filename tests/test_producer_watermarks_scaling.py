@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from readergroup import EventWriter, Frame, WriterConfig, decode_frames, key_hash
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.event_time import INT64_MIN, ProducerWatermarks
+from readergroup.event_time import ProducerWatermarks
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, EventReader, ReadKind
 from segmentstore import SegmentStore, StreamSegment, TickingClock
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
+from segmentstore.limits import INT64_MIN
 from segmentstore.net.server import SegmentStoreServer
 
 S = "pw/scaling"

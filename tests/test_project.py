@@ -61,7 +61,9 @@ def test_every_package_and_data_file_ships_in_the_wheel() -> None:
         for p in (ROOT / top).rglob("__init__.py")
     }
     assert on_disk <= listed, f"packages missing from pyproject: {sorted(on_disk - listed)}"
-    patterns = config["package-data"]["bench"]
-    folders = {str(p.parent.relative_to(ROOT / "bench")) for p in (ROOT / "bench").rglob("*.yaml")}
-    for folder in folders:
-        assert f"{folder}/*.yaml" in patterns, f"bench/{folder}/*.yaml is not in the package data"
+    for top in ("bench", "readergroup"):  # shipped scenarios; shipped watermark transcripts
+        patterns = config["package-data"][top]
+        folders = {str(p.parent.relative_to(ROOT / top)) for p in (ROOT / top).rglob("*.yaml")}
+        assert folders, f"no YAML files in {top}/"
+        for folder in folders:
+            assert f"{folder}/*.yaml" in patterns, f"{top}/{folder}/*.yaml is not in the package data"

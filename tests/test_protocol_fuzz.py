@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from segmentstore import AttributeUpdate, ManualClock, SegmentStore
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
+from segmentstore.errors import ProtocolError
 from segmentstore.net.commands import COMMANDS
-from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, pack
+from segmentstore.net.protocol import PROTOCOL_VERSION, FrameReader, encode_frame, pack, unpack
 from segmentstore.net.server import SegmentStoreServer
 
 _KEEP = {f"keep-{i}": bytes([65 + i]) * (100 + 37 * i) for i in range(3)}
@@ -39,18 +40,23 @@ class _Live:
             self.client.append(name, data)
         self.client.update_attributes("keep-0", [AttributeUpdate(5, 55)])
 
-    def exchange(self, raw: bytes) -> None:
-        """Send ``raw`` on a new connection, half-close, read until the server closes; check it serves."""
+    def exchange(self, raw: bytes) -> bytes:
+        """Send ``raw`` on a new connection, half-close, read until the server closes; check it serves.
+
+        Returns what the server sent back.
+        """
         s = socket.create_connection(("127.0.0.1", self.port), timeout=20)
+        got = bytearray()
         try:
             with contextlib.suppress(ConnectionError):
                 s.sendall(raw)
                 s.shutdown(socket.SHUT_WR)
-                while s.recv(65536):
-                    pass
+                while chunk := s.recv(65536):
+                    got += chunk
         finally:
             s.close()
         assert self.client.ping()
+        return bytes(got)
 
 
 @pytest.fixture(scope="module")
@@ -168,8 +174,26 @@ def test_random_requests(live: _Live, raw: bytes) -> None:
     live.exchange(raw)
 
 
-def test_ext_types_are_a_whitelist(live: _Live) -> None:
+def _headers(data: bytes) -> list[Any]:
+    reader = FrameReader()
+    reader.writable(len(data))[: len(data)] = data
+    reader.commit(len(data))
+    return [unpack(bytes(h)) for h, _ in reader.frames()]
+
+
+def test_ext_types_are_a_whitelist(live: _Live, monkeypatch: pytest.MonkeyPatch) -> None:
     """An extension naming an unregistered class is refused; nothing is instantiated."""
+    made: list[object] = []
+    monkeypatch.setattr(SegmentStore, "__init__", lambda self, *a, **k: made.append(self))
     bad = msgpack.ExtType(1, msgpack.packb(["SegmentStore", None, None, None]))
-    live.exchange(_HELLO + _frame([0, 2, "get_info", {"name": bad}]))
-    assert live.store.list_segments() is not None
+    with pytest.raises(ProtocolError, match=r"unknown wire type \['SegmentStore'\]"):
+        unpack(msgpack.packb(bad))
+    for name in ("EmbeddedClient", "ManualClock", "Path", "os.system"):  # importable, not registered
+        with pytest.raises(ProtocolError, match="unknown wire type"):
+            unpack(msgpack.packb(msgpack.ExtType(1, msgpack.packb([name]))))
+    assert unpack(pack(AttributeUpdate(5, 55))) == AttributeUpdate(5, 55)  # a registered one decodes
+    before = sorted(live.store.list_segments())
+    replies = _headers(live.exchange(_HELLO + _frame([0, 2, "get_info", {"name": bad}])))
+    assert replies[0][:2] == [1, 1]  # the hello
+    assert replies[1:] == [[2, 0, "ProtocolError", "unknown wire type ['SegmentStore']", {}, True]]
+    assert made == [] and sorted(live.store.list_segments()) == before

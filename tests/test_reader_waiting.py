@@ -19,7 +19,7 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import TickingClock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 S = "test/waiting"
 _SEGMENTS = 16

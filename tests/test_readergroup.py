@@ -19,7 +19,7 @@ from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.transaction import TransactionalEventWriter
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StreamCut, StreamNotFoundError
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 S = "test/group"
 

@@ -12,7 +12,7 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, StreamCut, TickingClock
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 S = "test/defects"
 

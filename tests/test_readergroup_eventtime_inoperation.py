@@ -19,7 +19,8 @@ from hypothesis.stateful import rule
 from test_readergroup_inoperation import InOperationMachine
 
 from readergroup.config import TimeDomain
-from readergroup.event_time import INT64_MIN, ProducerWatermarks
+from readergroup.event_time import ProducerWatermarks
+from segmentstore.limits import INT64_MIN
 
 
 class EventTimeInOperationMachine(InOperationMachine):

@@ -8,8 +8,9 @@ batch reads, checkpoints, resets to the head, the tail or a checkpoint (new epoc
 clock advances and watermark-advancer passes. Checked on every read: no event at or
 below a watermark the group emitted in its epoch (invariant 1), each reader's
 watermarks strictly ascend within an epoch, nothing of an older epoch is delivered,
-ingestion times are the store's; after every step: the group watermark never
-decreases within an epoch, and ``_check()`` of the group state and the store. At the
+ingestion times are the store's, and the reader's ``_check()`` (its segment inputs
+too); after every step: the group watermark never decreases within an epoch, and
+``_check()`` of the group state, every reader and the store. At the
 end the readers drain the streams and every event of the current epoch — every event
 in the store at or after the epoch's starting positions, successors included — was
 delivered at least once.
@@ -35,8 +36,7 @@ from readergroup.reader import EventRead, EventReader, ReadKind
 from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
 STREAMS = ("sim/a", "sim/b")
@@ -210,6 +210,7 @@ class ReaderGroupMachine(RuleBasedStateMachine):
                     break
                 self._result(reader.reader_id, r)
                 got += 1
+            reader._check()
         self._collect_checkpoints()
         return got
 
@@ -276,6 +277,8 @@ class ReaderGroupMachine(RuleBasedStateMachine):
             assert gw >= self.group_wm, "the group watermark decreased within an epoch"
         self.group_wm, self.group_epoch = gw, epoch
         self.group._check()
+        for r in self.readers.values():
+            r._check()
         self.store._check()
 
     def teardown(self) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 from segmentstore.clock import monotonic_s
 from segmentstore.errors import InvalidArgumentError
 from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack
@@ -45,9 +45,12 @@ def _frames_until_closed(s: socket.socket, timeout_s: float = 10) -> list[Any]:
     try:
         while chunk := s.recv(65536):
             buf += chunk
-    except (ConnectionResetError, TimeoutError):
+    except ConnectionResetError:
         pass
-    s.close()
+    except TimeoutError:
+        raise AssertionError(f"the server did not close the connection within {timeout_s} s") from None
+    finally:
+        s.close()
     out = []
     while len(buf) >= 8:
         n, h = struct.unpack(">II", buf[:8])

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_fixture  # noqa: F401
 
 from readergroup.events import NO_EVENT_TIME
 from readergroup.writer import EventWriter
 from segmentstore import SegmentStore, TickingClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from spark_source.errors import InvalidOptionError
 from spark_source.eventtime import event_time_windows, late_rows
 from spark_source.offsets import SourceOffset
@@ -139,6 +139,9 @@ _ops = st.lists(
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_ops, st.sampled_from([None, 1, 3]))
+@example(  # an idle writer re-joins above the watermark its leaving let through, not the one before
+    ops=[("note", 1, 1), ("note", 2, 1), ("idle", 0, 0), ("batch", 0, 0), ("write", 0, 0)], max_events=None
+)
 def test_truthful_writers_are_never_behind_the_previous_batch_watermark(
     ops: list[tuple[str, int, int]], max_events: int | None
 ) -> None:
@@ -150,6 +153,7 @@ def test_truthful_writers_are_never_behind_the_previous_batch_watermark(
         limit = Limit(max_events=max_events)
         writers = [EventWriter(c, S, writer_id=i + 1) for i in range(3)]
         times = [1_000] * 3
+        idle = [False] * 3
         for writer, t in zip(writers, times, strict=True):
             writer.note_time(t)
         off = p.initial_offset()
@@ -168,11 +172,15 @@ def test_truthful_writers_are_never_behind_the_previous_batch_watermark(
         for op, w, x in ops:
             if op == "note":
                 times[w] = max(times[w], off.watermark + 1) + x  # joins above the watermark
+                idle[w] = False
                 writers[w].note_time(times[w])
             elif op == "idle":
                 writers[w].mark_idle()
-                times[w] = max(times[w], off.watermark + 1)  # its next write re-joins above it
+                idle[w] = True
             elif op == "write":
+                if idle[w]:  # re-joins above the watermark as it is now, not as it was when it left
+                    times[w] = max(times[w], off.watermark + 1)
+                    idle[w] = False
                 writers[w].note_time(times[w])
                 writers[w].write_event(f"k{x}", b"e", event_time=times[w] + x)
                 written += 1

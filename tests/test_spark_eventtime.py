@@ -1,6 +1,6 @@
 """Event-time helpers on the source's watermark: the shared watermark transcripts, and windows.
 
-A transcript (tests/transcripts/*.yaml, shared with flink_compat) says what the readers
+A transcript (readergroup/transcript_cases/*.yaml, shared with flink_compat) says what the readers
 of a group deliver and what must come out. Here each reader is a stream ``t/r<i>`` read
 through the ``ingestwm`` source (pattern ``t/*``), so the source's watermark is the
 minimum over the readers that hold segments; a reader that starts idle gets its stream
@@ -21,15 +21,15 @@ from typing import Any
 import pytest
 from spark_fixtures import Served, ms, run_available_now, served_fixture, settle, spark_fixture  # noqa: F401
 
-from flink_compat.transcripts import Transcript, load_transcript, transcript_files
 from readergroup.events import encode_event
+from readergroup.transcripts import Transcript, load_transcript, transcript_files
 from segmentstore.attributes import AttributeUpdate
 from spark_source.demo import run_spark_demo
 from spark_source.eventtime import event_time_windows, late_rows, reorder_by_event_time
 
 pytestmark = pytest.mark.slow
 
-TRANSCRIPTS = transcript_files(Path(__file__).parent / "transcripts")
+TRANSCRIPTS = transcript_files()
 _TOUCH = 1 << 40  # a user attribute: updating it is a temporal operation that moves the tail watermark
 
 

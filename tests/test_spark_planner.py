@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from readergroup.events import encode_event
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.errors import ConnectionLostError, ReadTimeoutError, StoreClosedError
 from spark_source.errors import DataLossError
 from spark_source.offsets import SourceOffset

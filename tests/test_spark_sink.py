@@ -12,7 +12,7 @@ from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_
 from readergroup.events import decode_frames
 from readergroup.transaction import TransactionalEventWriter
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from spark_source.errors import SinkError
 from spark_source.sink import CountMessage, SinkState, TransactionMessage
 

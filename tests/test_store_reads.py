@@ -160,13 +160,6 @@ def test_read_of_a_transaction_segment(store: SegmentStore) -> None:
     assert store.read(txn, 2, 10).data == b"side"
 
 
-def test_read_result_is_frozen(store: SegmentStore) -> None:
-    store.create_segment("s")
-    r = store.read("s", 0, 1)
-    with pytest.raises(AttributeError):
-        r.data = b"x"  # type: ignore[misc]
-
-
 # ---------------------------------------------------------------- future reads
 def test_future_read_completes_at_once_when_data_is_there(store: SegmentStore, clock: ManualClock) -> None:
     _three_appends(store, clock)

@@ -25,8 +25,8 @@ from segmentstore import (
     StreamNotSealedError,
     StreamSealedError,
 )
-from segmentstore.client.embedded import EmbeddedClient
-from segmentstore.controller.controller import STREAMS_SEGMENT
+from segmentstore.client import EmbeddedClient
+from segmentstore.controller.controller import STREAMS_SEGMENT, controller_of
 
 S = "scope/s"
 
@@ -42,7 +42,7 @@ def active_ranges(client: EmbeddedClient, stream: str = S) -> list[tuple[float, 
 
 def snapshot(store: SegmentStore, stream: str = S) -> Any:
     """Everything a failed operation must leave unchanged."""
-    ctl = store.stream_controller()
+    ctl = controller_of(store)
     infos = {n: store.get_info(n) for n in store.list_segments()}
     return ctl.get_stream(stream), ctl.list_streams(), infos
 
@@ -133,7 +133,7 @@ def test_scale_snaps_nearly_equal_boundaries(client: EmbeddedClient) -> None:
     segs = client.create_stream(S, 10).active_segments
     new = client.scale_stream(S, [s.name for s in segs[:3]], [(0.0, 0.15), (0.15, 0.1 + 0.2)])
     assert new[-1].key_high == segs[2].key_high  # 0.30000000000000004 snapped to 0.3
-    store_ctl = client.store.stream_controller()
+    store_ctl = controller_of(client.store)
     store_ctl._check()
 
 
@@ -273,7 +273,7 @@ def test_clients_of_one_store_share_one_controller(store: SegmentStore) -> None:
     c1, c2 = EmbeddedClient(store), EmbeddedClient(store)
     c1.create_stream(S, 2)
     assert c2.get_stream(S) == c1.get_stream(S)
-    assert store.stream_controller() is store.stream_controller()
+    assert controller_of(store) is controller_of(store)
 
 
 def test_metadata_is_replayed_by_a_new_controller(store: SegmentStore, clock: ManualClock) -> None:
@@ -286,7 +286,7 @@ def test_metadata_is_replayed_by_a_new_controller(store: SegmentStore, clock: Ma
     c.delete_stream("scope/gone")
     c.create_stream("scope/sealed", 3)
     c.seal_stream("scope/sealed")
-    old = store.stream_controller()
+    old = controller_of(store)
     new = StreamController(store)
     new._check()
     assert new.list_streams() == old.list_streams() == ["scope/s", "scope/sealed"]
@@ -364,7 +364,7 @@ def test_concurrent_scaling_from_threads(store: SegmentStore) -> None:
     for t in threads:
         t.join()
     assert not errors
-    store.stream_controller()._check()
+    controller_of(store)._check()
     assert all(client.get_stream(n).epoch == 20 for n in names)
 
 
@@ -404,7 +404,7 @@ class ScalingMachine(RuleBasedStateMachine):
 
     @invariant()
     def consistent(self) -> None:
-        self.store.stream_controller()._check()
+        controller_of(self.store)._check()
 
     def teardown(self) -> None:
         replay = StreamController(self.store)
@@ -430,4 +430,4 @@ def test_metadata_survives_a_durable_store_restart(tmp_path: Any) -> None:
         c = EmbeddedClient(second)
         assert {n: c.get_stream(n) for n in c.list_streams()} == infos
         assert c.get_successors(seg.name) == successors
-        second.stream_controller()._check()
+        controller_of(second)._check()

@@ -22,8 +22,7 @@ from segmentstore import (
     StoreConfig,
     WallClock,
 )
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 

@@ -28,7 +28,8 @@ from segmentstore import (
     StreamSealedError,
     TickingClock,
 )
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.controller.controller import controller_of
 
 S = "scope/t"
 KEYS = [f"k{i}" for i in range(12)]
@@ -174,7 +175,7 @@ def test_commit_after_scaling_is_rolled() -> None:
     assert info.epoch == epoch + 2
     assert read_stream(client, S) == expect("a", "b", "t", "c")
     check_successor_watermarks(client, S)
-    ticking.stream_controller()._check()
+    controller_of(ticking)._check()
     replay = StreamController(ticking)
     replay._check()
     assert replay.get_stream(S) == info

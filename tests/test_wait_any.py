@@ -18,7 +18,7 @@ from segmentstore import (
     StoreClosedError,
     StoreConfig,
 )
-from segmentstore.client.embedded import SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
 
 _LONG_MS = 30_000  # a wait that only an event ends: if the wake-up is lost, the result is ()
 
@@ -34,7 +34,9 @@ def _segments(client: SegmentStoreClient, n: int) -> list[tuple[str, int, int]]:
 
 
 def _waiting_reads(store: SegmentStore) -> int:
-    return sum(len(s.futures) for s in store._container._segments.values())
+    c = store._container
+    with c.lock:
+        return sum(len(s.futures) for s in c.active_segments())
 
 
 def _later(action: Callable[[], object], delay_s: float = 0.05) -> threading.Thread:
@@ -107,7 +109,7 @@ def test_a_waiting_call_is_woken(
 
 
 def test_the_advancer_moving_an_idle_segment_wakes_it(clock: ManualClock) -> None:
-    from segmentstore.client.embedded import EmbeddedClient
+    from segmentstore.client import EmbeddedClient
 
     with SegmentStore(clock=clock, config=StoreConfig(max_watermark_lag_ms=100)) as s:
         c = EmbeddedClient(s)

@@ -417,14 +417,16 @@ def test_many_truncations_compact_storage() -> None:
 # ---------------------------------------------------------------------- snapshots
 
 
-def test_entries_from_state_round_trip() -> None:
+def test_entries_restore_state_round_trip() -> None:
     idx = _big_index(2_000, seed=8)
     idx.truncate(idx.length // 3)
     idx.record_time(idx.tail_time + 7)
     offs, wms = idx.entries()
     offs[0] = 123_456_789  # entries() returns copies
     offs, wms = idx.entries()
-    r = WatermarkIndex.from_state(idx.creation_time, idx.start_offset, idx.length, idx.tail_time, offs, wms)
+    r = WatermarkIndex.restore_state(
+        idx.creation_time, idx.start_offset, idx.length, idx.tail_time, offs, wms
+    )
     r._check()
     q = np.arange(idx.start_offset, idx.length + 1)
     assert np.array_equal(r.watermarks_at(q), idx.watermarks_at(q))
@@ -435,7 +437,7 @@ def test_entries_from_state_round_trip() -> None:
     assert len(r) == len(idx)
     assert np.array_equal(r.entries()[0], idx.entries()[0])
     fresh = WatermarkIndex(CT)
-    f = WatermarkIndex.from_state(CT, 0, 0, CT + 3, *fresh.entries())
+    f = WatermarkIndex.restore_state(CT, 0, 0, CT + 3, *fresh.entries())
     assert f.watermark_at(0) == CT + 2 and len(f) == 1
     f.record_write(4, CT + 3)
     assert len(f) == 2
@@ -459,7 +461,7 @@ def test_entries_from_state_round_trip() -> None:
 )
 def test_from_state_rejects_bad_snapshots(args: tuple[object, ...], msg: str) -> None:
     with pytest.raises(ValueError, match=msg):
-        WatermarkIndex.from_state(*args)  # type: ignore[arg-type]
+        WatermarkIndex.restore_state(*args)  # type: ignore[arg-type]
 
 
 def test_check_detects_corruption() -> None:
@@ -562,7 +564,7 @@ def test_matches_reference_model(ct: int, start: int, ops: list[tuple[str, int, 
             idx.truncate(s)
             ref.truncate(s)
         else:
-            idx = WatermarkIndex.from_state(
+            idx = WatermarkIndex.restore_state(
                 idx.creation_time, idx.start_offset, idx.length, idx.tail_time, *idx.entries()
             )
         _agree(idx, ref, kernels=False)

@@ -23,7 +23,8 @@ from readergroup import (
     key_hash,
 )
 from segmentstore import AppendResult, ManualClock, SegmentStore
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
+from segmentstore.controller.controller import controller_of
 
 S = "scope/w"
 
@@ -211,7 +212,7 @@ def test_key_order_is_kept_across_splits_and_merges(client: FlakyClient) -> None
     for w in writers:
         w.flush()
         w._check()
-    client.store.stream_controller()._check()
+    controller_of(client.store)._check()
     assert read_stream(client, S) == expected(keys, n)
     assert client.duplicates == 0
 

@@ -5,15 +5,21 @@ run — ingestion time with ``maxEventTimeLag``, producer-asserted watermarks, F
 bounded out-of-orderness with idleness, Spark's ``max(event_time) - delay`` — with the
 same readers, reordering buffer and windows, on a ``ManualClock`` (deterministic).
 
-- ``scenario``: the YAML schema (``bench/scenarios/lab/*.yaml``).
-- ``strategies``: the four strategies and the shared pipeline.
-- ``runner``: ``run_compare`` and the per-strategy summary row.
+- ``lab_scenario``: the YAML schema (``bench/scenarios/lab/*.yaml``).
+- ``compared_strategies``: the four strategies and the shared pipeline.
+- ``compare``: ``run_compare`` and the per-strategy summary row.
 - ``report``: the table, CSV/JSON and the figure.
 """
 
+from .compare import LabResult, run_compare
+from .lab_scenario import (
+    LabScenario,
+    LabScenarioError,
+    lab_scenario_from_dict,
+    lab_scenarios,
+    load_lab_scenario,
+)
 from .report import format_table, plot, write_outputs
-from .runner import LabResult, run_compare
-from .scenario import LabScenario, LabScenarioError, lab_scenario_from_dict, lab_scenarios, load_lab_scenario
 
 __all__ = [
     "LabResult",

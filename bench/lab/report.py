@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .runner import LabResult
+from .compare import LabResult
 
 __all__ = ["COLUMNS", "format_table", "write_outputs", "plot"]
 

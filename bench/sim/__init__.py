@@ -5,13 +5,16 @@
 - ``actors`` / ``readers``: the world and its SimPy processes (writers, transactions,
   scaling, the watermark advancer, readers with joins, leaves, crashes and stalls).
 - ``pipeline``: ``flink_compat``'s event-time reordering and windows after the readers.
-- ``metrics`` / ``plots``: samples over simulated time, JSON/CSV/Parquet and PNG outputs.
-- ``runner``: ``run_scenario`` and ``write_result``.
+- ``recorder`` / ``plots``: samples over simulated time, JSON/CSV/Parquet and PNG outputs.
+- ``engine``: ``run_scenario`` and ``write_result``; ``result``: the ``SimResult`` they share.
+- ``sim_clock``: ``SimClock``, the store's ingestion clock on SimPy time.
+- ``simulate``: what ``ingestwm simulate`` does (output directory, progress bar, summary).
+- ``sweep``: ``ingestwm experiment`` — a grid of simulations, one per Spark task.
 """
 
-from .clock import SimClock
+from .engine import run_scenario, write_result
 from .errors import OutputError, ScenarioError, SimulationError, SweepError
-from .runner import SimResult, run_scenario, write_result
+from .result import SimResult
 from .scenario import (
     Scenario,
     apply_overrides,
@@ -20,6 +23,7 @@ from .scenario import (
     scenario_to_dict,
     shipped_scenarios,
 )
+from .sim_clock import SimClock
 
 __all__ = [
     "OutputError",

@@ -32,13 +32,13 @@ from readergroup.routing import key_hash
 from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter, WriterConfig
 from segmentstore import SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 
-from .clock import SimClock
 from .errors import ScenarioError, SimulationError
-from .metrics import Recorder
 from .pipeline import EventTimePipeline
+from .recorder import Recorder
 from .scenario import Scenario, WriterSpec
+from .sim_clock import SimClock
 from .workloads import ID_BYTES, FrameBuilder, event_times, expected_events, generation_times
 
 __all__ = ["World", "WriterActor", "instance_names", "scaler", "advancer"]

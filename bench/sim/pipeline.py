@@ -32,6 +32,8 @@ from flink_compat import (
 )
 from readergroup.frontier import event_time_watermark
 from segmentstore import Clock
+from segmentstore.checks import checked
+from segmentstore.limits import INT64_MIN
 
 __all__ = ["OrderedRecord", "WindowFiring", "EventTimePipeline"]
 
@@ -41,7 +43,6 @@ OrderedRecord = tuple[int, int, int, int]
 WindowFiring = tuple[int, int, int, int, int]
 """(simulated time fired, writer index, window start, window end, count)."""
 
-_MIN = -(2**63)
 
 
 class _WindowSink(DiscardingOutput):
@@ -144,7 +145,7 @@ class EventTimePipeline:
     def event_time_watermark(self) -> int | None:
         """The combined event-time watermark (``None`` before the first)."""
         wm = self.ordering.current_watermark
-        return None if wm == _MIN else wm
+        return None if wm == INT64_MIN else wm
 
     @property
     def buffered(self) -> int:
@@ -166,6 +167,7 @@ class EventTimePipeline:
     def firings(self) -> list[WindowFiring]:
         return self.window_sink.firings
 
+    @checked
     def _check(self) -> None:
         """Assert the operators' and valve's invariants, and that the output is in event-time order."""
         self.valve._check()

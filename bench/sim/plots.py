@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import OutputError
-
-if TYPE_CHECKING:
-    from .runner import SimResult
+from .result import SimResult
 
 __all__ = ["plot_result", "MAX_SEGMENT_LINES"]
 

@@ -1,5 +1,8 @@
 """Scenarios: a frozen schema, YAML loading with errors that name the field, and ``--set`` overrides.
 
+Files are found, read and converted by the shared loader (``bench.scenarios.yaml_specs``);
+this module holds the schema and raises ``ScenarioError``.
+
 A scenario file is a YAML mapping whose keys are the fields of ``Scenario`` (nested
 mappings for ``store``, ``stream``, ``scaling``, ``group``, ``pipeline``, ``metrics``;
 lists of mappings for ``writers`` and ``readers``). Times are ``int`` milliseconds
@@ -15,16 +18,13 @@ int, ``1.5`` a float, ``true`` a bool, ``null`` None, ``[1, 2]`` a list).
 from __future__ import annotations
 
 import dataclasses
-import types
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from ..scenarios import yaml_specs
+from ..scenarios.yaml_specs import build_dataclass, find, read_mapping, shipped
 from .errors import ScenarioError
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "Scenario",
     "shipped_scenarios",
     "scenario_path",
+    "load_scenario_data",
     "load_scenario",
     "scenario_from_dict",
     "scenario_to_dict",
@@ -330,90 +331,11 @@ class Scenario:
 # ---------------------------------------------------------------------- loading
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _type_name(tp: Any) -> str:
-    if dataclasses.is_dataclass(tp):
-        return "a mapping"
-    origin = typing.get_origin(tp)
-    if origin is tuple:
-        return "a list"
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    return {int: "an int", float: "a number", str: "a string", bool: "true/false", type(None): "null"}.get(
-        tp, str(tp)
-    )
-
-
-def _convert(tp: Any, value: Any, path: str) -> Any:
-    """``value`` (parsed YAML) as type ``tp``; raises ``ScenarioError`` naming ``path``."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _convert(inner[0], value, path)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, Mapping):
-            raise ScenarioError(f"must be a mapping, got {value!r}", path)
-        return build_dataclass(tp, value, path)  # type: ignore[arg-type]
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            raise ScenarioError(f"must be a list, got {value!r}", path)
-        (item,) = typing.get_args(tp)[:1]
-        return tuple(_convert(item, v, f"{path}.{i}") for i, v in enumerate(value))
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ScenarioError(f"must be true or false, got {value!r}", path)
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ScenarioError(f"must be an int, got {value!r}", path)
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ScenarioError(f"must be a number, got {value!r}", path)
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ScenarioError(f"must be a string, got {value!r}", path)
-        return value
-    raise ScenarioError(f"unsupported field type {tp!r}", path)  # pragma: no cover - schema bug
-
-
-def build_dataclass(cls: type, data: Mapping[str, Any], path: str = "") -> Any:
-    """Build frozen dataclass ``cls`` from parsed YAML, checking every field's type; errors name the field."""
-    hints = _hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    kwargs: dict[str, Any] = {}
-    for key, value in data.items():
-        p = f"{path}.{key}" if path else str(key)
-        if key not in known:
-            raise ScenarioError(f"unknown field; known fields: {', '.join(sorted(known))}", p)
-        kwargs[key] = _convert(hints[key], value, p)
-    for name, f in known.items():
-        if (
-            name not in kwargs
-            and f.default is dataclasses.MISSING
-            and f.default_factory is dataclasses.MISSING
-        ):
-            raise ScenarioError("is required", f"{path}.{name}" if path else name)
-    try:
-        return cls(**kwargs)
-    except ScenarioError as e:
-        raise e.under(path) if path else e from None
-
-
 def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
     """Validate a parsed scenario mapping into a ``Scenario``."""
     if not isinstance(data, Mapping):
         raise ScenarioError(f"a scenario must be a mapping of fields, got {type(data).__name__}")
-    result: Scenario = build_dataclass(Scenario, data, "")
+    result: Scenario = build_dataclass(Scenario, data, "", ScenarioError)
     return result
 
 
@@ -436,129 +358,39 @@ def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:
 
 def shipped_scenarios() -> list[str]:
     """Names of the scenarios shipped in ``bench/scenarios``, sorted."""
-    root = resources.files("bench") / "scenarios"
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+    return list(shipped())
 
 
 def scenario_path(name_or_path: str | Path) -> Path:
     """A shipped scenario's file by name, or the given path if it is a file."""
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
-    shipped = shipped_scenarios()
-    if str(name_or_path) in shipped:
-        return Path(str(resources.files("bench") / "scenarios" / f"{name_or_path}.yaml"))
-    raise ScenarioError(
-        f"unknown scenario {str(name_or_path)!r}: not a file and not one of {', '.join(shipped)}"
-    )
+    path = find(name_or_path)
+    if path is None:
+        raise ScenarioError(
+            f"unknown scenario {str(name_or_path)!r}: not a file and not one of {', '.join(shipped())}"
+        )
+    return path
 
 
-def _read_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ScenarioError(f"cannot read scenario file {str(path)!r}: {e.strerror or e}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ScenarioError(f"scenario file {str(path)!r} is not valid YAML{where}") from None
+def load_scenario_data(name_or_path: str | Path) -> dict[str, Any]:
+    """The raw mapping of a shipped scenario (by name) or a YAML file, not yet validated."""
+    return read_mapping(scenario_path(name_or_path), "scenario file", ScenarioError)
 
 
 def parse_override(text: str) -> tuple[str, Any]:
     """``"a.b=value"`` -> (``"a.b"``, the value parsed as YAML)."""
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise ScenarioError(f"override {text!r} is not key=value")
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        raise ScenarioError(f"cannot parse the value {raw!r}", key) from None
-    return key, value
+    return yaml_specs.parse_override(text, ScenarioError)
 
 
 def apply_overrides(data: Mapping[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """A copy of the raw scenario mapping with each ``key=value`` applied (paths checked by the schema)."""
-    out: dict[str, Any] = _copy(data)
-    for text in overrides:
-        key, value = parse_override(text)
-        _set_path(out, key, value)
-    return out
-
-
-def _copy(v: Any) -> Any:
-    if isinstance(v, Mapping):
-        return {k: _copy(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_copy(x) for x in v]
-    return v
-
-
-def _set_path(root: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    tp: Any = Scenario
-    node: Any = root
-    done: list[str] = []
-    for i, part in enumerate(parts):
-        last = i == len(parts) - 1
-        here = ".".join([*done, part])
-        origin = typing.get_origin(tp)
-        if origin in (typing.Union, types.UnionType):
-            tp = next(a for a in typing.get_args(tp) if a is not type(None))
-            origin = typing.get_origin(tp)
-        if dataclasses.is_dataclass(tp):
-            hints = _hints(tp)  # type: ignore[arg-type]
-            if part not in hints:
-                raise ScenarioError(f"unknown field; known fields: {', '.join(sorted(hints))}", here)
-            if last:
-                node[part] = value
-                return
-            tp = hints[part]
-            child = node.get(part)
-            if child is None:
-                child = [] if typing.get_origin(tp) is tuple else {}
-                node[part] = child
-            node = child
-        elif origin is tuple:
-            if not isinstance(node, list):
-                raise ScenarioError("is not a list", ".".join(done))
-            idx = _index(node, part, here)
-            if last:
-                node[idx] = value
-                return
-            tp = typing.get_args(tp)[0]
-            node = node[idx]
-            if not isinstance(node, dict):
-                raise ScenarioError("is not a mapping", here)
-        else:
-            raise ScenarioError(f"{'.'.join(done)} is {_type_name(tp)}, it has no field {part!r}", here)
-        done.append(part)
-
-
-def _index(items: list[Any], part: str, here: str) -> int:
-    if part.lstrip("-").isdigit():
-        idx = int(part)
-        if not -len(items) <= idx < len(items):
-            raise ScenarioError(f"index out of range: the list has {len(items)} items", here)
-        return idx % len(items)
-    for i, item in enumerate(items):
-        if isinstance(item, Mapping) and item.get("name") == part:
-            return i
-    names = [str(it.get("name")) for it in items if isinstance(it, Mapping)]
-    raise ScenarioError(f"no item named {part!r} (items: {', '.join(names) or 'none'})", here)
+    return yaml_specs.apply_overrides(Scenario, data, overrides, ScenarioError)
 
 
 def load_scenario(
     name_or_path: str | Path, overrides: Sequence[str] = (), seed: int | None = None
 ) -> Scenario:
     """Load a shipped scenario (by name) or a YAML file, apply overrides and the seed, validate."""
-    path = scenario_path(name_or_path)
-    data = _read_yaml(path)
-    if not isinstance(data, Mapping):
-        raise ScenarioError(f"scenario file {str(path)!r} must hold a mapping of fields")
-    data = apply_overrides(data, overrides)
+    data = apply_overrides(load_scenario_data(name_or_path), overrides)
     if seed is not None:
         data["seed"] = seed
     return scenario_from_dict(data)

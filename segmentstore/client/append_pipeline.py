@@ -23,13 +23,14 @@ from typing import Any
 from ..clock import monotonic_s
 from ..errors import (
     ConnectionLostError,
+    NotSentError,
     ReadTimeoutError,
     SegmentStoreError,
     StoreClosedError,
 )
 from ..net.commands import decode_append_items
 from ..net.protocol import pack
-from .connection import Connection, NotSentError
+from .connection import Connection
 
 __all__ = ["AppendPipeline", "Chunk"]
 

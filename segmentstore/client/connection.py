@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..clock import monotonic_s
-from ..errors import ConnectionLostError, ProtocolError, ReadTimeoutError, SegmentStoreError
+from ..errors import ConnectionLostError, NotSentError, ProtocolError, ReadTimeoutError, SegmentStoreError
 from ..net.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ERROR,
@@ -33,17 +33,13 @@ from ..net.protocol import (
     unpack,
 )
 
-__all__ = ["Connection", "ConnectionPool", "NotSentError", "ReplyCallback"]
+__all__ = ["Connection", "ConnectionPool", "ReplyCallback"]
 
 ReplyCallback = Callable[[bool, Any, memoryview], None]
 """``callback(ok, result_or_exception, payload)``; ``payload`` is valid only during the call."""
 
 _SMALL = 64 * 1024
 _log = logging.getLogger(__name__)
-
-
-class NotSentError(ConnectionLostError):
-    """The request was certainly not executed by the server: it is safe to send it again."""
 
 
 class Connection:

@@ -17,25 +17,27 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import contextlib
+import functools
+import inspect
 import itertools
 import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import numpy as np
 
 from ..attributes import AttributeUpdate, as_updates, check_attribute_keys
 from ..clock import monotonic_s
 from ..errors import (
-    ConnectionLostError,
     InvalidArgumentError,
     ProtocolError,
     ReadTimeoutError,
     SegmentStoreError,
     StoreClosedError,
+    retriable,
 )
 from ..net.commands import COMMANDS, decode_read, encode_args
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
@@ -43,12 +45,19 @@ from ..results import AppendResult, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_requests
 from .append_pipeline import AppendPipeline, Chunk
-from .connection import Connection, ConnectionPool, NotSentError
-from .embedded import SegmentStoreClient
+from .connection import Connection, ConnectionPool
+from .interface import SegmentClient, SegmentStoreClient, StreamClient
 
 __all__ = ["RemoteClient", "parse_address"]
 
 _log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@functools.cache
+def _signature(method: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(method)
 _BYTES = (bytes, bytearray, memoryview)
 
 
@@ -174,26 +183,30 @@ class RemoteClient(SegmentStoreClient):
             try:
                 conn = self._pool.get()
                 return conn.call(command, packed, payload, deadline, copy_payload)
-            except ConnectionLostError as e:
-                retry = cmd.idempotent or isinstance(e, NotSentError)
-                if not retry or self._closed or monotonic_s() + delay >= deadline:
+            except SegmentStoreError as e:  # the error class says whether to send it again
+                if not retriable(e, cmd.idempotent) or self._closed or monotonic_s() + delay >= deadline:
                     raise
             time.sleep(delay)
             delay = min(2 * delay, 0.5)
 
-    def _call(self, command: str, /, **args: Any) -> Any:
-        return self._invoke(command, args)[0]
+    def _call(
+        self, method: Callable[Concatenate[Any, _P], _R], /, *args: _P.args, **kwargs: _P.kwargs
+    ) -> _R:
+        """Send the command of interface ``method`` with these arguments, typed as the method. O(args)."""
+        bound = _signature(method).bind(self, *args, **kwargs)
+        bound.arguments.pop("self")
+        return cast(_R, self._invoke(method.__name__, bound.arguments)[0])
 
     def ping(self) -> bool:
         """Round trip to the server."""
-        return bool(self._call("ping"))
+        return bool(self._invoke("ping", {})[0])
 
     # ------------------------------------------------------------------ segments
     def create_segment(self, name: str) -> SegmentInfo:
-        return self._call("create_segment", name=name)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.create_segment, name=name)
 
     def create_transaction(self, parent: str) -> str:
-        return self._call("create_transaction", parent=parent)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.create_transaction, parent=parent)
 
     def append(
         self,
@@ -308,16 +321,14 @@ class RemoteClient(SegmentStoreClient):
         return results
 
     def _check_item(self, name: Any, data: Any, eo: Any, w: Any, e: Any) -> bytes:
-        if type(data) is not bytes:
-            if not isinstance(data, _BYTES):
-                raise InvalidArgumentError(
-                    f"segment {name!r}: payload must be bytes, got {type(data).__name__}"
-                )
-            data = bytes(data)
-        if len(data) > self._max_data:
-            raise InvalidArgumentError(
-                f"segment {name!r}: append of {len(data)} bytes does not fit in a frame"
-            )
+        if type(data) is bytes:
+            out: bytes = data
+        elif isinstance(data, _BYTES):
+            out = bytes(data)
+        else:
+            raise InvalidArgumentError(f"segment {name!r}: payload must be bytes, got {type(data).__name__}")
+        if len(out) > self._max_data:
+            raise InvalidArgumentError(f"segment {name!r}: append of {len(out)} bytes exceeds a frame")
         if (
             type(name) is not str
             or (eo is not None and type(eo) is not int)
@@ -328,7 +339,7 @@ class RemoteClient(SegmentStoreClient):
                 pack([name, eo, w, e])
             except TypeError as ex:
                 raise InvalidArgumentError(f"segment {name!r}: cannot send the append: {ex}") from None
-        return data  # type: ignore[no-any-return]
+        return out
 
     def flush(self, timeout_s: float | None = None) -> bool:
         """Wait until every queued append is acknowledged; ``False`` on timeout."""
@@ -339,36 +350,36 @@ class RemoteClient(SegmentStoreClient):
     ) -> AppendResult:
         if not isinstance(events, (*_BYTES, str, list, tuple)) and isinstance(events, Iterable):
             events = list(events)
-        return self._call("append_batch", name=name, events=events, expected_offset=expected_offset)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.append_batch, name, events, expected_offset)
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
         self._ahead.clear()
-        return self._call("merge_transaction", txn_name=txn_name, parent=parent)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.merge_transaction, txn_name=txn_name, parent=parent)
 
     def seal(self, name: str) -> int:
-        return self._call("seal", name=name)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.seal, name=name)
 
     def truncate(self, name: str, offset: int) -> None:
         self._ahead.clear()
-        self._call("truncate", name=name, offset=offset)
+        self._call(SegmentClient.truncate, name=name, offset=offset)
 
     def delete(self, name: str) -> None:
         self._ahead.clear()
-        self._call("delete", name=name)
+        self._call(SegmentClient.delete, name=name)
 
     def get_info(self, name: str) -> SegmentInfo:
-        return self._call("get_info", name=name)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.get_info, name=name)
 
     def exists(self, name: str) -> bool:
-        return self._call("exists", name=name)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.exists, name=name)
 
     # ------------------------------------------------------------------ attributes
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
-        return self._call("update_attributes", name=name, updates=list(as_updates(name, updates)))  # type: ignore[no-any-return]
+        return self._call(SegmentClient.update_attributes, name=name, updates=list(as_updates(name, updates)))
 
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
         keys = None if keys is None else list(check_attribute_keys(name, keys))
-        return self._call("get_attributes", name=name, keys=keys)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.get_attributes, name=name, keys=keys)
 
     # ------------------------------------------------------------------ reads and watermarks
     def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
@@ -402,60 +413,60 @@ class RemoteClient(SegmentStoreClient):
         self._ahead.put((name, offset, max_length), fetch)
 
     def watermark_at(self, name: str, offset: int) -> int:
-        return self._call("watermark_at", name=name, offset=offset)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.watermark_at, name=name, offset=offset)
 
     def ingestion_time_at(self, name: str, offset: int) -> int:
-        return self._call("ingestion_time_at", name=name, offset=offset)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.ingestion_time_at, name=name, offset=offset)
 
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         if not isinstance(offsets, np.ndarray):
             offsets = np.asarray(offsets)
-        return self._call("watermarks_at", name=name, offsets=offsets)  # type: ignore[no-any-return]
+        return self._call(SegmentClient.watermarks_at, name=name, offsets=offsets)
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
-        return self._call("create_stream", stream=stream, initial_segments=initial_segments)  # type: ignore[no-any-return]
+        return self._call(StreamClient.create_stream, stream=stream, initial_segments=initial_segments)
 
     def get_stream(self, stream: str) -> StreamInfo:
-        return self._call("get_stream", stream=stream)  # type: ignore[no-any-return]
+        return self._call(StreamClient.get_stream, stream=stream)
 
     def list_streams(self, pattern: str | None = None) -> list[str]:
-        return self._call("list_streams", pattern=pattern)  # type: ignore[no-any-return]
+        return self._call(StreamClient.list_streams, pattern=pattern)
 
     def scale_stream(
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
     ) -> tuple[StreamSegment, ...]:
-        return self._call("scale_stream", stream=stream, seal=seal, new_ranges=new_ranges)  # type: ignore[no-any-return]
+        return self._call(StreamClient.scale_stream, stream=stream, seal=seal, new_ranges=new_ranges)
 
     def get_segment(self, segment_name: str) -> StreamSegment:
-        return self._call("get_segment", segment_name=segment_name)  # type: ignore[no-any-return]
+        return self._call(StreamClient.get_segment, segment_name=segment_name)
 
     def get_successors(self, segment_name: str) -> tuple[SuccessorInfo, ...]:
-        return self._call("get_successors", segment_name=segment_name)  # type: ignore[no-any-return]
+        return self._call(StreamClient.get_successors, segment_name=segment_name)
 
     def get_head_cut(self, stream: str) -> StreamCut:
-        return self._call("get_head_cut", stream=stream)  # type: ignore[no-any-return]
+        return self._call(StreamClient.get_head_cut, stream=stream)
 
     def get_tail_cut(self, stream: str) -> StreamCut:
-        return self._call("get_tail_cut", stream=stream)  # type: ignore[no-any-return]
+        return self._call(StreamClient.get_tail_cut, stream=stream)
 
     def seal_stream(self, stream: str) -> None:
-        self._call("seal_stream", stream=stream)
+        self._call(StreamClient.seal_stream, stream=stream)
 
     def delete_stream(self, stream: str) -> None:
         self._ahead.clear()
-        self._call("delete_stream", stream=stream)
+        self._call(StreamClient.delete_stream, stream=stream)
 
     def begin_transaction(self, stream: str) -> TransactionInfo:
-        return self._call("begin_transaction", stream=stream)  # type: ignore[no-any-return]
+        return self._call(StreamClient.begin_transaction, stream=stream)
 
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
         self._ahead.clear()
-        self._call("commit_transaction", stream=stream, txn_segments=txn_segments)
+        self._call(StreamClient.commit_transaction, stream=stream, txn_segments=txn_segments)
 
     def abort_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
         self._ahead.clear()
-        self._call("abort_transaction", stream=stream, txn_segments=txn_segments)
+        self._call(StreamClient.abort_transaction, stream=stream, txn_segments=txn_segments)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> RemoteClient:

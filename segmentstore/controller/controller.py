@@ -30,9 +30,11 @@ import contextlib
 import fnmatch
 import itertools
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..checks import checked
 from ..core.segment import TRANSACTION_SEPARATOR
 from ..errors import (
     BadOffsetError,
@@ -53,25 +55,27 @@ from ..errors import (
 from ..stream_metadata import (
     StreamCut,
     StreamInfo,
-    StreamMetadata,
     StreamSegment,
     SuccessorInfo,
     TransactionInfo,
     TransactionSegment,
-    _Seg,
-    _Stream,
     check_stream_name,
+    stream_segment_name,
+)
+from .model import (
+    SegmentEntry,
+    StreamEntry,
+    StreamMetadata,
     encode_record,
     parse_records,
     plan_scale,
     segment_record,
-    stream_segment_name,
 )
 
 if TYPE_CHECKING:
     from ..store import SegmentStore
 
-__all__ = ["StreamController", "STREAMS_SEGMENT", "MAX_INITIAL_SEGMENTS"]
+__all__ = ["StreamController", "STREAMS_SEGMENT", "MAX_INITIAL_SEGMENTS", "controller_of"]
 
 STREAMS_SEGMENT = "_system/_streams"
 """The system segment holding the controller's records."""
@@ -257,19 +261,19 @@ class StreamController:
                 _ignore_missing(self._store.delete, n)
 
     # ------------------------------------------------------------------ internals: lookups
-    def _get(self, stream: str) -> _Stream:
+    def _get(self, stream: str) -> StreamEntry:
         try:
             return self._meta.streams[stream]
         except (KeyError, TypeError):
             raise StreamNotFoundError(f"stream {stream!r} does not exist") from None
 
-    def _get_open(self, stream: str, what: str) -> _Stream:
+    def _get_open(self, stream: str, what: str) -> StreamEntry:
         st = self._get(stream)
         if st.sealed:
             raise StreamSealedError(f"stream {stream!r} is sealed; it cannot be {what}")
         return st
 
-    def _seg(self, name: str) -> tuple[_Stream, _Seg]:
+    def _seg(self, name: str) -> tuple[StreamEntry, SegmentEntry]:
         try:
             st = self._meta.by_segment[name]
         except (KeyError, TypeError):
@@ -277,7 +281,7 @@ class StreamController:
         return st, st.segments[name]
 
     def _check_txns(
-        self, st: _Stream, names: Sequence[str], allow_empty: bool = False
+        self, st: StreamEntry, names: Sequence[str], allow_empty: bool = False
     ) -> list[tuple[str, str, int]]:
         """Validate transaction segments of ``st``: ``[(txn, parent, length)]``, parents distinct."""
         names = _names(st.name, names)
@@ -339,7 +343,7 @@ class StreamController:
 
     def _scale(
         self,
-        st: _Stream,
+        st: StreamEntry,
         sealed: list[StreamSegment],
         ranges: list[tuple[float, float]],
         extra: dict[str, Any] | None = None,
@@ -360,7 +364,7 @@ class StreamController:
             self._seal_segment(s.name)
         return tuple(new)
 
-    def _roll(self, st: _Stream, txns: list[tuple[str, str, int]]) -> None:
+    def _roll(self, st: StreamEntry, txns: list[tuple[str, str, int]]) -> None:
         """Commit a transaction of an older epoch: active -> duplicates of its epoch -> active ranges."""
         with_data = [(t, p) for t, p, n in txns if n > 0]
         if not with_data:  # nothing to commit: the transaction was empty
@@ -382,7 +386,7 @@ class StreamController:
 
     def _finish_roll(
         self,
-        st: _Stream,
+        st: StreamEntry,
         mapping: list[list[str]],
         drop: list[str],
         restore: list[list[float]] | None,
@@ -507,6 +511,7 @@ class StreamController:
         self._delete_segments(garbage - set(self._meta.by_segment))
 
     # ------------------------------------------------------------------ invariants
+    @checked
     def _check(self) -> None:
         """Assert the metadata's invariants, and that segments sealed in metadata are sealed in the store."""
         with self._lock:
@@ -534,3 +539,22 @@ def _names(stream: str, names: Sequence[str]) -> list[str]:
 def _ignore_missing(fn: Any, name: str) -> None:
     with contextlib.suppress(SegmentNotFoundError):
         fn(name)
+
+
+_CONTROLLERS: weakref.WeakKeyDictionary[SegmentStore, StreamController] = weakref.WeakKeyDictionary()
+_CONTROLLERS_LOCK = threading.Lock()
+
+
+def controller_of(store: SegmentStore) -> StreamController:
+    """The store's one stream controller, opened (replaying ``_system/_streams``) on first use. O(1) after.
+
+    Two controllers writing one store would make each other fail (their records are
+    conditional appends), so every client of a store in this process shares this one.
+    """
+    ctl = _CONTROLLERS.get(store)
+    if ctl is None:
+        with _CONTROLLERS_LOCK:
+            ctl = _CONTROLLERS.get(store)
+            if ctl is None:
+                ctl = _CONTROLLERS[store] = StreamController(store)
+    return ctl

@@ -58,7 +58,7 @@ class WatermarkAdvancer:
     def run_pass(self) -> list[str]:
         """One pass: expire due reads, advance idle segments, abort expired transactions, evict. O(n)."""
         with self._lock:
-            self._container.expire_future_reads()
+            self._container.reads.expire_future_reads()
             advanced, examined = self._container.advance_idle_watermarks()
             self._expired += len(self._container.expire_transactions())
             if self._evictor is not None:

@@ -4,18 +4,23 @@ One lock serialises the container (Pravega serialises per container). Each opera
 validates everything first and raises before it changes anything; then the operation
 processor stamps it, the durable log (if any) records it, and it applies. Waiting
 future reads are completed after the lock is released, so their callbacks may call
-back into the store.
+back into the store. Reads go through the container's ``ReadIndex`` (``reads``).
+
+Durability and eviction plug in through an explicit state API, never through the
+container's attributes: ``set_data_factory`` / ``attach_log`` (where bytes and
+operations go), ``snapshot_state`` / ``restore_state`` / ``discard`` (snapshots and
+recovery), ``set_cold`` / ``evict`` / ``reinstate`` (the evictor's cold store).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from ..attributes import (
     CREATION_TIME,
-    INT64_MAX,
     LAST_WRITE_TIME,
     AttributeUpdate,
     as_updates,
@@ -23,6 +28,7 @@ from ..attributes import (
     is_core_attribute,
     plan_attribute_updates,
 )
+from ..checks import checked
 from ..clock import Clock
 from ..config import StoreConfig
 from ..errors import (
@@ -38,6 +44,7 @@ from ..errors import (
     StoreClosedError,
     WrongParentError,
 )
+from ..limits import INT64_MAX
 from ..results import AppendResult, MergeResult, SegmentInfo
 from .operations import (
     Append,
@@ -50,19 +57,51 @@ from .operations import (
     UpdateAttributes,
 )
 from .processor import OperationProcessor, OperationSink
-from .read_index import ReadIndex, Wakeup, complete
+from .read_index import ReadIndex, Wakeup, complete, take_wakeups
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
 from .storage import SegmentData
 from .validation import as_bytes, check_name, check_offset, check_writer, quote
 
-if TYPE_CHECKING:
-    from .eviction import Evictor
+__all__ = ["ColdSegments", "ContainerState", "SegmentContainer"]
 
-__all__ = ["SegmentContainer"]
+_result = tuple.__new__
+"""Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
+
+
+class ColdSegments(Protocol):
+    """What the container asks of its evictor (``core.eviction.Evictor``); called with the lock held."""
+
+    def is_cold(self, name: object) -> bool:
+        """Whether ``name`` is an evicted segment."""
+        ...
+
+    def cold_names(self) -> list[str]:
+        """Names of the evicted segments."""
+        ...
+
+    def reactivate(self, name: str, advance: bool = True) -> Segment | None:
+        """Bring ``name`` back (``reinstate``); ``None`` if it is not cold."""
+        ...
+
+    def activate_for_replay(self, op: Operation) -> None:
+        """Reactivate, without advancing, the cold segments a replayed operation touches."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerState:
+    """The container's state: the processor's position and the active segments (live objects).
+
+    Taken and given with the container's lock held: the segments are the container's own.
+    """
+
+    last_seq: int
+    last_timestamp: int
+    segments: tuple[Segment, ...]
 
 
 
-class SegmentContainer(ReadIndex):
+class SegmentContainer:
     """All segments of one store and the operations on them. Thread-safe."""
 
     def __init__(self, clock: Clock, config: StoreConfig, log: OperationSink | None = None) -> None:
@@ -72,8 +111,10 @@ class SegmentContainer(ReadIndex):
         self._segments: dict[str, Segment] = {}
         self._processor = OperationProcessor(clock, log)
         self._closed = False
-        self._evictor: Evictor | None = None  # set by eviction.Evictor
-        self._data_factory: Callable[[str, int], SegmentData] | None = None  # durable store
+        self._evictor: ColdSegments | None = None  # set_cold
+        self._data_factory: Callable[[str, int], SegmentData] | None = None  # set_data_factory
+        self.reads = ReadIndex(self, clock)
+        self._max_append_bytes = config.max_append_bytes
 
     # ------------------------------------------------------------------ lookup
     @property
@@ -84,7 +125,8 @@ class SegmentContainer(ReadIndex):
     def lock(self) -> threading.Lock:
         return self._lock
 
-    def _get(self, name: str, use: bool = True) -> Segment:
+    def segment(self, name: str, use: bool = True) -> Segment:
+        """The segment, reactivated if evicted; a use unless ``use=False``. Lock held. O(1)."""
         if self._closed:
             raise StoreClosedError("the segment store is closed")
         try:
@@ -106,8 +148,16 @@ class SegmentContainer(ReadIndex):
             raise SegmentNotFoundError(f"segment {quote(name)} does not exist") from None
         return seg
 
+    def active(self, name: str) -> Segment | None:
+        """The segment if it is in the active set, else ``None``. Lock held. O(1)."""
+        return self._segments.get(name)
+
+    def active_segments(self) -> Iterator[Segment]:
+        """The segments in the active set. Lock held."""
+        return iter(self._segments.values())
+
     def _writable(self, name: str) -> Segment:
-        seg = self._get(name)
+        seg = self.segment(name)
         if seg.sealed:
             raise SegmentSealedError(f"segment {name!r} is sealed")
         return seg
@@ -115,7 +165,7 @@ class SegmentContainer(ReadIndex):
     def segment_names(self) -> list[str]:
         """Names of all segments, transactions included. O(n)."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             names = list(self._segments)
             if self._evictor is not None:
                 names.extend(self._evictor.cold_names())
@@ -124,7 +174,7 @@ class SegmentContainer(ReadIndex):
     def exists(self, name: str) -> bool:
         """Whether the segment exists. O(1)."""
         with self._lock:
-            self._check_open()
+            self.check_open()
             if type(name) is not str:
                 check_name(name)
             if name in self._segments:
@@ -141,7 +191,7 @@ class SegmentContainer(ReadIndex):
                 "for transaction segments (use create_transaction)"
             )
         with self._lock:
-            self._check_open()
+            self.check_open()
             if name in self._segments or (self._evictor and self._evictor.is_cold(name)):
                 raise SegmentExistsError(f"segment {name!r} exists already")
             seq, ts = self._processor.stamp()
@@ -175,6 +225,7 @@ class SegmentContainer(ReadIndex):
         name: str,
         data: bytes,
         expected_offset: int | None = None,
+        *,
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> AppendResult:
@@ -188,13 +239,8 @@ class SegmentContainer(ReadIndex):
         if type(data) is not bytes:
             data = as_bytes(name, data)
         n = len(data)
-        if n == 0:
-            raise InvalidArgumentError(f"segment {quote(name)}: append of 0 bytes")
-        if n > self._config.max_append_bytes:
-            raise InvalidArgumentError(
-                f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes "
-                f"({self._config.max_append_bytes})"
-            )
+        if not 0 < n <= self._max_append_bytes:
+            self._refuse_length(name, n)
         if writer_id is not None or event_number is not None:
             check_writer(name, writer_id, event_number)
         if expected_offset is not None and type(expected_offset) is not int:
@@ -206,7 +252,7 @@ class SegmentContainer(ReadIndex):
             seg = self._segments.get(name) if type(name) is str and not self._closed else None
             if seg is None or seg.sealed:
                 seg = self._writable(name)  # raises, or reactivates an evicted segment
-            offset = seg.data.length
+            offset = seg.length
             if expected_offset is not None and expected_offset != offset:
                 check_offset(name, "expected_offset", expected_offset)
                 raise BadOffsetError(
@@ -218,25 +264,33 @@ class SegmentContainer(ReadIndex):
             if writer_id is not None:
                 last = seg.attributes.get(writer_id)
                 if last is not None and event_number is not None and event_number <= last:
-                    return AppendResult(offset, 0, seg.last_write_time, True)
+                    return _result(AppendResult, (offset, 0, seg.last_write_time, True))
             seq, ts = self._processor.stamp()
             if self._processor.log is not None:
                 self._processor.log.write(
                     Append(seq, ts, name, offset, data, writer_id, event_number)
                 )
             seg.data.append(data)
-            seg.windex.record_write(offset + n, ts)
+            seg.length = end = offset + n
+            seg.windex.record_write_trusted(end, ts)
             seg.last_write_time = ts
             seg.last_used = ts
             if writer_id is not None:
                 seg.attributes[writer_id] = event_number  # type: ignore[assignment]
             if seg.futures:
-                wakeups = self._wakeups(seg)
+                wakeups = take_wakeups(seg)
         finally:
             lock.release()
         if wakeups:
             complete(wakeups)
-        return AppendResult(offset, n, ts)
+        return _result(AppendResult, (offset, n, ts, False))
+
+    def _refuse_length(self, name: str, n: int) -> None:
+        if n == 0:
+            raise InvalidArgumentError(f"segment {quote(name)}: append of 0 bytes")
+        raise InvalidArgumentError(
+            f"segment {quote(name)}: append of {n} bytes exceeds max_append_bytes ({self._max_append_bytes})"
+        )
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
@@ -271,7 +325,7 @@ class SegmentContainer(ReadIndex):
         """
         wakeups: list[Wakeup] = []
         with self._lock:
-            t = self._get(txn)
+            t = self.segment(txn)
             if t.parent is None:
                 raise NotATransactionError(f"segment {txn!r} is not a transaction segment")
             if parent is not None and parent != t.parent:
@@ -285,7 +339,7 @@ class SegmentContainer(ReadIndex):
                     f"transaction {txn!r} was truncated (start offset {t.start_offset}); "
                     "it cannot be merged"
                 )
-            p = self._get(t.parent)
+            p = self.segment(t.parent)
             if p.sealed:
                 raise SegmentSealedError(
                     f"segment {t.parent!r} is sealed; transaction {txn!r} cannot be merged into it"
@@ -298,7 +352,7 @@ class SegmentContainer(ReadIndex):
             self._log(MergeTransaction(seq, ts, txn, t.parent, offset, n))
             self._apply_merge(t, p, ts, wakeups)
             if p.futures:
-                wakeups.extend(self._wakeups(p))
+                wakeups.extend(take_wakeups(p))
         complete(wakeups)
         return MergeResult(offset, n, ts)
 
@@ -306,7 +360,8 @@ class SegmentContainer(ReadIndex):
         n = t.length
         if n:
             p.data.append(t.data.read(0, n))
-            p.windex.record_write(p.data.length, ts)
+            p.length += n
+            p.windex.record_write(p.length, ts)
         else:
             p.windex.record_time(ts)
         p.last_write_time = ts
@@ -325,7 +380,7 @@ class SegmentContainer(ReadIndex):
         """
         updates = as_updates(name, updates)
         with self._lock:
-            seg = self._get(name, use=use)
+            seg = self.segment(name, use=use)
             if seg.sealed:
                 raise SegmentSealedError(f"segment {name!r} is sealed")
             planned = plan_attribute_updates(name, seg.attributes, updates)
@@ -339,7 +394,7 @@ class SegmentContainer(ReadIndex):
         seq, ts = self._processor.stamp()
         self._log(UpdateAttributes(seq, ts, seg.name, tuple(planned.items())))
         self._apply_attributes(seg, planned, ts)
-        return self._wakeups(seg) if seg.futures else []
+        return take_wakeups(seg) if seg.futures else []
 
     def _apply_attributes(self, seg: Segment, values: dict[int, int], ts: int) -> None:
         seg.attributes.update(values)
@@ -351,7 +406,7 @@ class SegmentContainer(ReadIndex):
         if keys is not None:
             keys = check_attribute_keys(name, keys)
         with self._lock:
-            attrs = self._get(name).all_attributes()
+            attrs = self.segment(name).all_attributes()
         if keys is None:
             return attrs
         return {k: attrs[k] for k in keys if k in attrs}
@@ -364,7 +419,7 @@ class SegmentContainer(ReadIndex):
             seq, ts = self._processor.stamp()
             self._log(Seal(seq, ts, name))
             self._apply_seal(seg, ts)
-            wakeups = self._wakeups(seg) if seg.futures else []
+            wakeups = take_wakeups(seg) if seg.futures else []
             length = seg.length
         complete(wakeups)
         return length
@@ -381,7 +436,7 @@ class SegmentContainer(ReadIndex):
         ``BadOffsetException``: the bytes there are gone already.
         """
         with self._lock:
-            seg = self._get(name)
+            seg = self.segment(name)
             check_offset(name, "truncate offset", offset)
             if offset > seg.length:
                 raise BadOffsetError(
@@ -415,7 +470,7 @@ class SegmentContainer(ReadIndex):
         """
         wakeups: list[Wakeup] = []
         with self._lock:
-            seg = self._get(name)
+            seg = self.segment(name)
             txns = [] if seg.parent is not None else self._transactions_of(name)
             seq, ts = self._processor.stamp_many(len(txns) + 1)
             for txn in txns:  # logged before the parent: replaying the log deletes them first
@@ -431,7 +486,7 @@ class SegmentContainer(ReadIndex):
         names = [n for n in self._segments if n.startswith(prefix)]
         if self._evictor is not None:
             names += [n for n in self._evictor.cold_names() if n.startswith(prefix)]
-        return [self._get(n, use=False) for n in names]
+        return [self.segment(n, use=False) for n in names]
 
     def _remove(self, seg: Segment, wakeups: list[Wakeup], why: str) -> None:
         del self._segments[seg.name]
@@ -444,7 +499,7 @@ class SegmentContainer(ReadIndex):
     def get_info(self, name: str) -> SegmentInfo:
         """Name, start offset, length, sealed, creation time, last write time. O(1)."""
         with self._lock:
-            return self._get(name).info()
+            return self.segment(name).info()
 
     # ------------------------------------------------------------------ advancer
     def advance_idle_watermarks(self) -> tuple[list[str], int]:
@@ -458,7 +513,7 @@ class SegmentContainer(ReadIndex):
         wakeups: list[Wakeup] = []
         advanced: list[str] = []
         with self._lock:
-            self._check_open()
+            self.check_open()
             threshold = self._processor.now() - self._config.max_watermark_lag_ms
             examined = len(self._segments)
             for seg in list(self._segments.values()):
@@ -483,7 +538,7 @@ class SegmentContainer(ReadIndex):
         """
         wakeups: list[Wakeup] = []
         with self._lock:
-            self._check_open()
+            self.check_open()
             threshold = self._processor.now() - self._config.transaction_lease_ms
             due = [
                 seg
@@ -500,6 +555,76 @@ class SegmentContainer(ReadIndex):
         complete(wakeups)
         return [seg.name for seg in due]
 
+    # ------------------------------------------------------------------ state API (durability, eviction)
+    def set_data_factory(self, factory: Callable[[str, int], SegmentData] | None) -> None:
+        """Where new segments keep their bytes: ``factory(name, seq)`` (``None``: in memory)."""
+        self._data_factory = factory
+
+    def attach_log(self, log: OperationSink | None) -> None:
+        """Send every operation from now on to ``log`` before it applies (``None``: stop logging)."""
+        with self._lock:
+            self._processor.log = log
+
+    def set_cold(self, cold: ColdSegments | None) -> None:
+        """The evictor asked on a miss (reactivation) and on replay."""
+        self._evictor = cold
+
+    def snapshot_state(self) -> ContainerState:
+        """The processor's position and the active segments. Lock held. O(segments)."""
+        p = self._processor
+        return ContainerState(p.last_seq, p.last_timestamp, tuple(self._segments.values()))
+
+    def restore_state(self, state: ContainerState) -> None:
+        """Install recovered segments and continue after the state's sequence number and timestamp.
+
+        The container must hold no segment yet. O(segments).
+        """
+        with self._lock:
+            if self._segments:
+                raise SegmentStoreError(
+                    f"restore_state into a container that holds {len(self._segments)} segments already"
+                )
+            for seg in state.segments:
+                self._segments[seg.name] = seg
+            self._processor.restore_state(state.last_seq, state.last_timestamp)
+
+    def discard(self) -> None:
+        """Close every active segment's data and forget them (a failed recovery). O(segments)."""
+        with self._lock:
+            for seg in self._segments.values():
+                seg.data.close()
+            self._segments.clear()
+
+    def close_data(self) -> None:
+        """Close every active segment's data (the durable store's close). Lock held."""
+        for seg in self._segments.values():
+            seg.data.close()
+
+    def evict(self, name: str) -> Segment:
+        """Take ``name`` out of the active set and hand it to the caller (the evictor). Lock held. O(1)."""
+        return self._segments.pop(name)
+
+    def reinstate(self, seg: Segment, advance: bool) -> bool:
+        """Put an evicted segment back; with ``advance``, give it the advancer's update if it has
+        been idle past ``max_watermark_lag_ms`` (not counted as use). Returns whether it did. Lock held.
+        """
+        self._segments[seg.name] = seg
+        if (
+            advance
+            and not seg.sealed
+            and seg.parent is None
+            and not is_system_segment(seg.name)
+            and seg.last_write_time <= self._processor.now() - self._config.max_watermark_lag_ms
+        ):
+            self._update_attributes_locked(seg, {})  # no waiting reads on a segment just loaded
+            return True
+        return False
+
+    @property
+    def active_count(self) -> int:
+        """Segments in the active set. O(1)."""
+        return len(self._segments)
+
     # ------------------------------------------------------------------ recovery
     def replay(self, op: Operation) -> None:
         """Apply a logged operation again (recovery), with its recorded timestamp."""
@@ -507,7 +632,7 @@ class SegmentContainer(ReadIndex):
             if self._evictor is not None:
                 self._evictor.activate_for_replay(op)
             self._replay_locked(op)
-            self._processor.restore(op.seq, op.timestamp)
+            self._processor.restore_state(op.seq, op.timestamp)
 
     def _replay_locked(self, op: Operation) -> None:
         ts = op.timestamp
@@ -519,6 +644,7 @@ class SegmentContainer(ReadIndex):
                     f"replay: append to {op.name!r} at {op.offset}, but its length is {seg.length}"
                 )
             seg.data.append(op.data)
+            seg.length += len(op.data)
             seg.windex.record_write(seg.length, ts)
             seg.last_write_time = ts
             if op.writer_id is not None and op.event_number is not None:
@@ -543,7 +669,8 @@ class SegmentContainer(ReadIndex):
         if self._processor.log is not None:
             self._processor.log.write(op)
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise ``StoreClosedError`` after ``close``."""
         if self._closed:
             raise StoreClosedError("the segment store is closed")
 
@@ -560,6 +687,7 @@ class SegmentContainer(ReadIndex):
                 seg.futures = []
         complete(wake)
 
+    @checked
     def _check(self) -> None:
         """Assert the invariants of the container and every segment in it."""
         with self._lock:

@@ -24,14 +24,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from ..checks import checked
 from ..config import StoreConfig
+from .container import SegmentContainer
 from .operations import Append, CreateSegment, MergeTransaction, Operation
-from .segment import Segment, is_system_segment
-
-if TYPE_CHECKING:
-    from .container import SegmentContainer
+from .segment import Segment
 
 __all__ = ["ColdStore", "EvictionStats", "Evictor", "MemoryColdStore"]
 
@@ -86,6 +85,7 @@ class MemoryColdStore:
     def names(self) -> Iterator[str]:
         return iter(self._segments)
 
+    @checked
     def _check(self) -> None:
         for name, seg in self._segments.items():
             assert seg.name == name, f"cold segment stored under {name!r} is named {seg.name!r}"
@@ -103,7 +103,7 @@ class Evictor:
         self._evicted = 0
         self._reactivated = 0
         self._advanced = 0
-        container._evictor = self
+        container.set_cold(self)
 
     # ------------------------------------------------------------------ container hooks (lock held)
     def is_cold(self, name: object) -> bool:
@@ -122,18 +122,9 @@ class Evictor:
         """
         if name not in self.cold:
             return None
-        c = self._container
         seg = self.cold.load(name)
-        c._segments[name] = seg
         self._reactivated += 1
-        if (
-            advance
-            and not seg.sealed
-            and seg.parent is None
-            and not is_system_segment(name)
-            and seg.last_write_time <= c._processor.now() - self._config.max_watermark_lag_ms
-        ):
-            c._update_attributes_locked(seg, {})  # no waiting reads on a segment just loaded
+        if self._container.reinstate(seg, advance):
             self._advanced += 1
         return seg
 
@@ -148,7 +139,7 @@ class Evictor:
         else:
             names = (getattr(op, "name", ""),)
         for n in names:
-            if n not in self._container._segments:
+            if self._container.active(n) is None:
                 self.reactivate(n, advance=False)
 
     # ------------------------------------------------------------------ the pass
@@ -161,8 +152,8 @@ class Evictor:
         cfg = self._config
         out: list[str] = []
         with c.lock:
-            c._check_open()
-            proc = c._processor
+            c.check_open()
+            proc = c.processor
             now = proc.now()
             threshold = now - cfg.eviction_age_ms
             # A use is dated with the processor's last timestamp (no clock read on the hot
@@ -170,22 +161,21 @@ class Evictor:
             # (each pass re-dates those): date it ``now``, so a quiet store (no operation
             # stamped for a long time) does not evict what is being read.
             last = proc.last_timestamp
-            segments = c._segments
             victims = []
-            for s in segments.values():
+            for s in c.active_segments():
                 used = s.last_used
                 if used == last:
                     s.last_used = used = now
                 if used <= threshold and not s.futures:
                     victims.append(s)
-            excess = len(segments) - len(victims) - cfg.max_active_segments
+            excess = c.active_count - len(victims) - cfg.max_active_segments
             if excess > 0:
                 chosen = {id(s) for s in victims}
-                rest = (s for s in segments.values() if not s.futures and id(s) not in chosen)
+                rest = (s for s in c.active_segments() if not s.futures and id(s) not in chosen)
                 victims.extend(heapq.nsmallest(excess, rest, key=_last_used))
             for seg in victims:
-                self.cold.evict(seg)
-                del segments[seg.name]
+                self.cold.evict(seg)  # raises, changing nothing, if it cannot
+                c.evict(seg.name)
                 out.append(seg.name)
                 self._evicted += 1
         return out
@@ -193,16 +183,15 @@ class Evictor:
     @property
     def stats(self) -> EvictionStats:
         c = self._container
-        return EvictionStats(
-            len(c._segments), len(self.cold), self._evicted, self._reactivated, self._advanced
-        )
+        return EvictionStats(c.active_count, len(self.cold), self._evicted, self._reactivated, self._advanced)
 
+    @checked
     def _check(self) -> None:
         """Assert no segment is both active and cold, and the cold store's own invariants."""
         c = self._container
         with c.lock:
             for name in self.cold.names():
-                assert name not in c._segments, f"segment {name!r} is both active and evicted"
+                assert c.active(name) is None, f"segment {name!r} is both active and evicted"
             self.cold._check()
 
 

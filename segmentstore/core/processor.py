@@ -11,9 +11,10 @@ from __future__ import annotations
 import operator
 from typing import Protocol
 
-from ..attributes import INT64_MAX, INT64_MIN
+from ..checks import checked
 from ..clock import Clock
 from ..errors import InvalidClockError
+from ..limits import INT64_MAX, INT64_MIN
 from .operations import Operation
 
 __all__ = ["OperationProcessor", "OperationSink", "checked_now"]
@@ -54,14 +55,14 @@ class OperationSink(Protocol):
 class OperationProcessor:
     """Assigns sequence numbers and monotonic timestamps; forwards operations to the log."""
 
-    __slots__ = ("_clock", "_last_ts", "_seq", "log", "stamped")
+    __slots__ = ("_clock", "_last_ts", "_now", "_seq", "log")
 
     def __init__(self, clock: Clock, log: OperationSink | None = None) -> None:
         self._clock = clock
+        self._now = clock.now  # bound once: the stamp is on every append's path
         self._last_ts = INT64_MIN
         self._seq = 0
         self.log = log
-        self.stamped = 0
 
     @property
     def last_timestamp(self) -> int:
@@ -78,14 +79,14 @@ class OperationProcessor:
 
     def stamp(self) -> tuple[int, int]:
         """Give the next operation its ``(seq, timestamp)``. O(1)."""
-        now = self._clock.now()
+        now = self._now()
         if type(now) is not int or not INT64_MIN < now <= INT64_MAX:
             now = _refuse(self._clock, now)
-        if now > self._last_ts:
-            self._last_ts = now
-        self._seq += 1
-        self.stamped += 1
-        return self._seq, self._last_ts
+        last = self._last_ts
+        if now > last:
+            self._last_ts = last = now
+        seq = self._seq = self._seq + 1
+        return seq, last
 
     def stamp_many(self, count: int) -> tuple[int, int]:
         """``count`` operations at one timestamp (one clock reading): (first seq, timestamp). O(1).
@@ -95,15 +96,15 @@ class OperationProcessor:
         """
         seq, ts = self.stamp()
         self._seq += count - 1
-        self.stamped += count - 1
         return seq, ts
 
-    def restore(self, seq: int, timestamp: int) -> None:
+    def restore_state(self, seq: int, timestamp: int) -> None:
         """After recovery: continue after ``seq`` and never below ``timestamp``."""
         if seq > self._seq:
             self._seq = seq
         if timestamp > self._last_ts:
             self._last_ts = timestamp
 
+    @checked
     def _check(self) -> None:
         assert self._seq >= 0, f"sequence number went negative: {self._seq}"

@@ -3,17 +3,17 @@
 It serves bytes from a segment's data together with ``watermark_at(end of read)``,
 tracks future reads waiting at the tail and completes them on data, on a tail
 watermark increase, on seal or on their deadline, waits on many segments at once
-(``wait_any``), and answers ``watermark_at`` /
-``ingestion_time_at`` from each segment's ``WatermarkIndex``. ``SegmentContainer``
-inherits it; every method takes the container's lock, and waiting reads are completed
-only after the lock is released.
+(``wait_any``), and answers ``watermark_at`` / ``ingestion_time_at`` from each
+segment's ``WatermarkIndex``. It works on the segments of a ``SegmentTable`` (the
+container): every method takes the table's lock, and waiting reads are completed only
+after the lock is released. The container calls ``take_wakeups`` after a write.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -26,15 +26,66 @@ from .processor import checked_now
 from .segment import Segment
 from .validation import check_offset, quote
 
-__all__ = ["ReadIndex", "Wakeup", "tail_read", "complete"]
+__all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
 
 Wakeup = tuple[FutureRead, SegmentRead | BaseException]
 """A waiting read and what completes it: a read, or the error it fails with."""
 
 
+class SegmentTable(Protocol):
+    """The segments a read index serves (``SegmentContainer``): a lock and lookups under it."""
+
+    @property
+    def lock(self) -> threading.Lock: ...
+
+    def segment(self, name: str, use: bool = True) -> Segment:
+        """The segment (reactivated if evicted); raises if missing or closed. Lock held."""
+        ...
+
+    def active(self, name: str) -> Segment | None:
+        """The segment if it is in the active set, else ``None``; never raises. Lock held."""
+        ...
+
+    def active_segments(self) -> Iterable[Segment]:
+        """Every segment in the active set. Lock held."""
+        ...
+
+
 def tail_read(seg: Segment, offset: int) -> SegmentRead:
     """A zero-length read at (or beyond) the tail carrying the tail watermark. O(1)."""
     return SegmentRead(offset, b"", seg.last_write_time - 1, seg.sealed, True)
+
+
+def read_locked(seg: Segment, offset: int, max_length: int) -> SegmentRead:
+    """Up to ``max_length`` bytes at a checked ``offset`` with ``watermark_at`` their end. O(bytes)."""
+    length = seg.data.length
+    end = min(length, offset + max_length)
+    data = seg.data.read(offset, end - offset) if end > offset else b""
+    at_tail = end == length
+    wm = seg.last_write_time - 1 if at_tail else seg.windex.watermark_at(end)
+    return SegmentRead(offset, data, wm, at_tail and seg.sealed, at_tail)
+
+
+def take_wakeups(seg: Segment) -> list[Wakeup]:
+    """Future reads of ``seg`` that can complete now, removed from its list (lock held). O(waiting)."""
+    out: list[Wakeup] = []
+    keep: list[FutureRead] = []
+    tail_wm = seg.last_write_time - 1
+    length = seg.data.length
+    for f in seg.futures:
+        if f.done():
+            continue
+        if f.offset < length:
+            out.append((f, read_locked(seg, f.offset, f.max_length)))
+        elif seg.sealed and f.offset > length:
+            why = f"segment {seg.name!r}: read offset {f.offset} is beyond the length {length} (sealed)"
+            out.append((f, BadOffsetError(why, expected=length, actual=f.offset)))
+        elif seg.sealed or tail_wm > f.watermark:
+            out.append((f, tail_read(seg, f.offset)))
+        else:
+            keep.append(f)
+    seg.futures = keep
+    return out
 
 
 def complete(wakeups: list[Wakeup]) -> None:
@@ -52,14 +103,14 @@ def complete(wakeups: list[Wakeup]) -> None:
 
 
 class ReadIndex:
-    """Read-side operations of a container (mixed into ``SegmentContainer``)."""
+    """Read-side operations over the segments of a ``SegmentTable``. Thread-safe."""
 
-    _lock: threading.Lock
-    _clock: Clock
-    _segments: dict[str, Segment]
+    __slots__ = ("_clock", "_lock", "_table")
 
-    def _get(self, name: str, use: bool = True) -> Segment:  # provided by the container
-        raise NotImplementedError
+    def __init__(self, table: SegmentTable, clock: Clock) -> None:
+        self._table = table
+        self._lock = table.lock
+        self._clock = clock
 
     # ------------------------------------------------------------------ checks
     @staticmethod
@@ -97,19 +148,10 @@ class ReadIndex:
         watermark; at the end of a sealed segment it also has ``end_of_segment``.
         """
         with self._lock:
-            seg = self._get(name)
+            seg = self._table.segment(name)
             self._check_position(seg, offset, "read offset")
             self._check_length(seg, max_length)
-            return self._read_locked(seg, offset, max_length)
-
-    @staticmethod
-    def _read_locked(seg: Segment, offset: int, max_length: int) -> SegmentRead:
-        length = seg.data.length
-        end = min(length, offset + max_length)
-        data = seg.data.read(offset, end - offset) if end > offset else b""
-        at_tail = end == length
-        wm = seg.last_write_time - 1 if at_tail else seg.windex.watermark_at(end)
-        return SegmentRead(offset, data, wm, at_tail and seg.sealed, at_tail)
+            return read_locked(seg, offset, max_length)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
@@ -125,7 +167,7 @@ class ReadIndex:
                 f"segment {quote(name)}: timeout_ms must be an int >= 0 or None, got {timeout_ms!r}"
             )
         with self._lock:
-            seg = self._get(name)
+            seg = self._table.segment(name)
             if type(offset) is not int or offset < 0:
                 check_offset(name, "read offset", offset)
             self._check_length(seg, max_length)
@@ -135,7 +177,7 @@ class ReadIndex:
             deadline = None if timeout_ms is None else now + timeout_ms
             fut = FutureRead(name, offset, max_length, seg.tail_watermark(), deadline, self._expire)
             if offset < seg.length:
-                fut.set_result(self._read_locked(seg, offset, max_length))
+                fut.set_result(read_locked(seg, offset, max_length))
             elif seg.sealed or timeout_ms == 0:
                 fut.set_result(tail_read(seg, offset))
             else:
@@ -154,7 +196,7 @@ class ReadIndex:
             ready = self._ready(reqs)
             if not ready:
                 for name, offset, wm in reqs:
-                    seg = self._get(name)
+                    seg = self._table.segment(name)
                     part = FutureRead(name, offset, 0, wm, None, self._expire)
                     seg.futures.append(part)
                     fut.parts.append(part)
@@ -170,7 +212,7 @@ class ReadIndex:
         out = []
         for i, (name, offset, wm) in enumerate(reqs):
             try:
-                seg = self._get(name, use=False)
+                seg = self._table.segment(name, use=False)
             except SegmentNotFoundError:
                 out.append(i)
                 continue
@@ -195,35 +237,14 @@ class ReadIndex:
         """Take ``fut``'s waiting reads off their segments. O(waiting reads of those segments)."""
         with self._lock:
             for part in fut.parts:
-                seg = self._segments.get(part.segment)
+                seg = self._table.active(part.segment)
                 if seg is not None and part in seg.futures:
                     seg.futures.remove(part)
-
-    def _wakeups(self, seg: Segment) -> list[Wakeup]:
-        """Future reads of ``seg`` that can complete now, removed from its list. O(waiting)."""
-        out: list[Wakeup] = []
-        keep: list[FutureRead] = []
-        tail_wm = seg.last_write_time - 1
-        length = seg.data.length
-        for f in seg.futures:
-            if f.done():
-                continue
-            if f.offset < length:
-                out.append((f, self._read_locked(seg, f.offset, f.max_length)))
-            elif seg.sealed and f.offset > length:
-                why = f"segment {seg.name!r}: read offset {f.offset} is beyond the length {length} (sealed)"
-                out.append((f, BadOffsetError(why, expected=length, actual=f.offset)))
-            elif seg.sealed or tail_wm > f.watermark:
-                out.append((f, tail_read(seg, f.offset)))
-            else:
-                keep.append(f)
-        seg.futures = keep
-        return out
 
     def _expire(self, fut: FutureRead) -> None:
         """Complete ``fut`` now with a zero-length read at the current tail watermark."""
         with self._lock:
-            seg = self._segments.get(fut.segment)
+            seg = self._table.active(fut.segment)
             if seg is not None and fut in seg.futures:
                 seg.futures.remove(fut)
                 wake: list[Wakeup] = [(fut, tail_read(seg, fut.offset))]
@@ -236,7 +257,7 @@ class ReadIndex:
         now = checked_now(self._clock)
         wake: list[Wakeup] = []
         with self._lock:
-            for seg in self._segments.values():
+            for seg in self._table.active_segments():
                 if not seg.futures:
                     continue
                 keep = []
@@ -255,7 +276,7 @@ class ReadIndex:
     def watermark_at(self, name: str, offset: int) -> int:
         """DESIGN §1 ``watermark_at``: ``ingestion_time_at(offset) - 1``, or the tail's. O(log n)."""
         with self._lock:
-            seg = self._get(name, use=False)
+            seg = self._table.segment(name, use=False)
             o = self._check_position(seg, offset, "offset")
             if o == seg.length:
                 return seg.last_write_time - 1
@@ -264,7 +285,7 @@ class ReadIndex:
     def ingestion_time_at(self, name: str, offset: int) -> int:
         """Timestamp of the append or merge that wrote byte ``offset``. O(log n)."""
         with self._lock:
-            seg = self._get(name, use=False)
+            seg = self._table.segment(name, use=False)
             o = self._check_position(seg, offset, "offset", end_ok=False)
             return seg.windex.ingestion_time_at(o)
 
@@ -277,7 +298,7 @@ class ReadIndex:
             )
         arr = arr.astype(np.int64, copy=False)
         with self._lock:
-            seg = self._get(name, use=False)
+            seg = self._table.segment(name, use=False)
             if arr.size:
                 self._check_position(seg, int(arr.min()), "offset")
                 self._check_position(seg, int(arr.max()), "offset")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..attributes import CREATION_TIME, LAST_WRITE_TIME
+from ..checks import checked
 from ..future_read import FutureRead
 from ..results import SegmentInfo
 from .storage import MemorySegmentData, SegmentData
@@ -31,6 +32,7 @@ class Segment:
         "futures",
         "last_used",
         "last_write_time",
+        "length",
         "name",
         "parent",
         "sealed",
@@ -52,6 +54,8 @@ class Segment:
         self.last_write_time = timestamp
         self.attributes: dict[int, int] = {}
         self.data: SegmentData = data if data is not None else MemorySegmentData()
+        self.length = self.data.length
+        """The end offset, kept by the container with every write (the hot path reads no property)."""
         self.windex = windex if windex is not None else WatermarkIndex(timestamp, self.data.length)
         self.futures: list[FutureRead] = []
         self.last_used = timestamp
@@ -59,10 +63,6 @@ class Segment:
     @property
     def is_transaction(self) -> bool:
         return self.parent is not None
-
-    @property
-    def length(self) -> int:
-        return self.data.length
 
     @property
     def start_offset(self) -> int:
@@ -92,10 +92,12 @@ class Segment:
         """``LAST_WRITE_TIME - 1``: the watermark at the tail. O(1)."""
         return self.last_write_time - 1
 
+    @checked
     def _check(self) -> None:
         """Assert this segment's invariants (for stress and property tests)."""
         w = self.windex
         w._check()
+        assert self.length == self.data.length, f"{self.name}: length {self.length} != {self.data.length}"
         assert w.length == self.data.length, (
             f"{self.name}: index length {w.length} != data length {self.data.length}"
         )

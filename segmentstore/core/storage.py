@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 __all__ = ["SegmentData", "MemorySegmentData"]
@@ -30,12 +31,14 @@ class SegmentData(Protocol):
 class MemorySegmentData:
     """Segment bytes in one ``bytearray``. Append O(len) amortised, read O(n), truncate amortised O(1)."""
 
-    __slots__ = ("_base", "_buf", "_start")
+    __slots__ = ("_base", "_buf", "_start", "append")
 
     def __init__(self, start_offset: int = 0) -> None:
         self._buf = bytearray()
         self._base = start_offset  # segment offset of self._buf[0]
         self._start = start_offset
+        self.append: Callable[[bytes], None] = self._buf.extend
+        """Append ``data``: the buffer's own ``extend``, so a single append calls C directly. O(len)."""
 
     @property
     def start_offset(self) -> int:
@@ -44,9 +47,6 @@ class MemorySegmentData:
     @property
     def length(self) -> int:
         return self._base + len(self._buf)
-
-    def append(self, data: bytes) -> None:
-        self._buf += data
 
     def read(self, offset: int, n: int) -> bytes:
         i = offset - self._base
@@ -62,6 +62,7 @@ class MemorySegmentData:
 
     def close(self) -> None:
         self._buf = bytearray()
+        self.append = self._buf.extend
 
     def nbytes(self) -> int:
         return len(self._buf)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..attributes import INT64_MAX, INT64_MIN, is_core_attribute
+from ..attributes import is_core_attribute
 from ..errors import InvalidArgumentError
+from ..limits import INT64_MAX, INT64_MIN
 
 __all__ = ["quote", "check_name", "check_offset", "check_writer", "as_bytes"]
 

@@ -29,6 +29,8 @@ from typing import NoReturn, SupportsIndex, cast
 import numpy as np
 import numpy.typing as npt
 
+from ..checks import checked
+
 __all__ = ["WatermarkIndex"]
 
 _I64 = np.dtype(np.int64)
@@ -190,22 +192,26 @@ class WatermarkIndex:
             raise ValueError(f"end_offset {end} is not beyond the length {self._length}")
         if ts < self._tail:
             raise ValueError(f"timestamp {ts} is before the tail time {self._tail}")
+        if ts > _I64_MAX:
+            raise ValueError(f"timestamp {ts} is outside the int64 range")
+        self.record_write_trusted(end, ts)
+
+    def record_write_trusted(self, end: int, ts: int) -> None:
+        """``record_write`` for a caller that guarantees ``length < end <= INT64_MAX`` and
+        ``tail_time <= ts <= INT64_MAX``, both ints (the container, stamping with its processor).
+        O(1) amortised; no checks, so a single append pays for none twice."""
         wm = ts - 1
         n = self._n
-        try:
-            if wm == self._merge_wm:  # same ts as the last write: extend its entry
-                self._om[n - 1] = end - 1
-            else:
-                if n == self._offs.shape[0]:
-                    self._realloc(1)
-                    n = self._n
-                self._wv[n] = wm  # slot n is not in use until _n moves
-                self._om[n] = end - 1
-                self._n = n + 1
-                self._merge_wm = wm
-        except ValueError:  # a Python int timestamp beyond int64 (numpy ints: checked by _int)
-            _int(ts, "timestamp")
-            raise
+        if wm == self._merge_wm:  # same ts as the last write: extend its entry
+            self._om[n - 1] = end - 1
+        else:
+            if n == self._offs.shape[0]:
+                self._realloc(1)
+                n = self._n
+            self._wv[n] = wm  # slot n is not in use until _n moves
+            self._om[n] = end - 1
+            self._n = n + 1
+            self._merge_wm = wm
         self._length = end
         self._tail = ts
 
@@ -438,7 +444,7 @@ class WatermarkIndex:
         return self._offs[self._h : self._n].copy(), self._wms[self._h : self._n].copy()
 
     @classmethod
-    def from_state(
+    def restore_state(
         cls,
         creation_time: SupportsIndex,
         start_offset: SupportsIndex,
@@ -477,6 +483,7 @@ class WatermarkIndex:
 
     # ------------------------------------------------------------------ invariants
 
+    @checked
     def _check(self) -> None:
         """Assert every invariant; AssertionError names the broken one. O(n)."""
 

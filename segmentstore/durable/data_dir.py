@@ -28,9 +28,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checks import checked
 from ..clock import monotonic_s
 from ..config import StoreConfig
-from ..core.container import SegmentContainer
+from ..core.container import ContainerState, SegmentContainer
 from ..core.operations import Operation
 from ..core.segment import Segment
 from ..errors import DataCorruptionError, InvalidArgumentError, StoreLockedError
@@ -40,13 +41,13 @@ from .snapshot import (
     ColdRef,
     SegmentState,
     Snapshot,
-    capture_segment,
     decode_blob,
     decode_segment_state,
     encode_blob,
     encode_segment_state,
     load_latest_snapshot,
     restore_segment,
+    snapshot_segment,
     write_atomic,
     write_snapshot,
 )
@@ -112,7 +113,7 @@ class DurableStore:
         self._snapshots = 0
         self._closed = False
         self.recovery = RecoveryStats(None, 0, 0, 0.0)
-        container._data_factory = self._new_data
+        container.set_data_factory(self._new_data)
 
     def data_path(self, file_id: int) -> Path:
         return self._seg_dir / f"{file_id:016x}.dat"
@@ -129,25 +130,25 @@ class DurableStore:
             snap = load_latest_snapshot(self.dir)
             after = 0
             if snap is not None:
-                with c.lock:
-                    for st in snap.segments:
-                        data = FileSegmentData(
-                            self.cache,
-                            st.file_id,
-                            self.data_path(st.file_id),
-                            base=st.base,
-                            start_offset=st.start_offset,
-                            length=st.length,
+                segments = []
+                for st in snap.segments:
+                    data = FileSegmentData(
+                        self.cache,
+                        st.file_id,
+                        self.data_path(st.file_id),
+                        base=st.base,
+                        start_offset=st.start_offset,
+                        length=st.length,
+                    )
+                    segments.append(restore_segment(st, data))
+                c.restore_state(ContainerState(snap.seq, snap.timestamp, tuple(segments)))
+                for ref in snap.cold:
+                    if not (self._cold_dir / ref.state_file).is_file():
+                        raise DataCorruptionError(
+                            f"snapshot {snap.seq}: state file {self._cold_dir / ref.state_file} "
+                            f"of evicted segment {ref.name!r} is missing"
                         )
-                        c._segments[st.name] = restore_segment(st, data)
-                    for ref in snap.cold:
-                        if not (self._cold_dir / ref.state_file).is_file():
-                            raise DataCorruptionError(
-                                f"snapshot {snap.seq}: state file {self._cold_dir / ref.state_file} "
-                                f"of evicted segment {ref.name!r} is missing"
-                            )
-                        self.cold._refs[ref.name] = ref
-                    c._processor.restore(snap.seq, snap.timestamp)
+                    self.cold._refs[ref.name] = ref
                 after = self._last_seq = snap.seq
             replayed = 0
             for op in scan_log(self.dir / "log", after):
@@ -156,14 +157,11 @@ class DurableStore:
                 replayed += 1
             self._log = OpLog(self.dir / "log", self._config.sync, self._config.sync_interval_ms)
         except BaseException:
-            with c.lock:
-                for seg in c._segments.values():
-                    seg.data.close()
-                c._segments.clear()
+            c.discard()
             self._release()
             raise
         self._since = replayed
-        c._processor.log = self
+        c.attach_log(self)
         self.recovery = RecoveryStats(
             None if snap is None else snap.seq,
             0 if snap is None else len(snap.segments),
@@ -195,8 +193,8 @@ class DurableStore:
     def _snapshot_locked(self) -> None:
         log = self._log
         assert log is not None
-        c = self._container
-        for seg in c._segments.values():
+        state = self._container.snapshot_state()
+        for seg in state.segments:
             _file_data(seg).sync()
         for path in list(self._unsynced):
             _fsync_path(path)
@@ -204,11 +202,11 @@ class DurableStore:
         fsync_dir(self._cold_dir)
         fsync_dir(self._seg_dir)
         states = []
-        for seg in c._segments.values():
+        for seg in state.segments:
             d = _file_data(seg)
-            states.append(capture_segment(seg, d.key, d.base))
+            states.append(snapshot_segment(seg, d.key, d.base))
         cold = tuple(self.cold._refs.values())
-        snap = Snapshot(self._last_seq, c._processor.last_timestamp, tuple(states), cold)
+        snap = Snapshot(self._last_seq, state.last_timestamp, tuple(states), cold)
         write_snapshot(self.dir, snap)
         self._snapshots += 1
         self._since = 0
@@ -235,15 +233,14 @@ class DurableStore:
         self._closed = True
         c = self._container
         try:
+            c.attach_log(None)  # the store closed the container first: nothing is logged any more
             with c.lock:
                 if self._log is not None and self._since > 0:
                     try:
                         self._snapshot_locked()
                     except Exception:
                         _log.exception("final snapshot of %s failed; recovery will replay the log", self.dir)
-                c._processor.log = None
-                for seg in c._segments.values():
-                    seg.data.close()
+                c.close_data()
         finally:
             if self._log is not None:
                 self._log.close()
@@ -275,6 +272,7 @@ class DurableStore:
             self.recovery,
         )
 
+    @checked
     def _check(self) -> None:
         """Assert the log, the cache and every open data file agree with the container."""
         c = self._container
@@ -283,7 +281,7 @@ class DurableStore:
                 self._log._check()
             self.cache._check()
             assert self.cache.used <= self.cache.capacity or self.cache._dirty, "cache over capacity"
-            for seg in c._segments.values():
+            for seg in c.active_segments():
                 if not self._closed:
                     _file_data(seg)._check()
 
@@ -299,8 +297,8 @@ class DiskColdStore:
         d = self._durable
         data = _file_data(seg)
         data.flush()
-        st = capture_segment(seg, data.key, data.base)
-        seq = d._container._processor.last_seq
+        st = snapshot_segment(seg, data.key, data.base)
+        seq = d._container.processor.last_seq
         k = 0
         while True:
             path = d._cold_dir / f"{data.key:016x}-{seq:016x}-{k}.state"
@@ -351,6 +349,7 @@ class DiskColdStore:
     def names(self) -> list[str]:
         return list(self._refs)
 
+    @checked
     def _check(self) -> None:
         for name, ref in self._refs.items():
             assert ref.name == name, f"cold reference stored under {name!r} names {ref.name!r}"

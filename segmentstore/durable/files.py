@@ -20,6 +20,7 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
+from ..checks import checked
 from ..errors import DataCorruptionError, SegmentStoreError
 
 __all__ = ["BLOCK_BYTES", "SegmentCache", "FileSegmentData"]
@@ -102,6 +103,7 @@ class SegmentCache:
             if not seg.flush(raise_errors=False):
                 break  # the file cannot be written now; the tail stays in memory
 
+    @checked
     def _check(self) -> None:
         """Assert the accounting adds up."""
         total = sum(len(b) for b in self._blocks.values())
@@ -276,6 +278,7 @@ class FileSegmentData:
         """Bytes this segment holds in memory (tail and cached blocks). O(its blocks)."""
         return len(self._tail) + self._cache.segment_bytes(self.key)
 
+    @checked
     def _check(self) -> None:
         assert self._base <= self._start <= self.length, f"{self.path}: bad start offset"
         if self._fd >= 0:

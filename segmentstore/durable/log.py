@@ -35,6 +35,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..checks import checked
 from ..clock import monotonic_s
 from ..config import SyncPolicy
 from ..core.operations import Operation
@@ -272,6 +273,7 @@ class OpLog:
                     self._fd = -1
         self._closed = True
 
+    @checked
     def _check(self) -> None:
         """Assert the writer's position matches the file on disk."""
         if self._fd >= 0 and self._broken is None:

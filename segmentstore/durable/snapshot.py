@@ -30,7 +30,7 @@ __all__ = [
     "SegmentState",
     "ColdRef",
     "Snapshot",
-    "capture_segment",
+    "snapshot_segment",
     "restore_segment",
     "encode_blob",
     "decode_blob",
@@ -87,7 +87,7 @@ class Snapshot:
     cold: tuple[ColdRef, ...]
 
 
-def capture_segment(seg: Segment, file_id: int, base: int) -> SegmentState:
+def snapshot_segment(seg: Segment, file_id: int, base: int) -> SegmentState:
     """The state of ``seg`` (its bytes must be synced separately). O(index entries)."""
     offsets, wms = seg.windex.entries()
     return SegmentState(
@@ -110,7 +110,7 @@ def capture_segment(seg: Segment, file_id: int, base: int) -> SegmentState:
 def restore_segment(st: SegmentState, data: Any) -> Segment:
     """Rebuild a segment from its state over ``data`` (a ``SegmentData`` of ``st.length`` bytes)."""
     try:
-        windex = WatermarkIndex.from_state(
+        windex = WatermarkIndex.restore_state(
             st.creation_time,
             st.start_offset,
             st.length,

@@ -1,12 +1,15 @@
 """The command registry of the wire protocol: every command, its arguments, and how they travel.
 
-Dispatch on both sides is driven by ``COMMANDS``: the server calls the
-``EmbeddedClient`` method of the command's name (or a special handler), and
-``RemoteClient`` encodes a call with ``encode_args``. A command's arguments default to
-the parameters of the ``SegmentStoreClient`` method of the same name, and every frozen
-dataclass or enum its type hints mention is registered as a wire type. So adding a
-client method to the remote side is one ``register_command`` line here plus a one-line
-``RemoteClient`` method. See ``segmentstore.net.protocol`` for the frame format.
+Derived from the client interface (``segmentstore.client.interface``): one command per
+method of ``SegmentClient`` and ``StreamClient``, its arguments the method's
+parameters, ``idempotent`` from the interface's mark, a ``Sequence[bytes]`` argument
+sent raw as the payload; every frozen dataclass or enum the hints mention is registered
+as a wire type. Besides those, the connection's own commands (``hello``, ``ping``) and
+the pipelined ``append`` (``segmentstore.client.append_pipeline``). Dispatch on both
+sides is driven by ``COMMANDS``: the server calls the ``EmbeddedClient`` method of the
+command's name (or a special handler), ``RemoteClient`` encodes a call with
+``encode_args``. So a new interface method is a command at once; the remote client
+adds a one-line typed method. See ``segmentstore.net.protocol`` for the frame format.
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ from __future__ import annotations
 import inspect
 import itertools
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, is_dataclass
 from typing import Any
 
-from ..client.embedded import SegmentStoreClient
+from ..client.interface import SegmentStoreClient, is_idempotent, wire_methods
 from ..errors import ProtocolError
 from ..results import AppendResult, SegmentRead
 from .protocol import decode_error, error_header, register_type, wire_type
@@ -84,11 +88,15 @@ def register_command(
     """Add a command; by default its args are the ``SegmentStoreClient`` method's parameters."""
     if params is None:
         method = getattr(SegmentStoreClient, name)
-        for hint in typing.get_type_hints(method).values():
+        hints = typing.get_type_hints(method)
+        for hint in hints.values():
             _register_hinted(hint)
         sig = inspect.signature(method)
         ps = [p for p in sig.parameters.values() if p.name != "self"]
         params = {p.name: p.default is inspect.Parameter.empty for p in ps}
+        idempotent = idempotent or is_idempotent(method)
+        if payload_list is None:
+            payload_list = next((p for p in params if hints.get(p) == Sequence[bytes]), None)
     cmd = Command(
         name,
         tuple(params),
@@ -209,38 +217,11 @@ def decode_read(result: Any, payload: bytes) -> SegmentRead:
 
 register_command("hello", params={"version": True, "token": False, "client": False, "max_frame_bytes": False})
 register_command("ping", idempotent=True, params={})
-register_command(
+register_command(  # the append pipeline's frames: many appends of one segment, sizes split the payload
     "append",
     raw_payload=True,
     params={"name": True, "sizes": True, "eo": False, "wid": False, "ev": False},
 )
-register_command("create_segment")
-register_command("create_transaction")
-register_command("append_batch", payload_list="events")
-register_command("merge_transaction")
-register_command("seal")
-register_command("truncate", idempotent=True)
-register_command("delete")
-register_command("get_info", idempotent=True)
-register_command("exists", idempotent=True)
-register_command("update_attributes")
-register_command("get_attributes", idempotent=True)
-register_command("read", idempotent=True)
-register_command("wait_any", idempotent=True)
-register_command("watermark_at", idempotent=True)
-register_command("ingestion_time_at", idempotent=True)
-register_command("watermarks_at", idempotent=True)
-# stream metadata (Pravega's controller); the result types register from the method hints
-register_command("create_stream")
-register_command("get_stream", idempotent=True)
-register_command("list_streams", idempotent=True)
-register_command("scale_stream")
-register_command("get_segment", idempotent=True)
-register_command("get_successors", idempotent=True)
-register_command("get_head_cut", idempotent=True)
-register_command("get_tail_cut", idempotent=True)
-register_command("seal_stream", idempotent=True)
-register_command("delete_stream")
-register_command("begin_transaction")
-register_command("commit_transaction")
-register_command("abort_transaction", idempotent=True)
+for _name, _ in wire_methods():
+    if _name != "append":  # travels as the pipeline's ``append`` above
+        register_command(_name)

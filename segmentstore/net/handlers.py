@@ -13,10 +13,11 @@ import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..attributes import INT64_MAX, INT64_MIN, is_core_attribute
+from ..attributes import is_core_attribute
 from ..client.embedded import EmbeddedClient
 from ..errors import InvalidArgumentError, ProtocolError
 from ..future_read import FutureRead
+from ..limits import INT64_MAX, INT64_MIN
 from ..results import SegmentRead
 from ..wait_any import ReadyFuture
 from .commands import COMMANDS, decode_args, encode_append_result, encode_read

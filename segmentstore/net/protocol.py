@@ -162,8 +162,13 @@ _TYPES: dict[str, type] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _is_named_tuple(cls: Any) -> bool:
+    fields_ = getattr(cls, "_fields", None)
+    return isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields_, tuple)
+
+
 def register_type(cls: type) -> type:
-    """Allow a frozen dataclass or an enum on the wire (by its class name). Idempotent."""
+    """Allow a frozen dataclass, a ``NamedTuple`` or an enum on the wire (by its class name). Idempotent."""
     name = cls.__name__
     other = _TYPES.get(name)
     if other is cls:
@@ -173,18 +178,24 @@ def register_type(cls: type) -> type:
     if isinstance(cls, type) and issubclass(cls, enum.Enum):
         _TYPES[name] = cls
         return cls
+    if _is_named_tuple(cls):
+        _TYPES[name] = cls
+        _FIELDS[cls] = tuple(cls._fields)  # type: ignore[attr-defined]
+        return cls
     params = getattr(cls, "__dataclass_params__", None)
     if not is_dataclass(cls) or params is None or not params.frozen:
-        raise ValueError(f"protocol: {cls!r} is neither a frozen dataclass nor an enum")
+        raise ValueError(f"protocol: {cls!r} is neither a frozen dataclass, a NamedTuple nor an enum")
     _TYPES[name] = cls
     _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)
     return cls
 
 
 def wire_type(obj: Any) -> bool:
-    """Whether ``obj`` is a class that can be registered: a frozen dataclass or an enum."""
+    """Whether ``obj`` is a class that can be registered: a frozen dataclass, a ``NamedTuple`` or an enum."""
     return isinstance(obj, type) and (
-        issubclass(obj, enum.Enum) or (is_dataclass(obj) and obj.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+        issubclass(obj, enum.Enum)
+        or _is_named_tuple(obj)
+        or (is_dataclass(obj) and obj.__dataclass_params__.frozen)  # type: ignore[attr-defined]
     )
 
 

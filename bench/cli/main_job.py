@@ -16,9 +16,10 @@ from pathlib import Path
 
 from segmentstore import SegmentStore
 
-from .sim.commands import DEFAULT_RUNS_DIR, fmt_ms, prepare_output_dir, run_with_progress
-from .sim.runner import SimResult, write_result
-from .sim.scenario import load_scenario
+from ..sim.engine import write_result
+from ..sim.result import SimResult
+from ..sim.scenario import load_scenario
+from ..sim.simulate import DEFAULT_RUNS_DIR, fmt_ms, prepare_output_dir, run_with_progress
 
 __all__ = ["DEMO_SCENARIO", "run_demo", "report_lines"]
 

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .sim.commands import DEFAULT_RUNS_DIR, prepare_output_dir
-from .sim.errors import OutputError, ScenarioError, SweepError
-from .sim.runner import run_scenario
-from .sim.scenario import apply_overrides, parse_override, scenario_from_dict, scenario_path
+from ..scenarios.yaml_specs import find, read_mapping, shipped
+from .engine import run_scenario
+from .errors import OutputError, ScenarioError, SweepError
+from .scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
+from .simulate import DEFAULT_RUNS_DIR, prepare_output_dir
 
 __all__ = ["Sweep", "load_sweep", "sweep_points", "run_point", "run_experiment", "METRICS", "shipped_sweeps"]
 
@@ -64,34 +63,23 @@ class Sweep:
 
 
 def shipped_sweeps() -> list[str]:
-    from importlib import resources
-
-    root = resources.files("bench") / "scenarios" / "sweeps"
-    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".yaml"))
+    """Names of the sweeps shipped in ``bench/scenarios/sweeps``, sorted."""
+    return list(shipped("sweeps"))
 
 
 def _sweep_path(name_or_path: str) -> Path:
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
-    if name_or_path in shipped_sweeps():
-        from importlib import resources
-
-        return Path(str(resources.files("bench") / "scenarios" / "sweeps" / f"{name_or_path}.yaml"))
-    raise SweepError(
-        f"unknown sweep {name_or_path!r}: not a file and not one of {', '.join(shipped_sweeps())}"
-    )
+    path = find(name_or_path, "sweeps")
+    if path is None:
+        raise SweepError(
+            f"unknown sweep {name_or_path!r}: not a file and not one of {', '.join(shipped_sweeps())}"
+        )
+    return path
 
 
 def load_sweep(name_or_path: str) -> Sweep:
     """Read and validate a sweep file (a shipped name or a path)."""
     path = _sweep_path(name_or_path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise SweepError(f"cannot read sweep {str(path)!r}: {e}") from None
-    if not isinstance(data, Mapping):
-        raise SweepError(f"sweep {str(path)!r} must be a mapping")
+    data = read_mapping(path, "sweep", SweepError)
     unknown = sorted(set(data) - {"name", "description", "base", "seed", "set", "grid"})
     if unknown:
         raise SweepError(f"sweep {str(path)!r}: unknown key {unknown[0]!r}")
@@ -101,8 +89,7 @@ def load_sweep(name_or_path: str) -> Sweep:
     base_ref = str(data["base"])
     rel = path.parent / base_ref
     try:
-        base_file = rel if rel.is_file() else scenario_path(base_ref)
-        base = yaml.safe_load(base_file.read_text(encoding="utf-8"))
+        base = load_scenario_data(rel if rel.is_file() else base_ref)
     except ScenarioError as e:
         raise SweepError(f"sweep {str(path)!r}: base: {e}") from None
     grid = data["grid"]

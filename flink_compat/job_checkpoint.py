@@ -4,6 +4,16 @@ A ``JobCheckpoint`` is an immutable in-memory object; ``to_json``/``from_json`` 
 it when every value in operator state is JSON-representable through ``encode_state``
 (None, bool, int, float, str, bytes, list, tuple, dict, and the frozen types below).
 Nothing is ever unpickled.
+
+Vocabulary (one spelling across the project): every stateful part of a job captures its
+state as a frozen ``...State`` value with ``snapshot_state()`` and takes it back on a
+fresh instance with ``restore_state(state)``; ``to_json``/``from_json`` only persist such
+values. These are Flink's names (``CheckpointedFunction.snapshotState``, operator
+``restoreState``), which stream-processing users already know, and they do not clash
+with the two domain meanings nearby: a *checkpoint* is the reader-group marker through
+the stream (``ReaderGroup.initiate_checkpoint``) and the job-wide ``JobRunner.checkpoint()``
+that aligns on it and collects every part's state; ``SegmentStore.snapshot()`` writes a
+disk snapshot of the store and truncates its log.
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class OperatorState:
-    """One operator's snapshot: its kind (class name), current watermark and its own data."""
+    """One operator's state: its kind (class name), current watermark and its own data."""
 
     kind: str
     current_watermark: int
@@ -36,7 +46,7 @@ class OperatorState:
 
 @dataclass(frozen=True, slots=True)
 class SubtaskState:
-    """One source subtask's snapshot: the last watermark it emitted and whether it was idle."""
+    """One source subtask's state: the last watermark it emitted and whether it was idle."""
 
     index: int
     last_watermark: int

@@ -11,7 +11,7 @@ Rows (all measured in one run):
 - ``simpy scheduling``: the same SimPy processes and timeouts with no work in them:
   the share of the batched run's wall time that is SimPy's scheduling.
 
-Run ``python -m bench.bench_sim [--quick]``; ``run(quick)`` returns the rows.
+Run ``python -m bench.perf.bench_sim [--quick | --tiny]``; ``run(size)`` returns the rows.
 """
 
 from __future__ import annotations
@@ -24,9 +24,11 @@ import simpy
 
 from segmentstore.clock import monotonic_s
 
-from .runner import Row, module_main, row
-from .sim.runner import run_scenario
-from .sim.scenario import Scenario, scenario_from_dict
+from ..sim.engine import run_scenario
+from ..sim.result import SimResult
+from ..sim.scenario import Scenario, scenario_from_dict
+from .errors import BenchmarkError
+from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "bench_scenario", "GOAL_EVENTS_PER_S"]
 
@@ -70,14 +72,25 @@ def bench_scenario(
     )
 
 
+def _check(result: SimResult) -> SimResult:
+    """Events were delivered, each once, none late by ingestion time, watermarks monotonic (DESIGN §4)."""
+    ev, name = result.summary["events"], result.scenario.name
+    if not 0 < ev["delivered"] == ev["unique"] <= ev["written"] or ev["duplicates"] or ev["late_ingestion"]:
+        raise BenchmarkError(f"{name}: wrong delivery {ev}")
+    if not result.summary["watermark"]["monotonic"]:
+        raise BenchmarkError(f"{name}: the group watermark went back")
+    return result
+
+
 def _timed(sc: Scenario) -> tuple[float, int, float, float]:
-    """(wall s after set-up, events delivered, simulated s, set-up wall s) of one run, GC off."""
+    """(wall s after set-up, events delivered, simulated s, set-up wall s) of one run, GC off; checked."""
     gc.collect()
     gc.disable()
     try:
         result = run_scenario(sc)
     finally:
         gc.enable()
+    _check(result)
     return (
         result.wall_s - result.setup_wall_s,
         result.events_delivered,
@@ -107,17 +120,24 @@ def _simpy_only(sc: Scenario) -> float:
     return monotonic_s() - t0
 
 
-def run(quick: bool = False) -> list[Row]:
+def _scenarios(size: Size) -> tuple[Scenario, Scenario]:
+    """The batched and the per-event scenario at ``size`` (the per-event one at 1/20 of the rate)."""
+    duration = sized(size, 1_500, 2_000, 5_000)
+    rate = sized(size, 100_000.0, 1_000_000.0, 1_000_000.0)
+    return (
+        bench_scenario(rate_per_s=rate, duration_ms=duration),
+        bench_scenario(rate_per_s=rate / 20, duration_ms=duration, api="event_writer"),
+    )
+
+
+def run(size: Size = "full") -> list[Row]:
     """Measure the simulator; rows of name/value/unit/ratio_vs/ratio."""
-    duration = 2_000 if quick else 5_000
-    rate = 1_000_000.0
     run_scenario(
         bench_scenario(segments=8, readers=2, writers=2, keys_per_writer=8, duration_ms=500)
     )  # warm up
-    batched = bench_scenario(rate_per_s=rate, duration_ms=duration)
+    batched, per_event = _scenarios(size)
     wall, events, sim_s, setup = _timed(batched)
     eps = events / wall
-    per_event = bench_scenario(rate_per_s=rate / 20, duration_ms=duration, api="event_writer")
     wall_e, events_e, _, _ = _timed(per_event)
     eps_e = events_e / wall_e
     simpy_s = _simpy_only(batched)
@@ -154,8 +174,25 @@ def run(quick: bool = False) -> list[Row]:
     ]
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def test_sim_batched(benchmark: Any, bench_size: Size) -> None:
+    sc = _scenarios(bench_size)[0]
+    _check(run_scenario(sc))
+    benchmark.pedantic(run_scenario, args=(sc,), rounds=2, iterations=1)
+
+
+def test_sim_event_writer(benchmark: Any, bench_size: Size) -> None:
+    sc = _scenarios(bench_size)[1]
+    _check(run_scenario(sc))
+    benchmark.pedantic(run_scenario, args=(sc,), rounds=2, iterations=1)
+
+
+def test_simpy_scheduling_alone(benchmark: Any, bench_size: Size) -> None:
+    benchmark(_simpy_only, _scenarios(bench_size)[0])
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_sim [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_sim [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "a shorter simulated run")
     return 0
 

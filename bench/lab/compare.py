@@ -28,10 +28,11 @@ from readergroup.group import ReaderGroup
 from readergroup.reader import EventReader, ReadKind
 from readergroup.transaction import Transaction
 from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
+from segmentstore.limits import INT64_MIN
 
-from .scenario import LabReader, LabScenario, LabWriter
-from .strategies import INT64_MIN, Strategy, make_strategies
+from .compared_strategies import Strategy, make_strategies
+from .lab_scenario import LabReader, LabScenario, LabWriter
 
 __all__ = ["LabResult", "run_compare", "summarise"]
 

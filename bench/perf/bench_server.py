@@ -13,7 +13,7 @@
 Goals: >= 200k appends/s and reads within 3x of raw (ratio >= 0.33). The CPU time
 per append of the client and of the server process (Linux) shows what the rates would
 be on idle cores when other work shares the machine.
-Run ``python -m bench.bench_server [--quick]``; ``run(quick)`` returns the rows.
+Run ``python -m bench.perf.bench_server [--quick | --tiny]``; ``run(size)`` returns the rows.
 """
 
 from __future__ import annotations
@@ -23,18 +23,23 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import RemoteClient
 from segmentstore.clock import monotonic_s
 
-from .runner import Row, module_main, row
+from .errors import BenchmarkError
+from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main"]
 
 EVENT_BYTES = 100
 READ_BYTES = 1 << 20
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
+_RAW_SERVER = "from bench.perf.bench_server import _raw_server_main; _raw_server_main()"
 
 
 # ---------------------------------------------------------------------- raw baseline server
@@ -145,14 +150,28 @@ def _cpu_s(pid: int) -> float:
         return 0.0
 
 
-def _measure(server_pid: int, port: int, raw_port: int, quick: bool) -> list[Row]:
-    n = 200_000 if quick else 1_000_000
-    n_async = 20_000 if quick else 100_000
-    read_total = (16 if quick else 64) << 20
-    calls = 2_000 if quick else 10_000
+def _check(c: RemoteClient) -> None:
+    """Appends land at the offsets returned, reads return the bytes appended (before timing)."""
+    events = [i.to_bytes(4, "big") * (EVENT_BYTES // 4) for i in range(1_000)]
+    c.create_segment("bench/check")
+    offsets = [r.offset for r in c.append_many("bench/check", events)]
+    if offsets != [i * EVENT_BYTES for i in range(len(events))]:
+        raise BenchmarkError("append_many returned wrong offsets")
+    if c.read("bench/check", 0, READ_BYTES).data != b"".join(events):
+        raise BenchmarkError("a read returned other bytes than those appended")
+    if c.get_info("bench/check").length != len(events) * EVENT_BYTES:
+        raise BenchmarkError("get_info returned a wrong length")
+
+
+def _measure(server_pid: int, port: int, raw_port: int, size: Size) -> list[Row]:
+    n = sized(size, 10_000, 200_000, 1_000_000)
+    n_async = sized(size, 1_000, 20_000, 100_000)
+    read_total = sized(size, 2, 16, 64) << 20
+    calls = sized(size, 200, 2_000, 10_000)
     event = b"a" * EVENT_BYTES
     rows: list[Row] = []
     with RemoteClient(("127.0.0.1", port), timeout_s=120) as c:
+        _check(c)
         c.create_segment("bench/append")
         c.append_many("bench/append", [event] * 20_000)  # warm up
         cpu0, srv0, t0 = _cpu_s(os.getpid()), _cpu_s(server_pid), monotonic_s()
@@ -170,7 +189,7 @@ def _measure(server_pid: int, port: int, raw_port: int, quick: bool) -> list[Row
         ratio = per_future / raw_events
         rows.append(row("server append_async 100 B", per_future, "appends/s", "raw echo", ratio))
         rows.append(row("raw socket echo 100 B", raw_events, "events/s", "itself", 1.0))
-        if server_us:  # CPU per append: what the rates would be on idle cores
+        if server_us and client_us:  # CPU per append (Linux; whole clock ticks): rates on idle cores
             rows.append(row("append_many client CPU", client_us, "us/append", "itself", 1.0))
             ratio = server_us / client_us
             rows.append(row("append_many server CPU", server_us, "us/append", "client CPU", ratio))
@@ -195,20 +214,69 @@ def _measure(server_pid: int, port: int, raw_port: int, quick: bool) -> list[Row
     return rows
 
 
-def run(quick: bool = False) -> list[Row]:
-    """Start ``ingestwm serve`` and the raw baseline server, measure, stop them; return the rows."""
+@contextmanager
+def _servers() -> Iterator[tuple[int, int, int]]:
+    """``ingestwm serve`` and the raw baseline server in their own processes: (server pid, port, raw port)."""
     server, port = _start(["-m", "bench.cli", "serve", "--port", "0"])
-    raw, raw_port = _start(["-c", "from bench.bench_server import _raw_server_main; _raw_server_main()"])
     try:
-        return _measure(server.pid, port, raw_port, quick)
+        raw, raw_port = _start(["-c", _RAW_SERVER])
+    except BaseException:
+        server.terminate()
+        server.wait(30)
+        raise
+    try:
+        yield server.pid, port, raw_port
     finally:
         for p in (server, raw):
             p.terminate()
             p.wait(30)
 
 
+def run(size: Size = "full") -> list[Row]:
+    """Start ``ingestwm serve`` and the raw baseline server, measure, stop them; return the rows."""
+    with _servers() as (pid, port, raw_port):
+        return _measure(pid, port, raw_port, size)
+
+
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+@contextmanager
+def _served_client() -> Iterator[RemoteClient]:
+    with _servers() as (_, port, _), RemoteClient(("127.0.0.1", port), timeout_s=120) as c:
+        _check(c)
+        yield c
+
+
+def test_append_many_10k_events(benchmark: Any) -> None:
+    with _served_client() as c:
+        c.create_segment("bench/append")
+        benchmark(c.append_many, "bench/append", [b"a" * EVENT_BYTES] * 10_000)
+
+
+def test_append_async_1k_events(benchmark: Any) -> None:
+    with _served_client() as c:
+        c.create_segment("bench/append")
+
+        def appends() -> None:
+            for f in [c.append_async("bench/append", b"a" * EVENT_BYTES) for _ in range(1_000)]:
+                f.result()
+
+        benchmark(appends)
+
+
+def test_read_1mib(benchmark: Any) -> None:
+    with _served_client() as c:
+        c.create_segment("bench/read")
+        c.append("bench/read", b"r" * READ_BYTES)
+        benchmark(c.read, "bench/read", 0, READ_BYTES)
+
+
+def test_get_info_round_trip(benchmark: Any) -> None:
+    with _served_client() as c:
+        benchmark(c.get_info, "bench/check")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_server [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_server [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "fewer events and bytes")
     return 0
 

@@ -11,24 +11,27 @@ rounds for each contender:
 - ``per event``: ``EventReader.read_next_event``, one ``EventRead`` per event.
 
 Each round resets the group to the head of the stream (a new epoch), so every round
-reads the same events. Run ``python -m bench.bench_reader [--quick]``; ``run(quick)``
+reads the same events. Run ``python -m bench.perf.bench_reader [--quick | --tiny]``; ``run(size)``
 returns the rows.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.events import decode_columns, encode_event
 from readergroup.group import ReaderGroup
 from readergroup.reader import ReadKind
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
-from segmentstore.client.embedded import EmbeddedClient
+from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s
 
-from .runner import Row, module_main, row
+from .errors import BenchmarkError
+from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "EVENT_BYTES", "BATCH_GOAL_EVENTS_PER_S"]
 
@@ -46,8 +49,13 @@ def _frames() -> list[bytes]:
     return out
 
 
-def _measure(n: int, rounds: int) -> dict[str, float]:
-    """Best seconds per event of each contender over ``rounds`` turns. O(rounds * n)."""
+@contextmanager
+def _contenders(n: int) -> Iterator[tuple[dict[str, Callable[[], int]], int]]:
+    """The contenders over a segment of ``n`` events (each returns the events it read), and ``n``.
+
+    Each is run once and checked to read every event before this yields (a warm-up too:
+    kernels load, caches fill).
+    """
     clock = ManualClock(1_000_000)
     store = SegmentStore(clock=clock, config=StoreConfig(advancer_thread=False))
     try:
@@ -104,8 +112,18 @@ def _measure(n: int, rounds: int) -> dict[str, float]:
             "batch": batch,
             "per event": per_event,
         }
-        for go in contenders.values():  # warm up: kernels load, caches fill
-            go()
+        for name, go in contenders.items():
+            got = go()
+            if got != total:
+                raise BenchmarkError(f"{name} read {got} of {total} events")
+        yield contenders, total
+    finally:
+        store.close()
+
+
+def _measure(n: int, rounds: int) -> dict[str, float]:
+    """Best seconds per event of each contender over ``rounds`` turns. O(rounds * n)."""
+    with _contenders(n) as (contenders, total):
         best = dict.fromkeys(contenders, float("inf"))
         for _ in range(rounds):
             for name, go in contenders.items():
@@ -117,15 +135,19 @@ def _measure(n: int, rounds: int) -> dict[str, float]:
                     best[name] = min(best[name], (monotonic_s() - t0) / got)
                 finally:
                     gc.enable()
-                assert got == total, f"{name} read {got} of {total} events"
+                if got != total:
+                    raise BenchmarkError(f"{name} read {got} of {total} events")
         return best
-    finally:
-        store.close()
 
 
-def run(quick: bool = False) -> list[Row]:
+def _sizes(size: Size) -> tuple[int, int]:
+    """(events in the segment, rounds) at ``size``."""
+    return sized(size, tiny=(10_000, 1), quick=(200_000, 3), full=(1_000_000, 5))
+
+
+def run(size: Size = "full") -> list[Row]:
     """Measure every figure in one process and return the rows (``quick``: ~5x less work)."""
-    best = _measure(200_000 if quick else 1_000_000, 3 if quick else 5)
+    best = _measure(*_sizes(size))
     raw = 1 / best["raw"]
     vs = f"raw store reads of 1 MiB blocks ({raw:,.0f} events/s); fraction of raw"
     batch = 1 / best["batch"]
@@ -145,8 +167,32 @@ def run(quick: bool = False) -> list[Row]:
     ]
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def _bench(benchmark: Any, bench_size: Size, contender: str) -> None:
+    with _contenders(_sizes(bench_size)[0]) as (contenders, total):
+        got = benchmark(contenders[contender])
+    if got != total:
+        raise BenchmarkError(f"{contender} read {got} of {total} events")
+
+
+def test_raw_store_reads(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "raw")
+
+
+def test_raw_reads_and_decode_columns(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "raw+decode")
+
+
+def test_read_batch(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "batch")
+
+
+def test_read_next_event(benchmark: Any, bench_size: Size) -> None:
+    _bench(benchmark, bench_size, "per event")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_reader [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_reader [--quick | --tiny]`` and print the table."""
     rows = module_main(run, argv, __doc__, "about 5x less work")
     batch = rows[-1]["value"]
     met = "met" if batch >= BATCH_GOAL_EVENTS_PER_S else "NOT met"

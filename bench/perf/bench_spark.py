@@ -26,7 +26,7 @@ The store's server runs in this process too, so the in-process figures include i
 work. Before timing, (a) is checked on a small stream, through the same streaming path
 and options: every event once, every column equal to what the per-event decoder and
 ``watermark_at`` give. The machine is shared and small: compare the ratios of one run,
-not figures across runs. Run ``python -m bench.bench_spark [--quick]``.
+not figures across runs. Run ``python -m bench.perf.bench_spark [--quick | --tiny]``.
 """
 
 from __future__ import annotations
@@ -43,14 +43,16 @@ from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .runner import Row, module_main, row
+from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main", "preload", "ceiling_batches", "SEGMENTS", "PARTITIONS", "ROUNDS"]
+__all__ = ["run", "main", "preload", "ceiling_batches", "SEGMENTS", "PARTITIONS", "SLOW"]
+
+SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.suite)
 
 SEGMENTS = 2
 PARTITIONS = 2
-ROUNDS = 3
-"""Rounds of (a), (b), (c) in turn; the figures are the medians over the rounds."""
+_ROUNDS = 3
+"""Rounds of (a), (b), (c) in turn (one at ``--tiny``); the figures are the medians over the rounds."""
 PAYLOAD = bytes(32)
 ARROW_BATCH_ROWS = 65_536
 _CHUNK_FRAMES = 4096
@@ -244,14 +246,16 @@ def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str,
     }
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(size: Size = "full") -> list[Row]:
     """Measure (a), (b) and (c) in one session at equal rows per micro-batch; rows for ``ingestwm bench``."""
     from spark_source.session import local_session
 
-    rows_per_batch = 200_000 if quick else 1_000_000
-    batches = 2 if quick else 4
+    rows_per_batch = sized(size, 20_000, 200_000, 1_000_000)
+    batches = sized(size, 1, 2, 4)
+    rounds_n = sized(size, 1, _ROUNDS, _ROUNDS)
     events = rows_per_batch * (batches + 2)  # a warm-up batch, the measured ones, and slack
-    size = f"{rows_per_batch:,} rows/batch{' (--quick; the goal is stated at 1,000,000)' if quick else ''}"
+    note = f" (--{size}; the goal is stated at 1,000,000)" if size != "full" else ""
+    what = f"{rows_per_batch:,} rows/batch{note}"
     store = SegmentStore(clock=WallClock(), config=StoreConfig(advancer_thread=False))
     server = SegmentStoreServer(store)
     server.start()
@@ -264,7 +268,7 @@ def run(quick: bool = False) -> list[Row]:
         _check_delivery(spark, endpoint, client, "bench/check", rows_per_batch)
         spark.dataSource.register(_ceiling_source(rows_per_batch))
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
-        for _ in range(ROUNDS):  # (a), (b), (c) in turn, so that load from elsewhere hits all alike
+        for _ in range(rounds_n):  # (a), (b), (c) in turn, so that load from elsewhere hits all alike
             rounds.append(
                 (
                     _ingestwm(spark, endpoint, "bench/main", rows_per_batch, batches),
@@ -288,9 +292,9 @@ def run(quick: bool = False) -> list[Row]:
     one_thread = 1e6 / sum(per_row_us.values())
     pipelined = 1 / split["pipelined"]
     return [
-        row(f"(c) spark rate-micro-batch, {size}", c, "rows/s", "itself", 1.0),
-        row(f"(b) python ceiling (prebuilt Arrow), {size}", b, "rows/s", "(c) rate-micro-batch", b / c),
-        row(f"(a) spark ingestwm source, {size}", a, "rows/s", "(b) python source ceiling", a / b),
+        row(f"(c) spark rate-micro-batch, {what}", c, "rows/s", "itself", 1.0),
+        row(f"(b) python ceiling (prebuilt Arrow), {what}", b, "rows/s", "(c) rate-micro-batch", b / c),
+        row(f"(a) spark ingestwm source, {what}", a, "rows/s", "(b) python source ceiling", a / b),
         row(
             "(a)/(b) in each round: " + ", ".join(f"{x:.2f}" for x in a_over_b),
             statistics.median(a_over_b),
@@ -365,7 +369,7 @@ def _check_delivery(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_spark [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_spark [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "2 * 10^5 rows per micro-batch instead of 10^6")
     return 0
 

@@ -1,4 +1,12 @@
-"""The ``ingestwm`` command line."""
+"""The ``ingestwm`` command line: one click group, one thin command per job.
+
+Each command parses its flags and calls the code that does the work: ``demo`` the main
+job (``bench.cli.main_job``), ``simulate`` and ``experiment`` the simulator
+(``bench.sim``), ``compare`` the lab (``bench.lab``), ``bench`` the benchmark suite
+(``bench.perf``), ``serve`` the store's server (``segmentstore.net``: its settings and
+its loop live there; this command only maps flags to them). Errors become one line
+and a non-zero exit status.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +25,7 @@ def cli() -> None:
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
-    from .sim.errors import SimulationError
+    from ..sim.errors import SimulationError
 
     return (SimulationError,)
 
@@ -34,7 +42,7 @@ def demo(out: str | None, no_spark: bool) -> None:
     """
     from pathlib import Path
 
-    from .demo import run_demo
+    from .main_job import run_demo
 
     try:
         run_demo(click.echo, Path(out) if out is not None else None, spark=not no_spark)
@@ -53,7 +61,7 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
     from pathlib import Path
 
-    from .sim.commands import simulate as run_simulation
+    from ..sim.simulate import simulate as run_simulation
 
     try:
         run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo)
@@ -63,11 +71,34 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
 
 @cli.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
-def bench_cmd(quick: bool) -> None:
-    """Run every bench/bench_*.py module and print one table of ratios measured side by side."""
-    from .runner import run_bench
+@click.option("--tiny", is_flag=True, help="Smallest sizes: a smoke run (the figures mean little).")
+@click.option("--only", "modules", multiple=True, metavar="MODULE",
+              help="Run only this bench/perf module, e.g. bench_store (repeatable).")
+@click.option("--pytest", "with_pytest", is_flag=True,
+              help="Run the pytest-benchmark suite instead: save the run under .benchmarks/<size>, compare "
+                   "it with the last one there, fail if a benchmark regressed (best round 25% slower).")
+@click.option("--slow", is_flag=True, help="With --pytest: also the SLOW modules (Spark: minutes).")
+def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bool, slow: bool) -> None:
+    """Run every bench/perf/bench_*.py module and print one table of ratios measured side by side."""
+    from ..perf.errors import BenchmarkError
+    from ..perf.suite import Size
 
-    run_bench(quick, click.echo)
+    if quick and tiny:
+        raise click.UsageError("give --quick or --tiny, not both")
+    size: Size = "tiny" if tiny else "quick" if quick else "full"
+    try:
+        if with_pytest:
+            from ..perf.pytest_bench import run_pytest
+
+            code = run_pytest(size, modules, click.echo, slow=slow)
+            if code:
+                raise click.exceptions.Exit(code)
+            return
+        from ..perf.suite import run_bench
+
+        run_bench(size, click.echo, modules or None)
+    except BenchmarkError as e:
+        raise click.ClickException(str(e)) from None
 
 
 @cli.command()
@@ -79,7 +110,7 @@ def experiment(sweep: str, master: str, out: str | None) -> None:
     """Run the parameter grid SWEEP (a shipped name or YAML file), one simulation per Spark task."""
     from pathlib import Path
 
-    from .experiment import run_experiment
+    from ..sim.sweep import run_experiment
 
     try:
         run_experiment(sweep, master, Path(out) if out is not None else None, click.echo)
@@ -95,7 +126,7 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
     """Run lab SCENARIO (shipped name or YAML file) through four watermark strategies; print the table."""
     from pathlib import Path
 
-    from .lab import (
+    from ..lab import (
         LabScenarioError,
         format_table,
         lab_scenarios,
@@ -168,7 +199,8 @@ def _echo_flush(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ingestwm`` console script."""
     try:
-        cli.main(args=argv, prog_name="ingestwm", standalone_mode=False)
+        # without standalone mode, click returns the code of a click.exceptions.Exit instead of raising it
+        code = cli.main(args=argv, prog_name="ingestwm", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130
@@ -177,8 +209,4 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.exceptions.Exit as e:
         return e.exit_code
-    return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    return code if isinstance(code, int) else 0

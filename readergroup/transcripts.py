@@ -1,8 +1,10 @@
 """Watermark transcripts: engine-neutral YAML scripts of what a reader group delivers, and what must come out.
 
-A transcript is shared by the engines (this Flink layer and the Spark source): it says
-what the readers of one reader group deliver, in order, and what an engine with
-``max_event_time_lag`` must make of it. Format (YAML, all times int ms)::
+A transcript is shared by the engines (``flink_compat`` and the Spark source, both on
+this layer): it says what the readers of one reader group deliver, in order, and what
+an engine with ``max_event_time_lag`` must make of it. The shipped cases are
+``readergroup/transcript_cases/*.yaml`` (``transcript_files()``). Format (YAML, all
+times int ms)::
 
     name: pdp26-prototype-output        # required, unique
     description: free text               # optional
@@ -36,30 +38,24 @@ delivered is late. Every event is in exactly one of ``on_time``, ``late``, ``pen
 ``load_transcript`` validates a file, including the store's guarantees that make a
 transcript realistic: each reader's ingestion watermarks strictly ascend, and no event
 is delivered with an ingestion time ``<=`` a watermark delivered before it (DESIGN §4.1).
-``run_transcript`` plays it through this layer (``PravegaSourceSubtask`` per reader with
-a scripted reader, ``JobRunner``, ``EventTimeOrderingOperator``) and
-``TranscriptResult.mismatches`` lists what differs from ``expected``.
+An engine plays a transcript and returns a ``TranscriptResult``;
+``TranscriptResult.mismatches`` lists what differs from ``expected``
+(``flink_compat.transcript_runner.run_transcript`` is the Flink layer's player).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter, deque
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from readergroup.reader import EventRead, ReaderStats, ReadKind
-
-from .checkpoint import JobCheckpoint
 from .errors import TranscriptError
-from .operators import LATE_DATA, EventTimeOrderingOperator
-from .runner import JobRunner
-from .source import PravegaSourceConfig, PravegaSourceSubtask
-from .strategies import RecordTimestampAssigner
 
 __all__ = [
     "TranscriptEvent",
@@ -69,8 +65,8 @@ __all__ = [
     "TranscriptResult",
     "load_transcript",
     "parse_transcript",
-    "run_transcript",
     "transcript_files",
+    "transcripts_dir",
 ]
 
 _Key = tuple[str, int]
@@ -149,9 +145,14 @@ class TranscriptResult:
         return out
 
 
-def transcript_files(directory: str | Path) -> list[Path]:
-    """The ``*.yaml`` transcripts of a directory, sorted by name."""
-    return sorted(Path(directory).glob("*.yaml"))
+def transcripts_dir() -> Path:
+    """The folder of the shipped transcripts, ``readergroup/transcript_cases``."""
+    return Path(str(resources.files("readergroup") / "transcript_cases"))
+
+
+def transcript_files(directory: str | Path | None = None) -> list[Path]:
+    """The ``*.yaml`` transcripts of a directory (default: the shipped ones), sorted by name."""
+    return sorted(Path(directory if directory is not None else transcripts_dir()).glob("*.yaml"))
 
 
 def load_transcript(path: str | Path) -> Transcript:
@@ -194,94 +195,6 @@ def parse_transcript(doc: Any, origin: str = "<transcript>") -> Transcript:
         )
     description = doc.get("description", "")
     return Transcript(name, str(description).strip(), lag, readers, steps, expected)
-
-
-def run_transcript(transcript: Transcript) -> TranscriptResult:
-    """Play ``transcript`` through the source subtasks, the runner and the ordering operator."""
-    source = _ScriptedSource(transcript)
-    runner = JobRunner(source, lambda: [EventTimeOrderingOperator()])
-    for step in transcript.steps:
-        reader = source.readers[step.reader]
-        if step.kind == "status":
-            reader.has_segments = not step.idle
-        else:
-            reader.push(step)
-        runner.poll_subtask(step.reader)
-        runner._check()
-    released = len(runner.output.records)
-    watermarks = tuple(w.timestamp for w in runner.downstream_watermarks[0])
-    subtask_watermarks = tuple(tuple(w.timestamp for w in ws) for ws in runner.source_watermarks)
-    runner.end_of_input()
-    runner._check()
-    records = [(r.value, r.timestamp) for r in runner.output.records]
-    late = [(r.value, r.timestamp) for r in runner.side_output(LATE_DATA)]
-    return TranscriptResult(
-        watermarks=watermarks,
-        subtask_watermarks=subtask_watermarks,
-        on_time=tuple(records[:released]),  # type: ignore[arg-type]
-        late=tuple(late),  # type: ignore[arg-type]
-        pending=tuple(records[released:]),  # type: ignore[arg-type]
-    )
-
-
-class _ScriptedReader:
-    """A reader that returns the reads it is given, one per call, then ``EMPTY``."""
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-        self.has_segments = True
-        self._reads: deque[EventRead] = deque()
-        self._position = 0
-
-    def push(self, step: TranscriptStep) -> None:
-        if step.event is not None:
-            e = step.event
-            self._reads.append(
-                EventRead(
-                    ReadKind.EVENT, 0, f"transcript/{self.index}", self._position, 1,
-                    e.key, e.payload, e.event_time, e.ingestion_time,
-                )
-            )
-            self._position += 1
-        else:
-            self._reads.append(EventRead(ReadKind.WATERMARK, 0, watermark=step.watermark))
-
-    def read_next_event(self, timeout_ms: int = 0) -> EventRead:
-        return self._reads.popleft() if self._reads else EventRead(ReadKind.EMPTY, 0)
-
-    @property
-    def stats(self) -> ReaderStats:
-        segments = (f"transcript/{self.index}",) if self.has_segments else ()
-        return ReaderStats(f"transcript-{self.index}", 0, self._position, 0, 0, None, 0, 0, segments)
-
-
-class _ScriptedSource:
-    """One scripted reader per transcript reader; no checkpoints."""
-
-    def __init__(self, transcript: Transcript) -> None:
-        self.readers = [_ScriptedReader(i) for i in range(transcript.readers)]
-        self.config = PravegaSourceConfig(
-            parallelism=transcript.readers,
-            max_event_time_lag=transcript.max_event_time_lag,
-            timestamp_assigner=RecordTimestampAssigner(),
-            deserializer=lambda read: read.routing_key,
-        )
-
-    def create_subtasks(self, restore: JobCheckpoint | None = None) -> Sequence[PravegaSourceSubtask]:
-        return [PravegaSourceSubtask(r.index, r, self.config, _NoClock()) for r in self.readers]
-
-    def trigger_checkpoint(self, checkpoint_id: int) -> str:
-        raise TranscriptError("transcripts take no checkpoints")
-
-    def complete_checkpoint(self, name: str) -> str | None:
-        raise TranscriptError("transcripts take no checkpoints")
-
-
-class _NoClock:
-    """Transcripts have no processing time (only heuristic strategies would read it)."""
-
-    def now(self) -> int:
-        raise TranscriptError("transcripts have no processing clock")
 
 
 def _step(raw: Any, readers: int, where: str) -> TranscriptStep:

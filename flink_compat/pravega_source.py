@@ -41,9 +41,10 @@ from readergroup.config import TimeDomain
 from readergroup.frontier import event_time_watermark
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, ReaderStats, ReadKind
+from segmentstore.checks import checked
 
-from .checkpoint import JobCheckpoint, SubtaskState
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
+from .job_checkpoint import JobCheckpoint, SubtaskState
 from .runner import PollResult
 from .strategies import RecordTimestampAssigner, TimestampAssigner, WatermarkStrategy, as_timestamp_assigner
 from .watermark import MIN_TIMESTAMP, StreamElement, StreamRecord, Watermark, WatermarkStatus
@@ -194,7 +195,11 @@ class PravegaSource:
         readers = [self.group.create_reader(self.reader_id(i)) for i in range(self.parallelism)]
         lag = 0 if self.group.config.time_domain is TimeDomain.EVENT_TIME else self.config.max_event_time_lag
         cfg, clock = self.config, self.clock
-        return [PravegaSourceSubtask(i, r, cfg, clock, floors[i], lag=lag) for i, r in enumerate(readers)]
+        subtasks = [PravegaSourceSubtask(i, r, cfg, clock, lag=lag) for i, r in enumerate(readers)]
+        for subtask, floor in zip(subtasks, floors, strict=True):
+            if floor is not None:
+                subtask.restore_state(floor)
+        return subtasks
 
     def trigger_checkpoint(self, checkpoint_id: int) -> str:
         """Start a reader-group checkpoint; returns its name (unique per group epoch)."""
@@ -219,7 +224,6 @@ class PravegaSourceSubtask:
         reader: ReaderLike,
         config: PravegaSourceConfig,
         clock: Clock,
-        restored: SubtaskState | None = None,
         *,
         lag: int | None = None,
     ) -> None:
@@ -230,7 +234,7 @@ class PravegaSourceSubtask:
         self._deserializer = config.deserializer
         self._timeout = config.read_timeout_ms
         self._interval = config.auto_watermark_interval
-        self._last_watermark = restored.last_watermark if restored is not None else MIN_TIMESTAMP
+        self._last_watermark = MIN_TIMESTAMP
         self._held: int | None = None  # a watermark not emitted yet because the subtask is idle
         self._idle = False  # what was last emitted downstream (subtasks start ACTIVE)
         self._has_segments = True
@@ -283,7 +287,12 @@ class PravegaSourceSubtask:
         return PollResult(tuple(out), progressed or bool(out), checkpoint)
 
     def snapshot_state(self) -> SubtaskState:
+        """The subtask's state for a checkpoint: its last emitted watermark and idleness. O(1)."""
         return SubtaskState(self._index, self._last_watermark, self._idle)
+
+    def restore_state(self, state: SubtaskState) -> None:
+        """Restore a fresh subtask from ``snapshot_state``: its watermarks stay above the restored one."""
+        self._last_watermark = max(self._last_watermark, state.last_watermark)
 
     # WatermarkOutput, for the heuristic generator
     def emit_watermark(self, watermark: Watermark) -> None:
@@ -337,6 +346,7 @@ class PravegaSourceSubtask:
                 self._last_watermark = held
                 self._out.append(Watermark(held))
 
+    @checked
     def _check(self) -> None:
         """Assert the subtask's invariants."""
         assert self._held is None or self._idle, "a watermark is held back by an active subtask"

@@ -11,7 +11,7 @@ On a wall-clock store, in one run:
   just before the append to the event's delivery. Side by side, the store's floor: a
   raw waiting ``read`` on the segment, woken by the same appends. Goal: p50 < 5 ms.
 
-Run ``python -m bench.bench_waiting [--quick]``; ``run(quick)`` returns the rows.
+Run ``python -m bench.perf.bench_waiting [--quick | --tiny]``; ``run(size)`` returns the rows.
 """
 
 from __future__ import annotations
@@ -25,14 +25,14 @@ from typing import Any
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroup
-from readergroup.reader import ReadKind
+from readergroup.reader import EventReader, ReadKind
 from readergroup.writer import EventWriter
 from segmentstore import SegmentStore, WallClock
-from segmentstore.client.embedded import EmbeddedClient, SegmentStoreClient
-from segmentstore.client.remote import RemoteClient
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
-from .runner import Row, module_main, row
+from .errors import BenchmarkError
+from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "LATENCY_GOAL_MS"]
 
@@ -74,11 +74,18 @@ def _group(c: SegmentStoreClient, segments: int) -> ReaderGroup:
     return ReaderGroup("g", cfg, c, WallClock())
 
 
-def _idle_calls_per_s(remote: bool, segments: int, seconds: float) -> float:
+@contextmanager
+def _caught_up(remote: bool, segments: int) -> Iterator[tuple[SegmentStoreClient, EventReader]]:
+    """A client and a reader of a ``segments``-segment stream with nothing left to read."""
     with _client(remote) as c:
         reader = _group(c, segments).create_reader("r")
         while reader.read_next_event(0).kind is not ReadKind.EMPTY:
             pass
+        yield c, reader
+
+
+def _idle_calls_per_s(remote: bool, segments: int, seconds: float) -> float:
+    with _caught_up(remote, segments) as (c, reader):
         calls = _counting(c)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
@@ -104,10 +111,7 @@ def _paced_appends(send: Callable[[int], None], n: int) -> threading.Thread:
 
 
 def _reader_latency_ms(n: int) -> list[float]:
-    with _client(True) as c:
-        reader = _group(c, 16).create_reader("r")
-        while reader.read_next_event(0).kind is not ReadKind.EMPTY:
-            pass
+    with _caught_up(True, 16) as (c, reader):
         writer = EventWriter(c, _S)
         sent: dict[int, float] = {}
 
@@ -149,9 +153,9 @@ def _raw_latency_ms(n: int) -> list[float]:
         return out
 
 
-def run(quick: bool = False) -> list[Row]:
-    seconds = 0.5 if quick else 2.0
-    n = 60 if quick else 400
+def run(size: Size = "full") -> list[Row]:
+    seconds = sized(size, 0.1, 0.5, 2.0)
+    n = sized(size, 10, 60, 400)
     rows: list[Row] = []
     for segments in (16, 64):
         for remote in (False, True):
@@ -170,7 +174,47 @@ def run(quick: bool = False) -> list[Row]:
     return rows
 
 
+# ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
+def _bench_idle(benchmark: Any, segments: int) -> None:
+    with _caught_up(False, segments) as (_, reader):
+        r = benchmark(reader.read_next_event, 0)
+    if r.kind not in (ReadKind.EMPTY, ReadKind.WATERMARK):
+        raise BenchmarkError(f"a caught-up reader read {r}")
+
+
+def test_idle_read_16_segments(benchmark: Any) -> None:
+    _bench_idle(benchmark, 16)
+
+
+def test_idle_read_64_segments(benchmark: Any) -> None:
+    _bench_idle(benchmark, 64)
+
+
+def test_write_then_deliver_one_event_remote(benchmark: Any) -> None:
+    """One event written and flushed, then read by a caught-up reader of 16 segments, over loopback."""
+    with _caught_up(True, 16) as (c, reader):
+        writer = EventWriter(c, _S)
+        sent = iter(range(1 << 30))
+
+        def deliver() -> int:
+            i = next(sent)
+            writer.write_event(f"k{i}", i.to_bytes(4, "little"))
+            writer.flush()
+            while True:
+                r = reader.read_next_event(timeout_ms=10_000)
+                if r.kind is ReadKind.EMPTY:
+                    raise BenchmarkError("an event was not delivered within 10 s")
+                if r.is_event:
+                    assert r.payload is not None
+                    return int.from_bytes(r.payload, "little") - i
+
+        if deliver() != 0:
+            raise BenchmarkError("the reader delivered another event than the one written")
+        benchmark(deliver)
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
+    """Run ``python -m bench.perf.bench_waiting [--quick | --tiny]`` and print the table."""
     return module_main(run, argv, __doc__, "0.5 s idle and 60 events instead of 2 s and 400")
 
 

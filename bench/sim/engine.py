@@ -1,7 +1,8 @@
-"""Run a scenario: build the world, start every actor, sample metrics, summarise, write the outputs.
+"""The simulation engine: build the world, start every actor, sample metrics, summarise, write the outputs.
 
-``run_scenario(scenario)`` returns a ``SimResult`` (the JSON-ready summary, the recorder
-with its series, the pipeline's ordered and late records); ``write_result`` writes
+``run_scenario(scenario)`` returns a ``SimResult`` (``bench.sim.result``: the JSON-ready
+summary, the recorder with its series, the pipeline's ordered and late records);
+``write_result`` writes
 ``summary.json``, the CSV (and optional Parquet) series and the PNG plots. The same
 scenario and seed give byte-identical files: all randomness comes from seeded numpy
 generators, SimPy orders same-time events by scheduling order, and wall-clock time
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +21,17 @@ import simpy
 from readergroup.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s
+from segmentstore.limits import INT64_MIN
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
-from .metrics import INT64_MIN, Recorder, stats, write_outputs
-from .pipeline import OrderedRecord, WindowFiring
 from .readers import ReaderActor
+from .recorder import stats, write_outputs
+from .result import SimResult
 from .scenario import Scenario, scenario_to_dict
 
-__all__ = ["SimResult", "run_scenario", "write_result"]
+__all__ = ["run_scenario", "write_result"]
 
 Proc = Generator[simpy.Event, Any, None]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class SimResult:
-    """What a run produced. ``summary`` is JSON-ready; ``wall_s`` is the only non-deterministic field."""
-
-    scenario: Scenario
-    summary: dict[str, Any]
-    recorder: Recorder
-    ordered: tuple[OrderedRecord, ...]
-    late: tuple[OrderedRecord, ...]
-    firings: tuple[WindowFiring, ...]
-    wall_s: float
-    setup_wall_s: float = 0.0
-    """Of ``wall_s``, the time spent building the world (store, stream, reader group) before time 0."""
-
-    @property
-    def events_delivered(self) -> int:
-        return int(self.recorder.delivered.sum())
 
 
 def _none_min(v: int) -> int | None:

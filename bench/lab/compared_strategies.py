@@ -40,11 +40,12 @@ from readergroup.config import TimeDomain
 from readergroup.frontier import event_time_watermark
 from readergroup.state import SegmentState
 from segmentstore import Clock
+from segmentstore.checks import checked
+from segmentstore.limits import INT64_MIN
 
-from .scenario import LabStrategies
+from .lab_scenario import LabStrategies
 
 __all__ = [
-    "INT64_MIN",
     "StrategyPipeline",
     "Strategy",
     "IngestionStrategy",
@@ -54,7 +55,6 @@ __all__ = [
     "make_strategies",
 ]
 
-INT64_MIN = -(2**63)
 
 Firing = tuple[int, int, int, int]
 """(clock time fired, window start, window end, count)."""
@@ -134,6 +134,7 @@ class StrategyPipeline:
         if watermark > self.ordering.current_watermark:
             self.ordering.process_watermark(Watermark(watermark))
 
+    @checked
     def _check(self) -> None:
         self.ordering._check()
         assert self.late == self.ordering.num_late_records_dropped

@@ -3,21 +3,19 @@
 A lab scenario is one workload (writers, readers, a stream) that ``compare`` runs
 through four watermark strategies at once. Times are ``int`` ms relative to the run's
 start, except ``start_time_ms`` (ms since the epoch). Unknown keys, wrong types and
-out-of-range values raise ``LabScenarioError`` with the dotted path of the field.
+out-of-range values raise ``LabScenarioError`` with the dotted path of the field. Files
+are found and read by the shared loader (``bench.scenarios.yaml_specs``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..sim.errors import ScenarioError
-from ..sim.scenario import build_dataclass
+from ..scenarios.errors import SpecError
+from ..scenarios.yaml_specs import build_dataclass, find, read_yaml, shipped
 
 __all__ = [
     "LabScenarioError",
@@ -36,7 +34,7 @@ __all__ = [
 WHEN_IDLE = ("heartbeat", "mark_idle", "silent")
 
 
-class LabScenarioError(ScenarioError, ValueError):
+class LabScenarioError(SpecError):
     """A lab scenario is malformed; the message names the field (dotted path)."""
 
     @property
@@ -230,37 +228,20 @@ def lab_scenario_from_dict(data: dict[str, Any]) -> LabScenario:
     """A scenario from a parsed YAML mapping (``LabScenarioError`` names a bad field)."""
     if not isinstance(data, dict):
         raise LabScenarioError(f"a lab scenario is a mapping, got {type(data).__name__}")
-    try:
-        scenario: LabScenario = build_dataclass(LabScenario, data)
-    except LabScenarioError:
-        raise
-    except ScenarioError as e:
-        raise LabScenarioError(e.detail, e.field) from None
+    scenario: LabScenario = build_dataclass(LabScenario, data, "", LabScenarioError)
     return scenario
 
 
 def lab_scenarios() -> dict[str, Path]:
     """The shipped lab scenarios (``bench/scenarios/lab/*.yaml``) by name."""
-    root = resources.files("bench") / "scenarios" / "lab"
-    out: dict[str, Path] = {}
-    for entry in root.iterdir():
-        if entry.name.endswith(".yaml"):
-            out[entry.name[: -len(".yaml")]] = Path(str(entry))
-    return dict(sorted(out.items()))
+    return shipped("lab")
 
 
 def load_lab_scenario(name_or_path: str | Path) -> LabScenario:
     """Load a shipped scenario by name, or a YAML file by path."""
-    p = Path(name_or_path)
-    if not p.exists():
-        shipped = lab_scenarios()
-        if str(name_or_path) not in shipped:
-            raise LabScenarioError(
-                f"no lab scenario {str(name_or_path)!r}: not a file, and not one of {', '.join(shipped)}"
-            )
-        p = shipped[str(name_or_path)]
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise LabScenarioError(f"{p}: not valid YAML: {e}") from None
-    return lab_scenario_from_dict(data)
+    path = find(name_or_path, "lab")
+    if path is None:
+        raise LabScenarioError(
+            f"no lab scenario {str(name_or_path)!r}: not a file, and not one of {', '.join(lab_scenarios())}"
+        )
+    return lab_scenario_from_dict(read_yaml(path, "lab scenario", LabScenarioError))

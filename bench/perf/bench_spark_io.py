@@ -18,7 +18,7 @@ times alternating with its ceiling (the medians are compared), the sinks by Spar
 rounds of the three in turn (medians). Before timing, the
 bounded read is checked to return every event once and each sink's stream to hold
 every row it was given. The machine is shared and small: compare the ratios of one
-run, not figures across runs. Run ``python -m bench.bench_spark_io [--quick]``.
+run, not figures across runs. Run ``python -m bench.perf.bench_spark_io [--quick | --tiny]``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
 from .bench_spark import PARTITIONS, ceiling_batches, preload
-from .runner import Row, module_main, row
+from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main"]
+__all__ = ["run", "main", "SLOW"]
+
+SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.suite)
 
 _BOUNDED_RUNS = 3
 _SINK_ROUNDS = 2
@@ -172,13 +174,17 @@ def _events_in(client: EmbeddedClient, stream: str) -> int:
     return n
 
 
-def run(quick: bool = False) -> list[Row]:
+def run(size: Size = "full") -> list[Row]:
     """Bounded read vs its ceiling and the sink vs ``append_many``, in one session."""
     from spark_source.session import local_session
 
-    rows = 400_000 if quick else 2_000_000
-    sink_rows = 100_000 if quick else 500_000
-    batches = 2 if quick else 3
+    rows = sized(size, 40_000, 400_000, 2_000_000)
+    sink_rows = sized(size, 10_000, 100_000, 500_000)
+    batches = sized(size, 1, 2, 3)
+    bounded_runs, sink_rounds = (
+        sized(size, 1, _BOUNDED_RUNS, _BOUNDED_RUNS),
+        sized(size, 1, _SINK_ROUNDS, _SINK_ROUNDS),
+    )
     store = SegmentStore(clock=WallClock(), config=StoreConfig(advancer_thread=False))
     server = SegmentStoreServer(store)
     server.start()
@@ -206,7 +212,7 @@ def run(quick: bool = False) -> list[Row]:
         _timed_noop(ours_df.load())  # warm-up
         _timed_noop(ceiling_df.load())
         ours_runs, ceiling_runs = [], []
-        for _ in range(_BOUNDED_RUNS):  # alternated, so that load from elsewhere hits both alike
+        for _ in range(bounded_runs):  # alternated, so that load from elsewhere hits both alike
             ours_runs.append(_timed_noop(ours_df.load()))
             ceiling_runs.append(_timed_noop(ceiling_df.load()))
         ours_s, ceiling_s = statistics.median(ours_runs), statistics.median(ceiling_runs)
@@ -227,13 +233,13 @@ def run(quick: bool = False) -> list[Row]:
             ).start(),
         }
         sink_rates: dict[str, list[float]] = {k: [] for k in sinks}
-        for _ in range(_SINK_ROUNDS):  # the three in turn, so that load from elsewhere hits all alike
+        for _ in range(sink_rounds):  # the three in turn, so that load from elsewhere hits all alike
             for name, start in sinks.items():
                 sink_rates[name].append(
                     _rate(_sink_batches(_rows_df(spark, sink_rows), start, sink_rows, batches))
                 )
         for name in ("bench/sink", "bench/append_many", "bench/append_many_arrow"):
-            if _events_in(client, name) < sink_rows * (batches + 1) * _SINK_ROUNDS:
+            if _events_in(client, name) < sink_rows * (batches + 1) * sink_rounds:
                 raise AssertionError(f"stream {name} holds fewer events than the batches it was given")
     finally:
         server.stop()
@@ -270,7 +276,7 @@ def run(quick: bool = False) -> list[Row]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``python -m bench.bench_spark_io [--quick]`` and print the table."""
+    """Run ``python -m bench.perf.bench_spark_io [--quick | --tiny]`` and print the table."""
     module_main(run, argv, __doc__, "fewer rows")
     return 0
 

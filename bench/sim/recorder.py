@@ -25,13 +25,13 @@ import numpy as np
 from readergroup.events import NO_EVENT_TIME
 from readergroup.frontier import event_time_watermark
 from readergroup.reader import EventBatch
+from segmentstore.limits import INT64_MIN
 
 from .errors import OutputError
 from .workloads import payload_ids
 
 __all__ = ["SERIES_COLUMNS", "SEGMENT_COLUMNS", "EVENT_COLUMNS", "Recorder", "stats", "write_outputs"]
 
-INT64_MIN = -(2**63)
 
 SERIES_COLUMNS = (
     "t_ms",

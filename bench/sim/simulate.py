@@ -1,4 +1,4 @@
-"""What ``ingestwm simulate`` does, apart from its command-line parsing (kept in ``bench.cli``).
+"""What ``ingestwm simulate`` does, apart from its command-line parsing (kept in ``bench.cli.app``).
 
 ``prepare_output_dir`` checks an output directory is writable *before* a run starts;
 ``simulate`` loads a scenario with overrides, runs it with an optional progress bar,
@@ -15,8 +15,9 @@ from typing import Any
 
 from segmentstore import SegmentStore
 
+from .engine import run_scenario, write_result
 from .errors import OutputError
-from .runner import SimResult, run_scenario, write_result
+from .result import SimResult
 from .scenario import Scenario, load_scenario
 
 __all__ = [

@@ -1,0 +1,13 @@
+"""bench.cli: the ``ingestwm`` command (``[project.scripts]``) and the main job it runs.
+
+- ``app``: the click group and its commands (``demo``, ``simulate``, ``experiment``,
+  ``compare``, ``bench``, ``serve``); ``main`` is the console script's entry point.
+- ``main_job``: ``ingestwm demo`` — the iot-sensors simulation, then the same store
+  read by a Spark streaming query, with a short report.
+
+``python -m bench.cli ...`` runs the same command.
+"""
+
+from .app import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,265 @@
+"""The controller's model of streams: a pure state machine over its records, scale planning, record codec.
+
+``StreamMetadata`` applies the controller's records (create, scale/roll, seal, delete,
+commit): the controller applies each record live and again when it replays
+``_system/_streams``. Records are ``u32`` length + JSON. ``plan_scale`` checks a scale
+request and snaps the new ranges onto the sealed ones' exact boundaries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from ..checks import checked
+from ..errors import DataCorruptionError, InvalidScaleError
+from ..stream_metadata import (
+    KEY_EPSILON,
+    StreamInfo,
+    StreamSegment,
+    stream_segment_name,
+)
+
+__all__ = [
+    "plan_scale",
+    "StreamMetadata",
+    "SegmentEntry",
+    "StreamEntry",
+    "encode_record",
+    "parse_records",
+    "segment_record",
+]
+
+
+def plan_scale(
+    stream: str,
+    sealed: Sequence[StreamSegment],
+    new_ranges: Sequence[tuple[float, float]],
+) -> list[tuple[float, float]]:
+    """Check that ``new_ranges`` exactly cover the union of ``sealed``'s ranges; return them snapped.
+
+    Boundaries within ``KEY_EPSILON`` of each other or of a sealed boundary are made
+    equal, so the result tiles the sealed ranges exactly. Sorted by low. O(n log n).
+    """
+    if isinstance(new_ranges, (str, bytes)) or not isinstance(new_ranges, Sequence):
+        raise InvalidScaleError(f"stream {stream!r}: new_ranges must be a sequence of (low, high) pairs")
+    if not new_ranges:
+        raise InvalidScaleError(f"stream {stream!r}: new_ranges is empty")
+    ranges: list[tuple[float, float]] = []
+    for r in new_ranges:
+        try:
+            lo, hi = r
+        except (TypeError, ValueError):
+            raise InvalidScaleError(f"stream {stream!r}: new range {r!r} is not a (low, high) pair") from None
+        for v in (lo, hi):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise InvalidScaleError(f"stream {stream!r}: new range {r!r} has a non-numeric bound {v!r}")
+        if not 0.0 <= lo < hi <= 1.0:
+            raise InvalidScaleError(
+                f"stream {stream!r}: new range [{lo}, {hi}) must satisfy 0 <= low < high <= 1"
+            )
+        ranges.append((float(lo), float(hi)))
+    ranges.sort()
+    want = _union([(s.key_low, s.key_high) for s in sealed])
+    # Group the new ranges into maximal runs of adjacent ranges, rejecting overlaps.
+    runs: list[list[tuple[float, float]]] = [[ranges[0]]]
+    for lo, hi in ranges[1:]:
+        prev_hi = runs[-1][-1][1]
+        if lo < prev_hi - KEY_EPSILON:
+            raise InvalidScaleError(
+                f"stream {stream!r}: new range [{lo}, {hi}) overlaps [{runs[-1][-1][0]}, {prev_hi})"
+            )
+        if lo > prev_hi + KEY_EPSILON:
+            runs.append([(lo, hi)])
+        else:
+            runs[-1].append((lo, hi))
+    got = [(run[0][0], run[-1][1]) for run in runs]
+    if len(got) != len(want) or any(
+        abs(a[0] - b[0]) > KEY_EPSILON or abs(a[1] - b[1]) > KEY_EPSILON
+        for a, b in zip(got, want, strict=True)
+    ):
+        raise InvalidScaleError(
+            f"stream {stream!r}: new ranges cover {_fmt(got)} but the sealed segments "
+            f"{[s.name for s in sealed]} cover {_fmt(want)}; they must be equal"
+        )
+    out: list[tuple[float, float]] = []
+    for run, (w_lo, w_hi) in zip(runs, want, strict=True):
+        low = w_lo
+        for i, (_, hi) in enumerate(run):
+            high = w_hi if i == len(run) - 1 else hi
+            if not low < high:
+                raise InvalidScaleError(
+                    f"stream {stream!r}: new range ending at {hi} is empty after snapping"
+                )
+            out.append((low, high))
+            low = high
+    return out
+
+
+def _union(ranges: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Merge ranges into maximal disjoint intervals (adjacent ones joined). O(n log n)."""
+    out: list[tuple[float, float]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1] + KEY_EPSILON:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _fmt(ranges: list[tuple[float, float]]) -> str:
+    return " + ".join(f"[{lo}, {hi})" for lo, hi in ranges)
+
+
+# ---------------------------------------------------------------------- the replayed model
+_HEADER = struct.Struct("<I")
+
+
+class SegmentEntry:
+    """Mutable metadata of one stream segment."""
+
+    __slots__ = ("info", "predecessors", "sealed", "successors")
+
+    def __init__(self, info: StreamSegment, predecessors: tuple[str, ...] = ()) -> None:
+        self.info = info
+        self.sealed = False
+        self.successors: tuple[str, ...] = ()
+        self.predecessors = predecessors
+
+
+class StreamEntry:
+    """Mutable metadata of one stream: its segments, active ones sorted by ``key_low``."""
+
+    __slots__ = ("active", "epoch", "initial", "name", "next_number", "sealed", "segments")
+
+    def __init__(self, name: str, segs: list[StreamSegment]) -> None:
+        self.name = name
+        self.epoch = 0
+        self.sealed = False
+        self.segments = {s.name: SegmentEntry(s) for s in segs}
+        self.active = sorted(segs, key=lambda s: s.key_low)
+        self.initial = tuple(s.name for s in self.active)
+        self.next_number = max(s.number for s in segs) + 1
+
+    def info(self) -> StreamInfo:
+        return StreamInfo(self.name, self.sealed, self.epoch, tuple(self.active))
+
+
+class StreamMetadata:
+    """Every stream's segments, successors and state, changed only by ``apply(record)``. Not locked."""
+
+    def __init__(self) -> None:
+        self.streams: dict[str, StreamEntry] = {}
+        self.by_segment: dict[str, StreamEntry] = {}
+
+    def apply(self, rec: dict[str, Any]) -> None:
+        """Apply one record (live, and during replay). O(segments touched)."""
+        op, name = rec["op"], rec["stream"]
+        if op == "create":
+            st = StreamEntry(name, [_seg_from(name, s) for s in rec["segs"]])
+            self.streams[name] = st
+            for n in st.segments:
+                self.by_segment[n] = st
+        elif op in ("scale", "roll"):
+            st = self.streams[name]
+            sealed = [st.segments[n] for n in rec["seal"]]
+            new = [_seg_from(name, s) for s in rec["segs"]]
+            for s in new:
+                preds = tuple(p.info.name for p in sealed if s.overlaps(p.info.key_low, p.info.key_high))
+                st.segments[s.name] = SegmentEntry(s, preds)
+                self.by_segment[s.name] = st
+            for p in sealed:
+                p.sealed = True
+                p.successors = tuple(s.name for s in new if s.overlaps(p.info.key_low, p.info.key_high))
+            gone = set(rec["seal"])
+            st.active = sorted([s for s in st.active if s.name not in gone] + new, key=lambda s: s.key_low)
+            st.epoch = int(rec["epoch"])
+            st.next_number = max(st.next_number, *(s.number + 1 for s in new))
+        elif op == "seal":
+            st = self.streams[name]
+            st.sealed = True
+            for s in st.active:
+                st.segments[s.name].sealed = True
+        elif op == "delete":
+            st = self.streams.pop(name)
+            for n in st.segments:
+                del self.by_segment[n]
+        elif op != "commit":
+            raise DataCorruptionError(f"stream metadata: unknown record {op!r} for stream {name!r}")
+
+    @checked
+    def _check(self) -> None:
+        """Assert tiling of active ranges, successor symmetry, numbering and the segment index."""
+        count = 0
+        for name, st in self.streams.items():
+            assert st.name == name
+            count += len(st.segments)
+            act = st.active
+            assert act and act[0].key_low == 0.0 and act[-1].key_high == 1.0, f"{name}: active range"
+            for a, b in itertools.pairwise(act):
+                assert a.key_high == b.key_low, f"{name}: active segments {a.name}, {b.name} do not tile"
+            numbers = [s.info.number for s in st.segments.values()]
+            assert len(set(numbers)) == len(numbers) and max(numbers) < st.next_number
+            active = {s.name for s in act}
+            for n, seg in st.segments.items():
+                i = seg.info
+                assert self.by_segment[n] is st and i.stream == name
+                assert n == stream_segment_name(name, i.number, i.epoch) and i.epoch <= st.epoch
+                assert seg.sealed == (n not in active or st.sealed), f"{n}: sealed flag"
+                assert n in active or seg.successors, f"{n}: sealed by a scale without successors"
+                for s in seg.successors:
+                    assert n in st.segments[s].predecessors, f"{n} -> {s} is not symmetric"
+                    assert st.segments[s].info.overlaps(i.key_low, i.key_high)
+                for p in seg.predecessors:
+                    assert n in st.segments[p].successors, f"{p} -> {n} is not symmetric"
+        assert count == len(self.by_segment)
+
+
+def segment_record(s: StreamSegment) -> list[Any]:
+    """A segment as persisted: ``[number, epoch, key_low, key_high, creation_time]``."""
+    return [s.number, s.epoch, s.key_low, s.key_high, s.creation_time]
+
+
+def _seg_from(stream: str, j: list[Any]) -> StreamSegment:
+    number, epoch, lo, hi, ct = j
+    return StreamSegment(
+        stream,
+        int(number),
+        int(epoch),
+        stream_segment_name(stream, number, epoch),
+        float(lo),
+        float(hi),
+        int(ct),
+    )
+
+
+def encode_record(rec: dict[str, Any]) -> bytes:
+    """One record as appended: ``u32`` length + compact JSON."""
+    body = json.dumps(rec, separators=(",", ":")).encode()
+    return _HEADER.pack(len(body)) + body
+
+
+def parse_records(data: bytes, where: str) -> list[tuple[int, dict[str, Any]]]:
+    """Split a record log into ``(offset, record)``; ``DataCorruptionError`` names ``where``. O(bytes)."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    pos = 0
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise DataCorruptionError(f"{where!r}: truncated record header at offset {pos}")
+        (n,) = _HEADER.unpack_from(data, pos)
+        body = data[pos + 4 : pos + 4 + n]
+        if len(body) != n:
+            raise DataCorruptionError(f"{where!r}: truncated record at offset {pos}")
+        try:
+            rec = json.loads(body)
+        except ValueError as e:
+            raise DataCorruptionError(f"{where!r}: bad record at offset {pos}: {e}") from None
+        if not isinstance(rec, dict) or "op" not in rec or "stream" not in rec:
+            raise DataCorruptionError(f"{where!r}: bad record at offset {pos}: {rec!r:.80}")
+        out.append((pos, rec))
+        pos += 4 + n
+    return out

@@ -1,0 +1,83 @@
+"""Every benchmark module imports and runs at the ``tiny`` size, both ways, so that none can rot.
+
+Benchmarks are not tests (DESIGN §5): nothing here is timed or compared. The modules
+are listed from the ``bench/perf`` folder, not imported to be found, so one that fails
+to import is a failing test here, never a skip. ``SLOW`` modules (Spark) are marked
+``slow`` and share the suite's Spark session.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_fixtures import spark_fixture  # noqa: F401 (fixture)
+
+from bench.perf.suite import check_rows, discover
+
+ROOT = Path(__file__).resolve().parents[1]
+PERF = ROOT / "bench" / "perf"
+MODULES = sorted(p.stem for p in PERF.glob("bench_*.py"))
+
+
+def _slow(name: str) -> bool:
+    try:
+        mod = importlib.import_module(f"bench.perf.{name}")
+    except Exception:  # the test imports it again, and fails with the error
+        return False
+    return bool(getattr(mod, "SLOW", False))
+
+
+def _params() -> list[Any]:
+    return [pytest.param(n, id=n, marks=[pytest.mark.slow] if _slow(n) else []) for n in MODULES]
+
+
+def test_every_area_has_its_module_and_none_lies_outside_bench_perf() -> None:
+    assert discover() == MODULES
+    areas = ("index", "store", "durable", "server", "reader", "waiting", "sim", "spark", "spark_io")
+    assert {f"bench_{a}" for a in areas} <= set(MODULES)
+    stray = [
+        p.relative_to(ROOT)
+        for top in ROOT.iterdir()
+        if top.is_dir() and not top.name.startswith(".") and top.name not in ("runs", "build")
+        for p in top.rglob("bench_*.py")
+        if PERF not in p.parents
+    ]
+    assert stray == [], f"benchmark modules belong in bench/perf (found by name there only): {stray}"
+
+
+@pytest.mark.parametrize("name", _params())
+def test_module_runs_at_tiny_size(name: str, request: pytest.FixtureRequest) -> None:
+    mod = importlib.import_module(f"bench.perf.{name}")
+    params = list(inspect.signature(mod.run).parameters)
+    assert params[:1] == ["size"], f"{name}.run must take the size ('tiny', 'quick' or 'full'), has {params}"
+    if getattr(mod, "SLOW", False):
+        request.getfixturevalue("spark")  # the module gets (not creates) the suite's Spark session
+    rows = check_rows(name, mod.run("tiny"))
+    assert all(isinstance(r["name"], str) and r["name"] and isinstance(r["unit"], str) for r in rows)
+
+
+def test_pytest_benchmark_collects_and_runs_every_module(tmp_path: Path) -> None:
+    """``pytest bench/perf`` (timing off, tiny size) runs every module's ``test_*`` functions or whole run."""
+    report = tmp_path / "perf.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", str(PERF), "--benchmark-disable", "--bench-size=tiny",
+         "-p", "no:cacheprovider", "-q", f"--junitxml={report}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ran: dict[str, int] = {}
+    for case in ET.parse(report).iter("testcase"):
+        if case.find("skipped") is None:
+            name = case.get("name", "")
+            whole = name.startswith("test_run[")  # test_whole_runs.py: test_run[bench_x]
+            module = name[len("test_run[") : -1] if whole else case.get("classname", "").rsplit(".", 1)[-1]
+            ran[module] = ran.get(module, 0) + 1
+    fast = [n for n in MODULES if not _slow(n)]
+    assert all(ran.get(n, 0) >= 1 for n in fast), f"benchmark tests run per module: {ran}"
