@@ -2,7 +2,7 @@
 
 Three sources run in one local[2] SparkSession into the ``noop`` sink, each for several
 micro-batches of the same number of rows (10^6; ``--quick`` uses 2 * 10^5 and says so)
-over 2 partitions, after one warm-up micro-batch, in three rounds of (a), (b), (c) in
+over 2 partitions, after one warm-up micro-batch, in five rounds of (a), (b), (c) in
 turn. The figure of each is ``numInputRows / triggerExecution`` summed over its
 measured micro-batches (Spark's ``processedRowsPerSecond``), the median over the rounds;
 (a)/(b) is also printed round by round:
@@ -51,7 +51,7 @@ SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.
 
 SEGMENTS = 2
 PARTITIONS = 2
-_ROUNDS = 3
+_ROUNDS = 5
 """Rounds of (a), (b), (c) in turn (one at ``--tiny``); the figures are the medians over the rounds."""
 PAYLOAD = bytes(32)
 ARROW_BATCH_ROWS = 65_536
