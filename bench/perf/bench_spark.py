@@ -18,7 +18,8 @@ measured micro-batches (Spark's ``processedRowsPerSecond``), the median over the
   the reference for Spark itself.
 
 It prints rows/s and the ratios (a)/(b) and (b)/(c), and where the time of (a) goes:
-driver planning (Spark's ``latestOffset`` + ``queryPlanning`` per micro-batch) and,
+per micro-batch, running the tasks (Spark's ``addBatch``) and the rest of the trigger on
+the driver, beside (b)'s; driver planning (``latestOffset`` + ``queryPlanning``); and,
 measured on one thread in this process over the same ranges (``read_range`` with no
 fetch thread, its calls timed), fetching the bytes, decoding the frames, looking up
 ingestion times and building Arrow; then the same read path with its fetch thread.
@@ -85,6 +86,21 @@ def _rate_of(measured: list[dict[str, Any]]) -> float:
     rows = sum(p["numInputRows"] for p in measured)
     ms = sum(p["durationMs"]["triggerExecution"] for p in measured)
     return rows / (ms / 1000.0) if ms else 0.0
+
+
+def _phases(progress: list[dict[str, Any]]) -> tuple[float, float]:
+    """Mean ms per micro-batch running its tasks (``addBatch``) and on the driver (the rest)."""
+    tasks = sum(p["durationMs"].get("addBatch", 0) for p in progress) / len(progress)
+    total = sum(p["durationMs"]["triggerExecution"] for p in progress) / len(progress)
+    return tasks, total - tasks
+
+
+def _planning(progress: list[dict[str, Any]]) -> float:
+    """Mean ms per micro-batch of ``latestOffset`` + ``queryPlanning`` (offsets, Spark's plan)."""
+    total = sum(
+        p["durationMs"].get("latestOffset", 0) + p["durationMs"].get("queryPlanning", 0) for p in progress
+    )
+    return float(total) / len(progress)
 
 
 def _run_batches(df: Any, rows_per_batch: int, batches: int) -> list[dict[str, Any]]:
@@ -283,10 +299,8 @@ def run(size: Size = "full") -> list[Row]:
     rates = [tuple(_rate_of(r) for r in one) for one in rounds]
     a, b, c = (statistics.median(r[i] for r in rates) for i in range(3))
     a_over_b = [r[0] / r[1] for r in rates]
-    ours = [p for one in rounds for p in one[0]]
-    planning_ms = sum(
-        p["durationMs"].get("latestOffset", 0) + p["durationMs"].get("queryPlanning", 0) for p in ours
-    ) / len(ours)
+    planning_ms, b_planning_ms = (_planning([p for one in rounds for p in one[i]]) for i in (0, 1))
+    (a_exec, a_driver), (b_exec, b_driver) = (_phases([p for one in rounds for p in one[i]]) for i in (0, 1))
     phases = ("fetch", "decode", "ingestion", "arrow")
     per_row_us = {k: split[k] * 1e6 for k in phases}
     one_thread = 1e6 / sum(per_row_us.values())
@@ -300,7 +314,24 @@ def run(size: Size = "full") -> list[Row]:
             statistics.median(a_over_b),
             "x",
         ),
-        row("(a) driver planning per micro-batch", planning_ms, "ms"),
+        row("(a) per micro-batch: tasks (addBatch)", a_exec, "ms", "(b) tasks (addBatch)", a_exec / b_exec),
+        row("(b) per micro-batch: tasks (addBatch)", b_exec, "ms"),
+        row(
+            "(a) per micro-batch: driver (the rest)",
+            a_driver,
+            "ms",
+            "(b) driver (the rest)",
+            a_driver / b_driver,
+        ),
+        row("(b) per micro-batch: driver (the rest)", b_driver, "ms"),
+        row(
+            "(a) driver planning per micro-batch",
+            planning_ms,
+            "ms",
+            "(b) planning",
+            planning_ms / b_planning_ms,
+        ),
+        row("(b) driver planning per micro-batch", b_planning_ms, "ms"),
         row("(a) fetch bytes, 1 thread", per_row_us["fetch"], "us/row"),
         row("(a) decode frames, 1 thread", per_row_us["decode"], "us/row"),
         row("(a) ingestion times (watermarks_at), 1 thread", per_row_us["ingestion"], "us/row"),
