@@ -304,26 +304,28 @@ class Planner:
         if limit.max_bytes is not None:
             avail = water_fill(avail, limit.max_bytes)
         if limit.max_events is None:
-            bounds = [
+            found = [
                 frame_ends(self._client, seg, ends[stream][seg], a) if a > 0 else _NONE
                 for (stream, seg), a in zip(keys, avail, strict=True)
             ]
+            new_ends = [int(f[-1]) if len(f) else None for f in found]
         else:
-            bounds = self._share_events(keys, ends, avail, limit.max_events)
-        if keys and sum(len(b) for b in bounds) == 0:  # always progress: one frame of the first segment
+            new_ends = self._share_events(keys, ends, avail, limit.max_events)
+        if keys and all(e is None for e in new_ends):  # always progress: one frame of the first segment
             stream, seg = keys[0]
-            bounds[0] = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
-        for (stream, seg), b in zip(keys, bounds, strict=True):
-            if len(b):
-                ends[stream][seg] = int(b[-1])
+            one = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
+            new_ends[0] = int(one[-1]) if len(one) else None
+        for (stream, seg), e in zip(keys, new_ends, strict=True):
+            if e is not None:
+                ends[stream][seg] = e
 
     def _share_events(
         self, keys: list[tuple[str, str]], ends: dict[str, dict[str, int]], avail: list[int], budget: int
-    ) -> list[np.ndarray]:
-        """Frame ends admitted per segment for ``budget`` events over ``avail`` bytes each, shared evenly."""
-        found: list[list[np.ndarray]] = [[] for _ in keys]
+    ) -> list[int | None]:
+        """Each segment's new end for ``budget`` events over ``avail`` bytes each, shared evenly (or None)."""
         pos = [ends[stream][seg] for stream, seg in keys]
         stop = [p + a for p, a in zip(pos, avail, strict=True)]
+        moved: list[int | None] = [None] * len(keys)
         open_ = [i for i, a in enumerate(avail) if a > 0]
         while budget > 0 and open_:
             still = []
@@ -333,13 +335,12 @@ class Planner:
                     continue
                 got = frame_ends(self._client, keys[i][1], pos[i], stop[i] - pos[i], share)
                 if len(got):
-                    found[i].append(got)
-                    pos[i] = int(got[-1])
+                    pos[i] = moved[i] = int(got[-1])
                     budget -= len(got)
                 if len(got) == share:
                     still.append(i)  # may have more
             open_ = still
-        return [np.concatenate(f) if f else _NONE for f in found]
+        return moved
 
     def _successors_of(self, seg: str) -> list[tuple[str, tuple[str, ...]]]:
         cached = self._successors.get(seg)
