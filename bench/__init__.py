@@ -1,7 +1,7 @@
 """bench: what runs on top of the engines — the ``ingestwm`` command, the simulator, the lab, the benchmarks.
 
 - ``cli``: the ``ingestwm`` command (``demo``, ``simulate``, ``experiment``, ``compare``,
-  ``bench``, ``serve``) and the main job (``ingestwm demo``); ``python -m bench.cli``.
+  ``bench``, ``serve``, ``group``) and the main job (``ingestwm demo``); ``python -m bench.cli``.
 - ``sim``: the discrete-event simulator driving the real store and reader groups, and
   its parameter sweeps on Spark (``ingestwm simulate``, ``ingestwm experiment``).
 - ``lab``: the watermark-strategy lab (``ingestwm compare``).

@@ -6,6 +6,9 @@ from .errors import (
     CheckpointAbortedError,
     DuplicateCheckpointError,
     FrameFormatError,
+    GroupStateConflictError,
+    GroupStateCorruptError,
+    GroupStateError,
     InvalidCheckpointError,
     InvalidEventError,
     InvalidPositionError,
@@ -17,9 +20,11 @@ from .errors import (
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
+    StaleEpochError,
     TransactionClosedError,
     TransactionError,
     TranscriptError,
+    WriterBufferFullError,
     WriterClosedError,
     WriterError,
 )
@@ -39,7 +44,7 @@ from .reader import EventBatch, EventRead, EventReader, ReaderStats, ReadKind
 from .routing import RoutingTable, key_hash
 from .state import ReaderGroupState, SegmentState
 from .transaction import Transaction, TransactionalEventWriter, TransactionStatus
-from .writer import EventWriter, WriterConfig
+from .writer import EventAck, EventWriter, WriteFuture, WriterConfig
 
 __all__ = [
     "KIND_EVENT",
@@ -49,12 +54,16 @@ __all__ = [
     "Checkpoint",
     "CheckpointAbortedError",
     "DuplicateCheckpointError",
+    "EventAck",
     "EventBatch",
     "EventRead",
     "EventReader",
     "EventWriter",
     "Frame",
     "FrameFormatError",
+    "GroupStateConflictError",
+    "GroupStateCorruptError",
+    "GroupStateError",
     "GroupMetrics",
     "InvalidCheckpointError",
     "InvalidEventError",
@@ -78,6 +87,7 @@ __all__ = [
     "SegmentMetrics",
     "SegmentPosition",
     "SegmentState",
+    "StaleEpochError",
     "TimeDomain",
     "Transaction",
     "TransactionClosedError",
@@ -85,6 +95,8 @@ __all__ = [
     "TranscriptError",
     "TransactionStatus",
     "TransactionalEventWriter",
+    "WriteFuture",
+    "WriterBufferFullError",
     "WriterClosedError",
     "WriterConfig",
     "WriterError",

@@ -9,16 +9,20 @@ is always a consistent cut (pairwise disjoint key ranges per stream).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from segmentstore import StreamCut
+from segmentstore.clock import monotonic_s
 
 from .errors import InvalidCheckpointError
 
-__all__ = ["SegmentPosition", "Checkpoint", "ReaderPosition"]
+__all__ = ["SegmentPosition", "Checkpoint", "ReaderPosition", "CheckpointFuture"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,41 @@ class ReaderPosition:
             raise
         except (KeyError, TypeError, ValueError) as e:
             raise InvalidCheckpointError(f"not a reader position in JSON: {e!r} in {text!r:.80}") from None
+
+
+class CheckpointFuture(Future[Checkpoint]):
+    """A checkpoint's future that polls while it is waited on (``ReaderGroup.initiate_checkpoint``).
+
+    The checkpoint may complete in other processes' readers: while it is not done,
+    ``done()`` and ``result()`` call ``poll`` (the group catches up with its state log,
+    which completes or aborts the future), ``result`` every 50 ms until its timeout.
+    """
+
+    def __init__(self, poll: Callable[[], None]) -> None:
+        super().__init__()
+        self._poll = poll
+
+    def done(self) -> bool:
+        if not super().done():
+            self._poll()
+        return super().done()
+
+    def result(self, timeout: float | None = None) -> Checkpoint:
+        deadline = None if timeout is None else monotonic_s() + timeout
+        while not super().done():
+            self._poll()
+            if super().done():
+                break
+            left = 0.05 if deadline is None else min(0.05, deadline - monotonic_s())
+            if left <= 0:
+                break
+            threading.Event().wait(left)
+        return super().result(0 if timeout is not None else None)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        with contextlib.suppress(BaseException):
+            self.result(timeout)
+        return super().exception(0)
 
 
 def _load(text: str | bytes, what: str) -> dict[str, Any]:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from segmentstore import StreamCut
 
-from .errors import InvalidReaderGroupConfigError
+from .errors import InvalidEventError, InvalidReaderGroupConfigError
 
-__all__ = ["TimeDomain", "ReaderGroupConfig"]
+__all__ = ["TimeDomain", "ReaderGroupConfig", "WriterConfig"]
 
 
 class TimeDomain(enum.Enum):
@@ -49,6 +49,13 @@ class ReaderGroupConfig:
     - ``max_event_time_lag_ms``: for the "late events seen" metric: an event whose event
       time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
       Not used in ``EVENT_TIME``, where the watermark already is an event time.
+    - ``reader_timeout_ms``: a reader's lease. Readers heartbeat every quarter of it
+      while they read; one not heard from for this long (on the clock of the process
+      that notices) is declared offline and its segments return at its acknowledged
+      positions. ``0`` = never: readers leave only by ``close()`` or ``reader_offline``.
+    - ``state_snapshot_interval``: batches in the group's state log between compacted
+      snapshots (and at least a snapshot's worth of bytes); the log is truncated below
+      each snapshot, so it stays bounded.
     """
 
     streams: tuple[str, ...]
@@ -57,6 +64,8 @@ class ReaderGroupConfig:
     position_report_interval_ms: int = 100
     read_buffer_bytes: int = 1 << 20
     max_event_time_lag_ms: int = 0
+    reader_timeout_ms: int = 30_000
+    state_snapshot_interval: int = 200
 
     def __post_init__(self) -> None:
         streams = self.streams
@@ -105,6 +114,8 @@ class ReaderGroupConfig:
         _check_int("position_report_interval_ms", self.position_report_interval_ms, 0)
         _check_int("read_buffer_bytes", self.read_buffer_bytes, 64)
         _check_int("max_event_time_lag_ms", self.max_event_time_lag_ms, 0)
+        _check_int("reader_timeout_ms", self.reader_timeout_ms, 0)
+        _check_int("state_snapshot_interval", self.state_snapshot_interval, 2)
 
     @property
     def watermarks(self) -> bool:
@@ -124,3 +135,42 @@ def _check_int(option: str, value: object, low: int) -> None:
         raise InvalidReaderGroupConfigError(
             f"ReaderGroupConfig.{option} must be an int >= {low}, got {value!r}"
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WriterConfig:
+    """Writer settings: block limits per segment, resends, optional linger, back-pressure, sync mode.
+
+    - ``max_batch_events`` / ``max_batch_bytes``: at most this many events / bytes in one
+      append (a block).
+    - ``retry_attempts``: resends of a block after a transient error, before its events fail.
+    - ``linger_ms``: hold a block that is not full up to this long (by the writer's clock,
+      checked at writes and by the writer's thread) for larger blocks; ``None``: a segment
+      with no append in flight sends at once.
+    - ``max_bytes_in_flight``: the bound on bytes written and not yet acknowledged or failed.
+    - ``max_block_ms``: how long a write waits for room at that bound; 0 raises at once.
+    - ``sync``: the writer before issue 17: a block goes out when full (or lingered) or at
+      ``flush``, and the write that filled it waits for its acknowledgement (with
+      ``max_batch_events=1`` every ``write_event`` is one round trip).
+    """
+
+    max_batch_events: int = 4096
+    max_batch_bytes: int = 1 << 20
+    retry_attempts: int = 3
+    linger_ms: int | None = None
+    max_bytes_in_flight: int = 16 << 20
+    max_block_ms: int = 60_000
+    sync: bool = False
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name == "sync":
+                if not isinstance(v, bool):
+                    raise InvalidEventError(f"WriterConfig.sync must be a bool, got {v!r}")
+                continue
+            if v is None and f.name == "linger_ms":
+                continue
+            low = 0 if f.name in ("retry_attempts", "linger_ms", "max_block_ms") else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise InvalidEventError(f"WriterConfig.{f.name} must be an int >= {low}, got {v!r}")

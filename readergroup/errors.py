@@ -27,6 +27,11 @@ __all__ = [
     "CheckpointAbortedError",
     "InvalidReadError",
     "TranscriptError",
+    "WriterBufferFullError",
+    "GroupStateError",
+    "GroupStateCorruptError",
+    "GroupStateConflictError",
+    "StaleEpochError",
 ]
 
 
@@ -43,7 +48,7 @@ class FrameFormatError(ReaderGroupError, ValueError):
 
 
 class WriterError(ReaderGroupError):
-    """A writer could not deliver its events (retries exhausted); they stay buffered for ``flush()``."""
+    """A writer could not deliver events (resends exhausted, ...): their futures and ``flush()`` raise it."""
 
 
 class WriterClosedError(WriterError):
@@ -108,3 +113,23 @@ class InvalidReadError(ReaderGroupError, ValueError):
 
 class TranscriptError(ReaderGroupError, ValueError):
     """A watermark transcript (``readergroup.transcripts``) is malformed or inconsistent (names the step)."""
+
+
+class WriterBufferFullError(WriterError):
+    """A write did not fit under ``WriterConfig.max_bytes_in_flight`` in ``max_block_ms``; not written."""
+
+
+class GroupStateError(ReaderGroupError):
+    """The group's state log in the store cannot be used (names the segment and offset)."""
+
+
+class GroupStateCorruptError(GroupStateError):
+    """A batch of the state log is corrupt (bad magic, version or CRC): it is never applied."""
+
+
+class GroupStateConflictError(GroupStateError):
+    """An update lost the conditional append to other processes too many times in a row."""
+
+
+class StaleEpochError(ReaderGroupError):
+    """An update names an epoch the group has left (a reset happened meanwhile): it is not applied."""

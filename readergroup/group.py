@@ -1,23 +1,41 @@
 """Reader groups and their manager: readers, checkpoints, resets to a new epoch (PIP-194), metrics.
 
 ``ReaderGroupManager(client)`` creates named groups over a ``SegmentStoreClient``;
-``ReaderGroup.create_reader(id)`` adds a reader. The group state lives in this process
-(readers of one group share it; Pravega keeps it in a state-synchronizer segment).
+``ReaderGroup.create_reader(id)`` adds a reader. The group's state lives in the store,
+as Pravega's state synchronizer keeps it: a log of updates in ``_system/_rg/<group>``
+(``readergroup.state``), so readers in any process — and on any host, through a served
+store — share one group: ``ReaderGroupManager(client).get_reader_group(name)`` (or
+``ReaderGroup.open``) joins a group another process created. Each ``ReaderGroup``
+object is one replica of the state; readers of one object share it. A group in one
+process is the same code with a single replica.
 
 ``reset_to(checkpoint | stream cut)`` starts a new epoch: the state is rebuilt at the
 new positions with watermarks materialised from the store's watermark index
-(``watermark_at``, no scan of the stream), pending checkpoints are aborted, and every
-reader drops what it buffered from the old epoch before its next delivery — nothing
-of an older epoch is delivered after ``reset_to`` returns.
+(``watermark_at``, no scan of the stream) and pending checkpoints are aborted. Readers
+of this replica drop what they buffered from the old epoch before their next delivery
+(nothing of an older epoch is delivered by them after ``reset_to`` returns); readers
+of other replicas (other processes) do so at their next sync with the state — within
+``position_report_interval_ms`` of their clock, or their next read when idle — and
+every ``EventRead`` names its epoch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
+import struct
 import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
 
-from segmentstore import Clock, StreamCut, WallClock
+from segmentstore import (
+    Clock,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    StreamCut,
+    WallClock,
+)
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
@@ -27,20 +45,57 @@ from .errors import (
     InvalidPositionError,
     InvalidReaderGroupConfigError,
     ReaderGroupExistsError,
-    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
 )
 from .metrics import GroupMetrics, collect_metrics
 from .reader import EventReader, ReaderStats
-from .state import ReaderGroupState, SegmentState
+from .state import ReaderGroupState, SegmentState, state_segment
 
-__all__ = ["ReaderGroup", "ReaderGroupManager"]
+__all__ = ["ReaderGroup", "ReaderGroupManager", "GROUP_INDEX", "list_groups"]
+
+GROUP_INDEX = "_system/_rg_index"
+"""Names of the groups created in the store: u32-length-prefixed JSON records ``{"op", "group"}``."""
+_LEN = struct.Struct("<I")
+
+
+def _index(client: SegmentStoreClient, op: str, name: str) -> None:
+    rec = json.dumps({"op": op, "group": name}).encode()
+    with contextlib.suppress(SegmentExistsError):
+        client.create_segment(GROUP_INDEX)
+    client.append(GROUP_INDEX, _LEN.pack(len(rec)) + rec)
+
+
+def list_groups(client: SegmentStoreClient) -> list[str]:
+    """Names of the reader groups in the store (created, not deleted), sorted. O(index + groups) calls."""
+    try:
+        info = client.get_info(GROUP_INDEX)
+    except SegmentNotFoundError:
+        return []
+    data = b""
+    pos = info.start_offset
+    while pos < info.length:
+        r = client.read(GROUP_INDEX, pos, info.length - pos)
+        if not r.data:
+            break
+        data += r.data
+        pos += len(r.data)
+    names: set[str] = set()
+    i = 0
+    while i + _LEN.size <= len(data):
+        (n,) = _LEN.unpack_from(data, i)
+        rec = json.loads(data[i + _LEN.size : i + _LEN.size + n])
+        (names.add if rec["op"] == "create" else names.discard)(str(rec["group"]))
+        i += _LEN.size + n
+    return sorted(n for n in names if client.exists(state_segment(n)))
 
 
 class ReaderGroup:
     """A named group of readers that together read every event of its streams (per epoch).
 
-    ``clock`` (default ``WallClock()``) paces position reports and measures watermark
-    lag; simulations pass their ``ManualClock``. Thread-safe.
+    The constructor creates the group in the store (``ReaderGroupExistsError`` if a
+    group of that name is there); ``ReaderGroup.open`` joins an existing one. ``clock``
+    (default ``WallClock()``) paces position reports and heartbeats and measures
+    watermark lag; simulations pass their ``ManualClock``. Thread-safe.
     """
 
     def __init__(
@@ -54,15 +109,25 @@ class ReaderGroup:
             raise InvalidReaderGroupConfigError(f"reader group name must be a non-empty str, got {name!r}")
         if not isinstance(config, ReaderGroupConfig):
             raise InvalidReaderGroupConfigError(f"config must be a ReaderGroupConfig, got {config!r}")
+        clock = clock if clock is not None else WallClock()
+        self._setup(name, client, clock, ReaderGroupState.create(client, name, config, clock))
+        with contextlib.suppress(SegmentStoreError):  # only ``list`` needs the index; the group exists
+            _index(client, "create", name)
+
+    @classmethod
+    def open(cls, name: str, client: SegmentStoreClient, clock: Clock | None = None) -> ReaderGroup:
+        """Join group ``name`` kept in the store (by any process); ``ReaderGroupNotFoundError`` if none."""
+        clock = clock if clock is not None else WallClock()
+        group = cls.__new__(cls)
+        group._setup(name, client, clock, ReaderGroupState.open(client, name, clock))
+        return group
+
+    def _setup(self, name: str, client: SegmentStoreClient, clock: Clock, state: ReaderGroupState) -> None:
         self.name = name
-        self.config = config
+        self.config = state.config
         self.client = client
-        self.clock: Clock = clock if clock is not None else WallClock()
-        positions: list[tuple[str, int]] = []
-        for stream in config.streams:
-            cut = config.starting_cut(stream) or client.get_head_cut(stream)
-            positions.extend(cut.positions)
-        self._state = ReaderGroupState(client, name, config.streams, positions)
+        self.clock: Clock = clock
+        self._state = state
         self._lock = threading.Lock()
         self._readers: dict[str, EventReader] = {}
         self._retired = _Totals()
@@ -83,10 +148,14 @@ class ReaderGroup:
     ) -> None:
         """Declare a reader gone (crashed): its segments return at its last reported positions.
 
-        With ``last_position`` (e.g. its last ``get_position()``), they return there
-        instead, with the watermark materialised from the index. The reader object, if
-        still alive, raises ``ReaderNotInGroupError`` on its next read.
+        For operators and for a restarted process taking over its old reader id; a
+        reader that stops heartbeating is declared offline by the group itself after
+        ``reader_timeout_ms``. With ``last_position`` (e.g. its last ``get_position()``),
+        the segments return there instead, with the watermark materialised from the
+        index. The reader object raises ``ReaderNotInGroupError`` on its next read in this
+        process, at its next sync in another; declare only readers known to be gone.
         """
+        self._state.refresh()
         positions: Mapping[str, int] | None
         if isinstance(last_position, ReaderPosition):
             if last_position.reader_id != reader_id:
@@ -101,8 +170,18 @@ class ReaderGroup:
         self._state.remove_reader(reader_id, positions)
 
     def online_readers(self) -> list[str]:
-        """Ids of the online readers, sorted."""
+        """Ids of the online readers (of every process), sorted."""
+        self._state.refresh()
         return sorted(self._state.readers())
+
+    def refresh(self) -> int:
+        """Catch up with the group's state log (what other processes did); returns the batches applied."""
+        return self._state.refresh()
+
+    def expire_readers(self) -> list[str]:
+        """Declare offline now the readers whose lease ran out (readers also do it as they read)."""
+        self._state.refresh()
+        return self._state.sweep(force=True)
 
     # ------------------------------------------------------------------ checkpoints and resets
     def initiate_checkpoint(self, name: str) -> Future[Checkpoint]:
@@ -140,14 +219,7 @@ class ReaderGroup:
         mentioned = {c.stream for c in cuts}
         if len(mentioned) != len(cuts):
             raise InvalidPositionError(f"group {self.name!r}: reset target has two cuts of one stream")
-        st = self._state
-        with st.lock:
-            positions = [p for c in cuts for p in c.positions]
-            for row in st.segments():
-                if row.segment.stream not in mentioned and row.status != "future":
-                    positions.append((row.segment.name, row.position))
-                    hints[row.segment.name] = row.watermark
-            return st.reset(positions, hints)
+        return self._state.reset_to(cuts, hints)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -156,20 +228,25 @@ class ReaderGroup:
 
     @property
     def epoch(self) -> int:
+        """The group's epoch (after catching up with the log)."""
+        self._state.refresh()
         return self._state.epoch
 
     @property
     def group_watermark(self) -> int:
-        """The group's ingestion-time watermark (minimum over incomplete segments). O(1)."""
+        """The group's ingestion-time watermark (minimum over incomplete segments), caught up with the log."""
+        self._state.refresh()
         return self._state.group_watermark
 
     @property
     def event_time_watermark(self) -> int:
         """The producer-asserted event-time watermark at the acknowledged positions (``EVENT_TIME``)."""
+        self._state.refresh()
         return self._state.event_time_watermark
 
     def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with acknowledged position, watermark, owner and status."""
+        self._state.refresh()
         return self._state.segments()
 
     def reader_stats(self) -> list[ReaderStats]:
@@ -182,6 +259,7 @@ class ReaderGroup:
         with self._lock:
             stats = [r.stats for r in self._readers.values()]
             retired = (self._retired.events, self._retired.late, self._retired.late_ingestion)
+        self._state.refresh()
         return collect_metrics(self._state, self.clock.now() if now is None else now, stats, retired)
 
     @checked
@@ -205,7 +283,11 @@ class _Totals:
 
 
 class ReaderGroupManager:
-    """Creates and finds the reader groups of one client (Pravega's ``ReaderGroupManager``)."""
+    """Creates, finds and deletes the reader groups of a store (Pravega's ``ReaderGroupManager``).
+
+    ``get_reader_group`` joins a group another process created; each manager holds one
+    replica (``ReaderGroup``) per group it touched.
+    """
 
     def __init__(self, client: SegmentStoreClient, clock: Clock | None = None) -> None:
         self.client = client
@@ -223,21 +305,30 @@ class ReaderGroupManager:
             return group
 
     def get_reader_group(self, name: str) -> ReaderGroup:
+        """This manager's replica of group ``name``, joining it from the store the first time."""
         with self._lock:
-            try:
-                return self._groups[name]
-            except KeyError:
-                raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist") from None
+            group = self._groups.get(name)
+            if group is None:
+                group = self._groups[name] = ReaderGroup.open(name, self.client, self.clock)
+            return group
+
+    def create_reader(self, group: str, reader_id: str) -> EventReader:
+        """A new reader of group ``group`` (created by any process), as Pravega's ``createReader``."""
+        return self.get_reader_group(group).create_reader(reader_id)
 
     def delete_reader_group(self, name: str) -> None:
-        """Forget the group; its readers fail on their next read."""
+        """Delete the group from the store; its readers fail on their next read (elsewhere: next sync)."""
+        group = self.get_reader_group(name)
         with self._lock:
-            group = self._groups.pop(name, None)
-        if group is None:
-            raise ReaderGroupNotFoundError(f"reader group {name!r} does not exist")
+            self._groups.pop(name, None)
         for rid in group.online_readers():
-            group.reader_offline(rid)
+            with contextlib.suppress(ReaderNotInGroupError):
+                group.reader_offline(rid)
+        with contextlib.suppress(SegmentNotFoundError):
+            self.client.delete(state_segment(name))
+        with contextlib.suppress(SegmentStoreError):
+            _index(self.client, "delete", name)
 
     def list_reader_groups(self) -> list[str]:
-        with self._lock:
-            return sorted(self._groups)
+        """Names of the groups in the store (whichever process created them), sorted."""
+        return list_groups(self.client)

@@ -17,10 +17,20 @@ learns the group watermark, and in ``INGESTION_TIME`` returns it as a watermark 
 whenever it increased (strictly ascending within an epoch). A caught-up reader
 re-reads its tails (zero-length reads) on every call, so it follows idle segments'
 advancing watermarks. On a reset (new epoch, PIP-194) it drops everything it buffered.
+
+Shared state: a sync is one batch appended to the group's state log (report,
+completion, rebalance, checkpoint reached) when something changed, and the reader then
+holds exactly the segments the state assigns it. It may run in any process: its
+replica learns of other processes' updates when it syncs (a caught-up reader watches
+the log in the same ``wait_any`` as its tails). With ``reader_timeout_ms`` it
+heartbeats (its lease) at least every quarter of it, syncing then too, and a reader
+whose lease was taken (declared offline) raises ``ReaderNotInGroupError`` instead of
+delivering anything more.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +47,7 @@ from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .checkpoint import ReaderPosition, SegmentPosition
 from .config import TimeDomain
-from .errors import InvalidReadError, ReaderNotInGroupError
+from .errors import InvalidReadError, ReaderGroupNotFoundError, ReaderNotInGroupError, StaleEpochError
 from .events import NO_EVENT_TIME
 from .frontier import event_time_watermark
 from .segment_input import BlockSlice, SegmentInput
@@ -189,7 +199,11 @@ class EventReader:
         self._buf = config.read_buffer_bytes
         self._event_time = config.time_domain is TimeDomain.EVENT_TIME
         self._lag = 0 if self._event_time else config.max_event_time_lag_ms  # EVENT_TIME: no lag
-        self._slot = state.add_reader(reader_id)
+        self._token = state.add_reader(reader_id)
+        self._sync_obj = state.synchronizer
+        self._version = -1  # the replica's version when membership and epoch were last checked
+        self._cps = state.model.checkpoints  # the replica's checkpoint queue (valid at that version)
+        self._beat = state.heartbeat(self._token) if config.reader_timeout_ms else None
         self._epoch = state.epoch
         self._segs: dict[str, SegmentInput] = {}
         self._cur: SegmentInput | None = None
@@ -198,8 +212,10 @@ class EventReader:
         self._late_threshold = INT64_MIN  # event times <= this are late
         self._it_emitted = INT64_MIN  # ingestion times <= this are late (INGESTION_TIME only)
         self._wm_pending: int | None = None
-        self._next_sync = INT64_MIN
+        self._next_sync = INT64_MIN  # the next report or heartbeat, whichever comes first
+        self._next_report = INT64_MIN
         self._need_sync = True
+        self._state_moved = True  # the state log may hold batches this replica has not applied
         self._closed = False
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
 
@@ -207,6 +223,22 @@ class EventReader:
     @property
     def epoch(self) -> int:
         return self._epoch
+
+    @property
+    def token(self) -> int:
+        """This incarnation's membership token (the log position of its ``AddReader``)."""
+        return self._token
+
+    def _online(self) -> bool:
+        return self._state.is_online(self.reader_id, self._token)
+
+    def _check_membership(self) -> None:
+        """After the replica changed: restart on a new epoch, fail if this reader is offline. O(1)."""
+        version = self._sync_obj.version
+        if self._state.epoch != self._epoch or self._closed or not self._online():
+            self._restart()
+        self._cps = self._state.model.checkpoints
+        self._version = version
 
     @property
     def stats(self) -> ReaderStats:
@@ -234,9 +266,9 @@ class EventReader:
         if timeout_ms:
             _check_timeout(self.reader_id, timeout_ms)
         st = self._state
-        if st.epoch != self._epoch or self._closed or not self._slot.online:
-            self._restart()
-        if (self._need_sync or self._now() >= self._next_sync or st._checkpoints) and self._sync_due(st):
+        if self._sync_obj.version != self._version or self._closed:
+            self._check_membership()
+        if (self._need_sync or self._now() >= self._next_sync or self._cps) and self._sync_due(st):
             marker = self._sync()
             if marker is not None:
                 return marker
@@ -277,8 +309,8 @@ class EventReader:
             )
         _check_timeout(self.reader_id, timeout_ms)
         st = self._state
-        if st.epoch != self._epoch or not self._slot.online or self._closed:
-            self._restart()
+        if self._sync_obj.version != self._version or self._closed:
+            self._check_membership()
         if self._sync_due(st):
             marker = self._sync()
             if marker is not None:
@@ -292,29 +324,59 @@ class EventReader:
         return out
 
     def close(self) -> None:
-        """Report acknowledged positions and completed segments, then leave the group. Idempotent."""
+        """Report acknowledged positions and completed segments, then leave the group. Idempotent.
+
+        Past a checkpoint's marker the positions apply once the checkpoint completes.
+        """
         if self._closed:
             return
         st = self._state
-        with st.lock:
-            if self._slot.online and st.epoch == self._epoch:
-                if not st.is_crossed(self.reader_id):
-                    self._report()
-                    st.remove_reader(self.reader_id)
-                else:  # past a checkpoint's marker: the positions apply once it completes
-                    st.remove_reader(self.reader_id, {s.name: s.acked()[0] for s in self._segs.values()})
-            elif self._slot.online:
-                st.remove_reader(self.reader_id)
-        self._closed = True
-        self._segs.clear()
-        self._cur = None
+        try:
+            with st.lock, contextlib.suppress(ReaderGroupNotFoundError):  # deleted: nothing to leave
+                acked, finished = self._positions()
+                st.leave(self.reader_id, self._token, self._epoch, acked, finished)
+        finally:
+            self._closed = True
+            self._segs.clear()
+            self._cur = None
 
     def _sync_due(self, st: ReaderGroupState) -> bool:
+        now = self._clock.now()
+        beat = self._beat
+        if beat is not None and now >= beat.next_due:
+            self._keep_alive(now)
         return (
             self._need_sync
-            or self._clock.now() >= self._next_sync
-            or (bool(st._checkpoints) and st.pending_checkpoint(self.reader_id) is not None)
+            or now >= self._next_report
+            or (st.checkpoint_active and st.pending_checkpoint(self.reader_id) is not None)
         )
+
+    def _keep_alive(self, now: int) -> None:
+        """Heartbeat (the reader's lease), let the group declare expired readers offline, and sync.
+
+        So a reader syncs with the group at least every quarter lease, however long its
+        report interval: a busy one learns of other processes' checkpoints and resets (a
+        caught-up one syncs as it waits anyway, after reading its tails).
+        """
+        beat = self._beat
+        assert beat is not None
+        try:
+            alive = beat.beat(now)
+        except SegmentNotFoundError:  # the group was deleted
+            alive = False
+        if not alive:  # fenced: declared offline; deliver nothing more
+            self._closed = True
+            self._segs.clear()
+            self._cur = None
+            raise ReaderNotInGroupError(
+                f"reader {self.reader_id!r} lost its lease in group {self._state.group!r} "
+                "(declared offline)"
+            )
+        self._state.sweep(now)
+        self._state_moved = True
+        if any(s.idx < s.n or not s.at_tail for s in self._segs.values()):
+            self._need_sync = True
+        self._next_sync = min(self._next_report, beat.next_due)
 
     # ------------------------------------------------------------------ delivery
     def _deliver(self, s: SegmentInput, i: int) -> EventRead:
@@ -497,19 +559,22 @@ class EventReader:
         """Which caught-up segments have something new: one ``wait_any`` (up to ``wait_ms``).
 
         The ready ones are marked to be read, the others known to be at their tails;
-        returns the ready ones. Without caught-up segments it only sleeps ``wait_ms``.
+        returns the ready ones. The same call watches the group's state log past this
+        replica's revision (data only), so an idle reader learns of other processes'
+        updates (checkpoints, resets, new assignments) without polling the log.
         """
         live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
-        if not live:
-            if wait_ms:
-                _sleep_ms(wait_ms)
-            return []
         for s in live:
             s.roll()
-        ready = self._client.wait_any([(s.name, s.fetch, s.base_wm) for s in live], wait_ms)
+        st = self._state
+        requests = [(s.name, s.fetch, s.base_wm) for s in live]
+        requests.append((st.segment, st.revision, INT64_MAX))
+        ready = self._client.wait_any(requests, wait_ms)
+        if ready and ready[-1] == len(live):
+            self._state_moved = True
         for s in live:
             s.at_tail = True
-        out = [live[i] for i in ready]
+        out = [live[i] for i in ready if i < len(live)]
         for s in out:
             s.at_tail = False
         return out
@@ -520,44 +585,74 @@ class EventReader:
         return frozenset(self._segs), sum(s.fetch for s in segs), sum(s.end_of_segment for s in segs)
 
     # ------------------------------------------------------------------ group state
-    def _report(self) -> None:
-        """Report acknowledged positions and completed segments (under the state lock)."""
-        st = self._state
-        st.report(self.reader_id, [(s.name, *s.acked()) for s in self._segs.values() if not s.finished])
-        for s in [s for s in self._segs.values() if s.finished]:
-            st.complete(self.reader_id, s.name, max(s.final_wm, s.acked()[1]))
-            del self._segs[s.name]
+    def _positions(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+        """Acknowledged ``(segment, position, watermark)`` of unfinished and of finished segments.
+
+        A finished segment (read to its sealed end) has its final watermark there.
+        """
+        acked: list[tuple[str, int, int]] = []
+        finished: list[tuple[str, int, int]] = []
+        for s in self._segs.values():
+            pos, wm = s.acked()
+            if s.finished:
+                finished.append((s.name, pos, max(s.final_wm, wm)))
+            else:
+                acked.append((s.name, pos, wm))
+        return acked, finished
+
+    def _follow(self, st: ReaderGroupState) -> None:
+        """Hold exactly the segments the state assigns this reader: drop released and completed ones,
+        open acquired ones at their acknowledged positions (oldest watermark first). O(k log k)."""
+        m = st.model
+        slot = m.readers.get(self.reader_id)
+        held = slot.segments if slot is not None else set()
+        for name in [n for n in self._segs if n not in held]:
+            del self._segs[name]
+        new = sorted((m.entries[n].watermark, n) for n in held if n not in self._segs)
+        for _, name in new:
+            e = m.entries[name]
+            self._segs[name] = SegmentInput(e.seg, e.position, e.watermark)
 
     def _sync(self, refresh: bool = True) -> EventRead | None:
         """Report, complete, rebalance, reach a checkpoint; learn the group watermark. O(k log n).
 
-        ``refresh`` makes the next selection re-read tails of segments that were caught up.
+        One batch appended to the group's state log when something changed (else one
+        read of it). ``refresh`` makes the next selection re-read tails of segments that
+        were caught up.
         """
         st = self._state
         marker: EventRead | None = None
         with st.lock:
-            if st.epoch != self._epoch or not self._slot.online:
-                self._restart()
-            rid = self.reader_id
-            name = st.pending_checkpoint(rid)
-            if not st.is_crossed(rid):
-                self._report()
-                if name is None:
-                    k = st.release_count(rid)
-                    if k:
-                        for s in sorted(self._segs.values(), key=lambda s: s.acked()[1], reverse=True)[:k]:
-                            st.release(rid, s.name)
-                            del self._segs[s.name]
-                    for seg, pos, wm in st.acquire(rid):
-                        self._segs[seg.name] = SegmentInput(seg, pos, wm)
+            now = self._clock.now()
+            if self._beat is not None and now >= self._beat.next_due:
+                self._keep_alive(now)
+            name: str | None = None
+            for _ in range(8):
+                if st.epoch != self._epoch or not self._online():
+                    self._restart()
+                acked, finished = self._positions()
+                fetch, self._state_moved = self._state_moved, False
+                try:
+                    name = st.sync_reader(self.reader_id, self._token, self._epoch, acked, finished, fetch)
+                except StaleEpochError:
+                    continue  # a reset meanwhile: restart in the new epoch and sync again
+                except ReaderNotInGroupError:
+                    self._restart()  # raises: declared offline
+                except ReaderGroupNotFoundError:
+                    self._closed = True
+                    self._restart()  # raises: the group was deleted
+                if st.epoch == self._epoch and self._online():
+                    break
+            self._follow(st)
             if name is not None:
-                st.checkpoint_reached(rid, name)
                 marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
             gw = st.event_time_watermark if self._event_time else st.group_watermark
         if self._watermarks and gw > self._emitted and gw > INT64_MIN:
             self._wm_pending = gw
         self._need_sync = not self._segs
-        self._next_sync = self._clock.now() + self._interval
+        self._next_report = self._clock.now() + self._interval
+        beat = self._beat
+        self._next_sync = self._next_report if beat is None else min(self._next_report, beat.next_due)
         self._cur = None
         self._limit = INT64_MAX
         if refresh:
@@ -566,7 +661,7 @@ class EventReader:
 
     def _restart(self) -> None:
         """A new epoch (reset): drop every buffered read; or fail if the reader left the group."""
-        if self._closed or not self._slot.online:
+        if self._closed or not self._online():
             self._segs.clear()
             raise ReaderNotInGroupError(
                 f"reader {self.reader_id!r} is not online in group {self._state.group!r} "
@@ -581,6 +676,7 @@ class EventReader:
         self._it_emitted = INT64_MIN
         self._wm_pending = None
         self._need_sync = True
+        self._state_moved = True
 
     # ------------------------------------------------------------------ invariants
     @checked
@@ -612,11 +708,12 @@ class EventReader:
         assert self._it_emitted == (INT64_MIN if self._event_time else self._emitted)
         st = self._state
         with st.lock:
-            if self._closed or not self._slot.online or st.epoch != self._epoch:
+            if self._closed or not self._online() or st.epoch != self._epoch:
                 return  # it learns on its next read (and drops what it buffered)
-            assert self._slot.segments == set(self._segs), (
+            assigned = st.model.segments_of(self.reader_id)
+            assert assigned == set(self._segs), (
                 f"reader {self.reader_id!r} holds {sorted(self._segs)}, the group assigns it "
-                f"{sorted(self._slot.segments)}"
+                f"{sorted(assigned)}"
             )
             if not self._event_time:
                 gw = st.group_watermark
@@ -633,9 +730,3 @@ def _cat(arrays: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
     if len(arrays) == 1:
         return np.asarray(arrays[0], dtype=dtype)
     return np.concatenate(arrays).astype(dtype, copy=False)
-
-
-def _sleep_ms(ms: int) -> None:
-    import threading
-
-    threading.Event().wait(ms / 1000.0)

@@ -1,13 +1,22 @@
-"""Reader-group state: every incomplete segment's acknowledged position and watermark; the group minimum.
+"""Reader-group state shared by processes: a replica of the group's state log, and the updates it issues.
 
-PDP-26 "Reader Group State" with Pulsar's watermark cursor. For every incomplete
-segment of the group — *assigned* to a reader, *unassigned* (readable, waiting for a
-reader) or *future* (a successor whose predecessors are not all complete) — the state
-keeps its acknowledged position and the watermark there. The group watermark is the
-minimum over all of them. Positions move only when the owning reader *reports* them,
-after the events before them were processed; a reader that goes offline returns its
-segments at the last reported position. Unassigned segments are kept ordered by
-watermark, oldest first (``sortedcontainers``), and are acquired in that order.
+PDP-26 "Reader Group State" with Pulsar's watermark cursor, kept in the store as
+Pravega keeps it: ``ReaderGroupState`` is one process's handle on a group whose state
+is the log of update batches in the segment ``_system/_rg/<group>`` (``state_segment``).
+``readergroup.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
+the replica, changed only by applying updates; this module *issues* the updates: it
+reads the store for what an update needs (successors, start offsets, watermarks,
+stream cuts) against the replica at the log position the update is appended at, and
+carries the result inside the update. Every process — the in-process group is one
+with a single replica — goes through this same path.
+
+For every incomplete segment of the group — *assigned* to a reader, *unassigned*
+(readable, waiting for a reader) or *future* (a successor whose predecessors are not all
+complete) — the state keeps its acknowledged position and the watermark there. The
+group watermark is the minimum over all of them. Positions move only when the owning
+reader *reports* them, after the events before them were processed; a reader that
+goes offline returns its segments at the last reported position. Unassigned segments
+are kept ordered by watermark, oldest first, and are acquired in that order.
 
 Why no reader ever delivers an event at or below an emitted watermark (DESIGN §4.1)
 ----------------------------------------------------------------------------------
@@ -19,13 +28,19 @@ are sealed (``scale_stream`` creates successors, then seals; writers move to the
 ``SegmentSealedError``; a rolled transaction commit copies its data after the seal), so
 every byte of a successor ``S`` of ``P`` has time ``>= seal(P) > seal(P) - 1 =``
 ``watermark_at(P, end) >= watermark_at(P, p)`` for every ``p``; by induction the same
-holds for every descendant of ``P``.
+holds for every descendant of ``P``; (c) the log is one sequence of batches that every
+replica applies identically (``GroupModel.apply`` is deterministic), and each batch was
+computed against the state at exactly the position it was appended at (conditional
+append), so the argument below is about the state at a log position, whichever
+process holds it.
 
-Claim: at any moment, every event some reader may still deliver in this epoch has
-ingestion time ``>`` the state's watermark of some incomplete entry. Such an event lies
-either in a segment ``X`` of the state at or after its acknowledged position (readers
-deliver forward from acknowledged positions, and a reader going offline returns ``X``
-at its last *reported* = acknowledged position, so redelivery starts there) — then
+Claim: at any log position, every event some reader may still deliver in this epoch
+has ingestion time ``>`` the state's watermark of some incomplete entry. Such an event
+lies either in a segment ``X`` of the state at or after its acknowledged position —
+readers deliver forward from acknowledged positions, only the holder moves or releases
+``X`` (reporting first), and a reader going offline returns ``X`` at its last
+*reported* = acknowledged position, so redelivery starts there; a reader whose replica
+lags still holds ``X`` in the latest state, at a position at or below its own — then
 its time is ``> watermark_at(X, pos)`` by (a); or in a segment not registered yet,
 whose ancestor along any of its keys is an entry of the state (a segment is registered
 when one of its predecessors completes, and the state covers every routing key until
@@ -34,513 +49,574 @@ the position forward and keeps ``max(old, new)`` watermark; (ii) completion of `
 its end, which removes it and registers its successors with watermark
 ``max(watermark_at(S, start), X's final watermark, group watermark before)`` — a valid
 bound by (b) and the claim; (iii) offline/release/acquire, which keep position and
-watermark. So the minimum never decreases, and every later delivered event has time
-``> min >=`` any watermark emitted before. A reset starts a new epoch with watermarks
+watermark. So the minimum never decreases along the log, a replica that lags emits an
+older, still valid minimum, and every later delivered event has time ``> min >=`` any
+watermark emitted before, in any process. A reset starts a new epoch with watermarks
 materialised from the index at the new positions (``watermark_at``), valid by (a).
+"Offline" must mean gone: a reader holds a lease (``readergroup.liveness``) and beats
+before delivering whenever a quarter of it passed, and expiry needs a whole timeout
+without a beat, so an expired reader delivers nothing after its removal (clocks
+running at one rate); ``reader_offline`` on a reader that still runs is outside the
+claim, as in Pravega.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+import functools
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
+from typing import Any
 
-from sortedcontainers import SortedList
-
-from segmentstore import StreamSegment, SuccessorInfo
+from segmentstore import Clock, SegmentStoreError, StreamCut, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MIN
 
-from .checkpoint import Checkpoint, SegmentPosition
+from .checkpoint import Checkpoint, CheckpointFuture
+from .config import ReaderGroupConfig
 from .errors import (
     CheckpointAbortedError,
     DuplicateCheckpointError,
     InvalidPositionError,
     ReaderExistsError,
+    ReaderGroupNotFoundError,
     ReaderNotInGroupError,
 )
 from .event_time import ProducerWatermarks
-from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
+from .group_model import GroupModel
+from .group_updates import (
+    Acquire,
+    AddReader,
+    CheckpointReached,
+    InitiateCheckpoint,
+    Position,
+    Rebalance,
+    Release,
+    RemoveReader,
+    Report,
+    Reset,
+    Update,
+)
+from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence
+from .state_records import FUTURE, SegmentState
+from .synchronizer import Applied, StateSynchronizer
+from .update_plans import UpdatePlanner, build_entries, moved_positions
 
-__all__ = ["ReaderGroupState", "SegmentState"]
+__all__ = ["ReaderGroupState", "SegmentState", "STATE_PREFIX", "state_segment"]
 
-"""The group watermark before any segment is known (Java's ``Long.MIN_VALUE``)."""
+STATE_PREFIX = "_system/_rg/"
+"""Segments holding reader-group state logs (``_system``: the advancer and stream listing skip them)."""
+
+
+def state_segment(group: str) -> str:
+    """The segment of group ``group``'s state log."""
+    return STATE_PREFIX + group
+
+
+def _load(obj: dict[str, Any]) -> GroupModel:
+    return GroupModel.from_obj(obj)
+
 
 class ReaderGroupState:
-    """The shared, synchronised state of one reader group (Pravega's ``ReaderGroupState``).
+    """One process's replica of a reader group's state, and the updates its readers issue.
 
-    Readers call it under ``lock`` (an ``RLock``); every method also takes it. Group
-    watermark O(1); a position report O(log n) per segment; acquire O(k log n).
+    Create a group with ``create`` (the first snapshot in the store), join one with
+    ``open``. Queries read the replica as it is (``refresh()`` catches up with the log);
+    every change is an update appended to the log. Readers call it under ``lock`` (an
+    ``RLock``). Group watermark O(1); a sync O(log n) per segment plus one store read
+    and, when something changed, one conditional append.
     """
 
-    def __init__(
-        self,
-        client: SegmentStoreClient,
-        group: str,
-        streams: Sequence[str],
-        positions: Sequence[tuple[str, int]],
-    ) -> None:
+    def __init__(self, sync: StateSynchronizer, client: SegmentStoreClient, clock: Clock) -> None:
+        self._sync = sync
         self.client = client
-        self.group = group
-        self.streams = tuple(streams)
-        self.lock = threading.RLock()
-        self.epoch = 0
-        self._entries: dict[str, Entry] = {}
-        self._by_wm: SortedList = SortedList()  # (watermark, name) of every entry
-        self._unassigned: SortedList = SortedList()  # (watermark, name) of readable unassigned ones
-        self._readers: dict[str, Slot] = {}
-        self._completed: dict[str, int] = {}  # name -> final watermark, this epoch
-        self._checkpoints: deque[Pending] = deque()
-        self._checkpoint_names: set[str] = set()
-        self._floor = INT64_MIN
+        self.clock = clock
+        self.lock = sync.lock
+        m: GroupModel = sync.state
+        self.group = m.group
+        self.config: ReaderGroupConfig = m.config
+        self.streams = m.streams
+        self.segment = sync.segment
         self._event_time: ProducerWatermarks | None = None
-        self._install(self._build(positions, {}))
+        self._planner = UpdatePlanner(client)
+        self._futures: dict[tuple[int, str], CheckpointFuture] = {}
+        self._settled: tuple[int, int, int, int] = (0, 0, 0, 0)
+        timeout = self.config.reader_timeout_ms
+        self._monitor = LivenessMonitor(timeout) if timeout else None
+        self._next_sweep = INT64_MIN
+
+    @classmethod
+    def create(
+        cls, client: SegmentStoreClient, group: str, config: ReaderGroupConfig, clock: Clock
+    ) -> ReaderGroupState:
+        """Create group ``group`` in the store at the config's starting cuts (heads by default)."""
+        positions: list[tuple[str, int]] = []
+        for stream in config.streams:
+            cut = config.starting_cut(stream) or client.get_head_cut(stream)
+            positions.extend(cut.positions)
+        entries = build_entries(client, group, config.streams, positions, {})
+        model = GroupModel.initial(group, uuid.uuid4().hex[:16], config, entries)
+        sync = StateSynchronizer.create(
+            client, state_segment(group), model, _load, config.state_snapshot_interval
+        )
+        return cls(sync, client, clock)
+
+    @classmethod
+    def open(cls, client: SegmentStoreClient, group: str, clock: Clock) -> ReaderGroupState:
+        """Join group ``group`` kept in the store: load its snapshot and the log after it."""
+        if not isinstance(group, str) or not group:
+            raise ReaderGroupNotFoundError(f"reader group name must be a non-empty str, got {group!r}")
+        return cls(StateSynchronizer.open(client, state_segment(group), _load), client, clock)
+
+    # ------------------------------------------------------------------ the replica
+    @property
+    def model(self) -> GroupModel:
+        m: GroupModel = self._sync.state
+        return m
+
+    @property
+    def synchronizer(self) -> StateSynchronizer:
+        return self._sync
+
+    @property
+    def epoch(self) -> int:
+        return self._sync.state.epoch  # type: ignore[no-any-return]
+
+    @property
+    def revision(self) -> int:
+        """The log offset after the last batch this replica applied."""
+        return self._sync.revision
+
+    @property
+    def checkpoint_active(self) -> bool:
+        """Whether a checkpoint is queued or in progress (in this replica). O(1)."""
+        return bool(self._sync.state.checkpoints)
+
+    def refresh(self) -> int:
+        """Apply what other processes appended to the log; returns how many batches. One store read."""
+        with self.lock:
+            n = self._sync.fetch_updates()
+            self._settle()
+            return n
+
+    def _update(self, fn: Callable[[GroupModel], Sequence[Update]]) -> Applied | None:
+        with self.lock:
+            try:
+                return self._sync.update(fn)
+            finally:
+                self._settle()
 
     # ------------------------------------------------------------------ queries
     @property
     def group_watermark(self) -> int:
         """The minimum watermark over every incomplete segment (never decreasing in an epoch). O(1)."""
-        with self.lock:
-            if self._by_wm:
-                m: int = self._by_wm[0][0]
-                if m > self._floor:
-                    self._floor = m
-            return self._floor
+        return self._sync.state.floor  # type: ignore[no-any-return]
 
     @property
     def event_time_watermark(self) -> int:
         """Producer-asserted watermark at the acknowledged positions (``event_time``). O(n x writers)."""
         with self.lock:
+            m = self.model
             pw = self._event_time = self._event_time or ProducerWatermarks(self.client)
-            return pw.watermark(self.epoch, [(e.seg, e.position) for e in self._entries.values()])
+            return pw.watermark(m.epoch, [(e.seg, e.position) for e in m.entries.values()])
 
     def readers(self) -> list[str]:
-        """Ids of the online readers. O(readers)."""
+        """Ids of the online readers (in every process). O(readers)."""
         with self.lock:
-            return list(self._readers)
+            return list(self.model.readers)
+
+    def members(self) -> dict[str, int]:
+        """Online readers and their membership tokens. O(readers)."""
+        with self.lock:
+            return {rid: s.token for rid, s in self.model.readers.items()}
 
     def segments_of(self, reader_id: str) -> set[str]:
         """Names of the segments assigned to ``reader_id``. O(k)."""
         with self.lock:
-            return set(self._slot(reader_id).segments)
+            slot = self.model.readers.get(reader_id)
+            if slot is None:
+                raise ReaderNotInGroupError(
+                    f"group {self.group!r}: reader {reader_id!r} is not online in the group"
+                )
+            return set(slot.segments)
 
     def segments(self) -> tuple[SegmentState, ...]:
         """Every incomplete segment with position, watermark, owner and status, by name. O(n)."""
         with self.lock:
-            return tuple(self._row(e) for _, e in sorted(self._entries.items()))
+            return self.model.rows()
 
     def completed(self) -> dict[str, int]:
         """Segments completed in this epoch, with their final watermarks. O(n)."""
         with self.lock:
-            return dict(self._completed)
+            return dict(self.model.completed)
 
-    def _row(self, e: Entry) -> SegmentState:
-        if e.waiting:
-            return SegmentState(e.seg, e.position, e.watermark, None, FUTURE, tuple(sorted(e.waiting)))
-        return SegmentState(e.seg, e.position, e.watermark, e.owner, ASSIGNED if e.owner else UNASSIGNED)
+    def is_online(self, reader_id: str, token: int) -> bool:
+        """Whether this incarnation of the reader is online (in this replica). O(1)."""
+        return self.model.is_member(reader_id, token)
+
+    def pending_checkpoint(self, reader_id: str) -> str | None:
+        """The active checkpoint's name if ``reader_id`` has still to reach it. O(1)."""
+        return self.model.pending_checkpoint(reader_id)
+
+    def is_crossed(self, reader_id: str) -> bool:
+        """Whether the reader reached the active checkpoint (it then holds back its reports). O(1)."""
+        return self.model.is_crossed(reader_id)
 
     # ------------------------------------------------------------------ membership
-    def add_reader(self, reader_id: str) -> Slot:
-        """Add an online reader; it acquires segments at its first sync. O(1)."""
+    def add_reader(self, reader_id: str) -> int:
+        """Add an online reader; returns its membership token. One append."""
         if not isinstance(reader_id, str) or not reader_id:
             raise InvalidPositionError(
                 f"group {self.group!r}: reader id must be a non-empty str, got {reader_id!r}"
             )
-        with self.lock:
-            if reader_id in self._readers:
-                raise ReaderExistsError(f"group {self.group!r}: reader {reader_id!r} is online already")
-            slot = self._readers[reader_id] = Slot(reader_id)
-            return slot
 
-    def remove_reader(self, reader_id: str, positions: Mapping[str, int] | None = None) -> None:
+        def fn(m: GroupModel) -> list[Update]:
+            if reader_id in m.readers:
+                raise ReaderExistsError(f"group {self.group!r}: reader {reader_id!r} is online already")
+            return [AddReader(reader_id)]
+
+        applied = self._update(fn)
+        assert applied is not None and applied.ok
+        return applied.offset
+
+    def remove_reader(
+        self, reader_id: str, positions: Mapping[str, int] | None = None, token: int | None = None
+    ) -> None:
         """Take a reader offline: its segments return unassigned at their last reported positions.
 
         ``positions`` (segment -> offset) may move some of them forward first, as
         Pravega's ``readerOffline(reader, lastPosition)``; the watermark there comes from
         the index. For a reader that already reached the active checkpoint they apply
         when the checkpoint completes (the checkpoint keeps its positions at the marker,
-        and what the reader returned after it is not delivered again).
+        and what the reader returned after it is not delivered again). With ``token``
+        only that incarnation of the reader is removed.
         """
-        with self.lock:
-            slot = self._slot(reader_id)
-            updates: list[tuple[Entry, int, int]] = []
-            if positions:
-                for name, offset in positions.items():
-                    e = self._entries.get(name)
-                    if e is None or e.owner != reader_id:
-                        raise InvalidPositionError(
-                            f"group {self.group!r}: reader {reader_id!r} does not hold segment {name!r}"
-                        )
-                    if isinstance(offset, bool) or not isinstance(offset, int) or offset < e.position:
-                        raise InvalidPositionError(
-                            f"group {self.group!r}: offset {offset!r} of segment {name!r} is below the "
-                            f"acknowledged position {e.position}"
-                        )
-                    updates.append((e, offset, self._watermark_at(name, offset)))
-            cp = self._active()
-            if cp is not None and reader_id in cp.crossed:
-                cp.deferred.update((e.seg.name, (offset, wm)) for e, offset, wm in updates)
-            else:
-                for e, offset, wm in updates:
-                    self._move(e, offset, wm)
-            for name in sorted(slot.segments):
-                self._unassign(self._entries[name])
-            slot.segments.clear()
-            slot.online = False
-            del self._readers[reader_id]
-            cp = self._active()
-            if cp is not None and cp.waiting is not None:
-                cp.waiting.discard(reader_id)
-                cp.crossed.discard(reader_id)
-                self._maybe_complete_checkpoint()
 
-    def _slot(self, reader_id: str) -> Slot:
-        try:
-            return self._readers[reader_id]
-        except (KeyError, TypeError):
-            raise ReaderNotInGroupError(
-                f"group {self.group!r}: reader {reader_id!r} is not online in the group"
-            ) from None
+        def fn(m: GroupModel) -> list[Update]:
+            slot = m.readers.get(reader_id) if isinstance(reader_id, str) else None
+            if slot is None or (token is not None and slot.token != token):
+                raise ReaderNotInGroupError(
+                    f"group {self.group!r}: reader {reader_id!r} is not online in the group"
+                )
+            pos: tuple[Position, ...] | None = None
+            if positions:
+                m.check_positions(slot, [(n, o, 0) for n, o in positions.items()], "returned")
+                pos = tuple((n, o, self.client.watermark_at(n, o)) for n, o in sorted(positions.items()))
+            return [RemoveReader(reader_id, slot.token, m.epoch, pos)]
+
+        self._update(fn)
 
     # ------------------------------------------------------------------ reader updates
-    def report(self, reader_id: str, reports: Iterable[tuple[str, int, int]]) -> None:
-        """Acknowledged ``(segment, position, watermark there)`` of the reader's segments. O(log n) each."""
+    def sync_reader(
+        self,
+        reader_id: str,
+        token: int,
+        epoch: int,
+        acked: Sequence[Position],
+        finished: Sequence[Position],
+        fetch: bool = True,
+    ) -> str | None:
+        """A reader's sync: report, complete finished segments, rebalance, reach a checkpoint.
+
+        ``acked`` are ``(segment, position, watermark)`` of its unfinished segments,
+        ``finished`` ``(segment, end, final watermark)`` of those read to their sealed end.
+        One batch per finished segment (each completion's successors are looked up
+        against the state it applies to), usually one in all; nothing is appended when
+        nothing changed. Returns the checkpoint the reader reached (it delivers the
+        marker), or ``None``. Raises ``ReaderNotInGroupError`` if this incarnation is
+        offline, ``StaleEpochError`` if the group left ``epoch``. With ``fetch`` it
+        catches up with the log when it had nothing to append (a reader that watches the
+        log with ``wait_any`` passes ``False`` while the log did not move).
+        """
+        reached: list[str] = []  # the checkpoint the last batch reached
+        todo = list(finished)
+        first, appended = True, False
+        while True:
+            fn = functools.partial(
+                self._sync_batch,
+                reader_id,
+                token,
+                epoch,
+                acked if first else (),
+                todo[0] if todo else None,
+                len(todo) <= 1,
+                reached,
+            )
+            appended = self._update(fn) is not None or appended
+            first = False
+            if todo and not self.model.is_crossed(reader_id):
+                todo.pop(0)
+            else:
+                todo.clear()
+            if not todo:
+                if not appended and fetch:  # nothing to say: learn what the others said
+                    self.refresh()
+                return reached[0] if reached else None
+
+    def _sync_batch(
+        self,
+        rid: str,
+        token: int,
+        epoch: int,
+        acked: Sequence[Position],
+        done: Position | None,
+        last: bool,
+        reached: list[str],
+        m: GroupModel,
+    ) -> list[Update]:
+        """One batch of a reader's sync against replica ``m`` (run again after a conflict)."""
+        reached.clear()
+        m.member(rid, token)
+        m.in_epoch(epoch)
+        name = m.pending_checkpoint(rid)
+        out: list[Update] = []
+        if not m.is_crossed(rid):
+            moved = moved_positions(m, rid, acked)
+            if moved:
+                out.append(Report(rid, token, epoch, moved))
+            if done is not None:
+                out.append(self._planner.complete(m, rid, token, done[0], done[2]))
+            if last and name is None and (done is not None or m.release_count(rid) or m.acquire_count(rid)):
+                out.append(Rebalance(rid, token, epoch))
+        if last and name is not None:
+            out.append(CheckpointReached(rid, token, epoch, name))
+            reached.append(name)
+        return out
+
+    def leave(
+        self, reader_id: str, token: int, epoch: int, acked: Sequence[Position], finished: Sequence[Position]
+    ) -> None:
+        """A reader closes: report (and complete one finished segment), then leave; one batch.
+
+        Past the active checkpoint's marker its positions are handed over with the
+        removal, to apply when the checkpoint completes. Nothing if it is offline already.
+        """
+
+        def fn(m: GroupModel) -> list[Update]:
+            if not m.is_member(reader_id, token):
+                return []
+            if m.epoch != epoch:
+                return [RemoveReader(reader_id, token, m.epoch, None)]
+            if m.is_crossed(reader_id):
+                pos = tuple((n, o, self.client.watermark_at(n, o)) for n, o, _ in [*acked, *finished])
+                return [RemoveReader(reader_id, token, epoch, pos)]
+            out: list[Update] = []
+            moved = moved_positions(m, reader_id, [*acked, *finished])
+            if moved:
+                out.append(Report(reader_id, token, epoch, moved))
+            if finished:
+                n, _, final = finished[0]
+                out.append(self._planner.complete(m, reader_id, token, n, final))
+            out.append(RemoveReader(reader_id, token, epoch, None))
+            return out
+
+        self._update(fn)
+
+    # ------------------------------------------------------------------ single updates (tools, tests)
+    def _token_of(self, reader_id: str, token: int | None) -> int:
+        if token is not None:
+            return token
+        slot = self.model.readers.get(reader_id)
+        if slot is None:
+            raise ReaderNotInGroupError(
+                f"group {self.group!r}: reader {reader_id!r} is not online in the group"
+            )
+        return slot.token
+
+    def _one(self, make: Callable[[GroupModel], Update], reader_id: str, token: int | None) -> Applied:
+        """Append one update; ``make`` validates it against the replica (raising) and builds it."""
         with self.lock:
-            slot = self._slot(reader_id)
-            reports = list(reports)
-            for name, pos, _ in reports:  # all validated before anything changes
-                if name not in slot.segments:
-                    raise InvalidPositionError(
-                        f"group {self.group!r}: reader {reader_id!r} reported segment {name!r}, "
-                        "which it does not hold"
-                    )
-                if pos < self._entries[name].position:
-                    raise InvalidPositionError(
-                        f"group {self.group!r}: reader {reader_id!r} reported offset {pos} of segment "
-                        f"{name!r}, below its acknowledged position {self._entries[name].position}"
-                    )
-            for name, pos, wm in reports:
-                e = self._entries[name]
-                if pos != e.position or wm > e.watermark:
-                    self._move(e, pos, wm)
+            t = self._token_of(reader_id, token)
 
-    def complete(self, reader_id: str, name: str, final_watermark: int) -> None:
-        """The reader processed segment ``name`` to its sealed end: drop it, register its successors.
+            def fn(m: GroupModel) -> list[Update]:
+                m.member(reader_id, t)
+                return [make(m)]
 
-        A successor enters with ``max(watermark_at(start), final watermarks of completed
-        predecessors)`` — at least the group watermark, which never decreases — and is
-        readable once all its predecessors are complete, else a future segment. Every
-        store call happens before the state changes. O(successors + entries).
-        """
+            applied = self._update(fn)
+            assert applied is not None
+            return applied
+
+    def report(self, reader_id: str, reports: Iterable[Position], token: int | None = None) -> None:
+        """Acknowledged ``(segment, position, watermark there)`` of the reader's segments. One append."""
+        reports = tuple(reports)
+
+        def make(m: GroupModel) -> Update:
+            m.check_positions(m.member(reader_id, self._token_of(reader_id, token)), reports, "reported")
+            return Report(reader_id, self._token_of(reader_id, token), m.epoch, reports)
+
+        self._one(make, reader_id, token)
+
+    def complete(self, reader_id: str, name: str, final_watermark: int, token: int | None = None) -> None:
+        """The reader processed segment ``name`` to its sealed end: drop it, register its successors."""
+        self._one(
+            lambda m: self._planner.complete(
+                m, reader_id, self._token_of(reader_id, token), name, final_watermark
+            ),
+            reader_id,
+            token,
+        )
+
+    def release(self, reader_id: str, name: str, token: int | None = None) -> None:
+        """Return a segment (reported first) to the unassigned pool. One append."""
+
+        def make(m: GroupModel) -> Update:
+            t = self._token_of(reader_id, token)
+            m.check_held(m.member(reader_id, t), name, "released")
+            return Release(reader_id, t, m.epoch, (name,))
+
+        self._one(make, reader_id, token)
+
+    def acquire(self, reader_id: str, token: int | None = None) -> list[tuple[StreamSegment, int, int]]:
+        """Take unassigned segments up to the fair share, oldest watermark first; returns them."""
         with self.lock:
-            slot = self._slot(reader_id)
-            if name not in slot.segments:
-                raise InvalidPositionError(
-                    f"group {self.group!r}: reader {reader_id!r} completed segment {name!r}, "
-                    "which it does not hold"
-                )
-            plans: list[tuple[SuccessorInfo, int, int, dict[str, bool]]] = []
-            for info in self.client.get_successors(name):
-                s = info.segment.name
-                if s in self._entries or s in self._completed:
-                    plans.append((info, 0, 0, {}))
-                    continue
-                start = self.client.get_info(s).start_offset
-                unknown = {
-                    p: self._still_to_come(self.client.get_segment(p))
-                    for p in info.predecessors
-                    if p != name and p not in self._completed and p not in self._entries
-                }
-                plans.append((info, start, self.client.watermark_at(s, start), unknown))
-            before = self.group_watermark
-            e = self._entries[name]
-            final = max(final_watermark, e.watermark)
-            slot.segments.discard(name)
-            self._drop(e)
-            self._completed[name] = final
-            for info, start, wm0, unknown in plans:
-                s = info.segment.name
-                f = self._entries.get(s)
-                if f is None:
-                    if s not in self._completed:
-                        self._register(info, start, max(wm0, final, before), unknown)
-                elif f.waiting:
-                    self._move(f, f.position, final)  # while still waiting: not in the unassigned set
-                    f.waiting.discard(name)
-                    if not f.waiting:
-                        f.waiting = None
-                        self._unassigned.add((f.watermark, s))
-
-    def _register(self, info: SuccessorInfo, start: int, wm: int, to_come: Mapping[str, bool]) -> None:
-        seg = info.segment
-        waiting: set[str] = set()
-        for p in info.predecessors:
-            if p in self._completed:
-                wm = max(wm, self._completed[p])
-            elif p in self._entries or to_come[p]:
-                waiting.add(p)
-        e = Entry(seg, start, wm)
-        self._entries[seg.name] = e
-        self._by_wm.add((wm, seg.name))
-        if waiting:
-            e.waiting = waiting
-        else:
-            self._unassigned.add((wm, seg.name))
-
-    def _still_to_come(self, p: StreamSegment) -> bool:
-        """Whether a segment neither known nor completed is still to be read (a descendant of an entry).
-
-        Mostly an entry on its keys tells (``_before_entries``). After a restore it may
-        not: a checkpoint or cut leaves out future segments, so keys that reach ``p``
-        only through a merge whose other side was read already are on no entry; then
-        the successors of the entries are walked up to ``p``'s epoch. Cached per epoch
-        (the answer never changes within one). O(entries), or O(segments walked) store calls.
-        """
-        if not self._before_entries(p):
-            return True
-        known = self._lineage.get(p.name)
-        if known is None:
-            todo = [e.seg.name for e in self._entries.values() if e.seg.stream == p.stream]
-            todo = [n for n in todo if self._entries[n].seg.epoch < p.epoch]
-            seen = set(todo)
-            known = False
-            while todo and not known:
-                for info in self.client.get_successors(todo.pop()):
-                    s = info.segment
-                    if s.name == p.name:
-                        known = True
-                    elif s.epoch < p.epoch and s.name not in seen:
-                        seen.add(s.name)
-                        todo.append(s.name)
-            self._lineage[p.name] = known
-        return known
-
-    def _before_entries(self, p: StreamSegment) -> bool:
-        """Whether a segment neither known nor completed lies before the state (complete) or after it.
-
-        Along every routing key the segments form a chain of strictly increasing stream
-        epochs, and the entries cover every key still to be read; so ``p`` is still to
-        come exactly when an entry on its keys has an epoch ``<= p.epoch``. O(entries).
-        """
-        for e in self._entries.values():
-            q = e.seg
-            if q.stream == p.stream and q.epoch <= p.epoch and q.overlaps(p.key_low, p.key_high):
-                return False
-        return True
-
-    # ------------------------------------------------------------------ rebalancing
-    def _fair_share(self) -> int:
-        readable = len(self._entries) - sum(1 for e in self._entries.values() if e.waiting)
-        return math.ceil(readable / max(1, len(self._readers)))
+            before = self.segments_of(reader_id)
+            self._one(
+                lambda m: Acquire(reader_id, self._token_of(reader_id, token), m.epoch), reader_id, token
+            )
+            m = self.model
+            got = sorted((m.entries[n].watermark, n) for n in self.segments_of(reader_id) - before)
+            return [(m.entries[n].seg, m.entries[n].position, m.entries[n].watermark) for _, n in got]
 
     def release_count(self, reader_id: str) -> int:
-        """How many segments the reader should release now (0 during a checkpoint). O(readers).
+        """How many segments the reader should release now (0 during a checkpoint). O(readers)."""
+        with self.lock:
+            return self.model.release_count(reader_id)
 
-        More than its fair share ``ceil(readable / readers)``: the excess. Otherwise one
-        when it holds two more than the least loaded reader and nothing is unassigned.
+    def checkpoint_reached(self, reader_id: str, name: str, token: int | None = None) -> None:
+        """The reader (having reported its positions) reached checkpoint ``name``. One append."""
+        self._one(
+            lambda m: CheckpointReached(reader_id, self._token_of(reader_id, token), m.epoch, name),
+            reader_id,
+            token,
+        )
+
+    # ------------------------------------------------------------------ liveness
+    def heartbeat(self, token: int) -> Heartbeat:
+        """A heartbeat for the reader with ``token`` (``reader_timeout_ms`` > 0)."""
+        return Heartbeat(self.client, self.segment, token, beat_interval(self.config.reader_timeout_ms))
+
+    def sweep(self, now: int | None = None, force: bool = False) -> list[str]:
+        """Declare offline the readers whose lease expired (at most once per beat interval); returns them.
+
+        One ``get_attributes`` per sweep; per expired reader a fence and one update.
         """
+        mon = self._monitor
+        if mon is None:
+            return []
+        now = self.clock.now() if now is None else now
+        if not force and now < self._next_sweep:
+            return []
+        self._next_sweep = now + beat_interval(mon.timeout_ms)
         with self.lock:
-            slot = self._slot(reader_id)
-            if self._active() is not None or len(self._readers) < 2:
-                return 0
-            owned = len(slot.segments)
-            fair = self._fair_share()
-            if owned > fair:
-                return owned - fair
-            if self._unassigned:  # the least loaded reader can take those instead
-                return 0
-            least = min(len(s.segments) for s in self._readers.values())
-            return 1 if owned - least >= 2 else 0
-
-    def release(self, reader_id: str, name: str) -> None:
-        """Return a segment (reported first) to the unassigned pool. O(log n)."""
-        with self.lock:
-            slot = self._slot(reader_id)
-            if name not in slot.segments:
-                raise InvalidPositionError(
-                    f"group {self.group!r}: reader {reader_id!r} released segment {name!r}, "
-                    "which it does not hold"
-                )
-            slot.segments.discard(name)
-            self._unassign(self._entries[name])
-
-    def acquire(self, reader_id: str) -> list[tuple[StreamSegment, int, int]]:
-        """Take unassigned segments up to the fair share, oldest watermark first. O(k log n + readers).
-
-        Nothing while a checkpoint is in progress, or while another reader holds fewer.
-        """
-        with self.lock:
-            slot = self._slot(reader_id)
-            if self._active() is not None or not self._unassigned:
+            members = self.members()
+            if not members:
                 return []
-            owned = len(slot.segments)
-            if any(len(s.segments) < owned for s in self._readers.values()):
-                return []  # a less loaded reader goes first (no ping-pong after a release)
-            k = min(len(self._unassigned), self._fair_share() - owned)
-            out: list[tuple[StreamSegment, int, int]] = []
-            for _ in range(max(0, k)):
-                _, name = self._unassigned.pop(0)
-                e = self._entries[name]
-                e.owner = reader_id
-                slot.segments.add(name)
-                out.append((e.seg, e.position, e.watermark))
-            return out
+            values = self.client.get_attributes(self.segment, list(members.values()))
+            gone: list[str] = []
+            for rid, token, seen in mon.expired(members, values, now):
+                if fence(self.client, self.segment, token, seen):
+                    with contextlib.suppress(ReaderNotInGroupError):
+                        self.remove_reader(rid, token=token)
+                        gone.append(rid)
+            return gone
 
     # ------------------------------------------------------------------ checkpoints
     def initiate_checkpoint(self, name: str) -> Future[Checkpoint]:
         """Queue a checkpoint; it completes when every reader online at its start has reached it."""
         if not isinstance(name, str) or not name:
             raise InvalidPositionError(f"group {self.group!r}: checkpoint name must be a non-empty str")
-        with self.lock:
-            if name in self._checkpoint_names:
+        epoch = 0
+
+        def fn(m: GroupModel) -> list[Update]:
+            nonlocal epoch
+            if name in m.checkpoint_names:
                 raise DuplicateCheckpointError(
-                    f"group {self.group!r}: checkpoint {name!r} exists already in epoch {self.epoch}"
+                    f"group {self.group!r}: checkpoint {name!r} exists already in epoch {m.epoch}"
                 )
-            self._checkpoint_names.add(name)
-            cp = Pending(name)
-            self._checkpoints.append(cp)
-            self._activate()
-            return cp.future
+            epoch = m.epoch
+            return [InitiateCheckpoint(name, m.epoch)]
 
-    def pending_checkpoint(self, reader_id: str) -> str | None:
-        """The active checkpoint's name if ``reader_id`` has still to reach it. O(1)."""
-        cp = self._active()
-        if cp is not None and cp.waiting is not None and reader_id in cp.waiting:
-            return cp.name
-        return None
-
-    def is_crossed(self, reader_id: str) -> bool:
-        """Whether the reader reached the active checkpoint (it then holds back its reports). O(1)."""
-        cp = self._active()
-        return cp is not None and reader_id in cp.crossed
-
-    def checkpoint_reached(self, reader_id: str, name: str) -> None:
-        """The reader (having reported its positions) reached checkpoint ``name``. O(1)."""
         with self.lock:
-            self._slot(reader_id)
-            cp = self._active()
-            if cp is None or cp.name != name or cp.waiting is None or reader_id not in cp.waiting:
-                return
-            cp.waiting.discard(reader_id)
-            cp.crossed.add(reader_id)
-            self._maybe_complete_checkpoint()
+            self._update(fn)
+            fut = self._futures[(epoch, name)] = CheckpointFuture(self._poll_futures)
+            self._settle()  # with no reader online it is complete already
+            return fut
 
-    def _active(self) -> Pending | None:
-        return self._checkpoints[0] if self._checkpoints else None
-
-    def _activate(self) -> None:
-        cp = self._active()
-        if cp is not None and cp.waiting is None:
-            cp.waiting = set(self._readers)
-            self._maybe_complete_checkpoint()
-
-    def _maybe_complete_checkpoint(self) -> None:
-        cp = self._active()
-        if cp is None or cp.waiting is None or cp.waiting:
+    def _settle(self) -> None:
+        """Complete or abort the futures of checkpoints this process initiated, from the replica."""
+        if not self._futures:
             return
-        positions = tuple(
-            SegmentPosition(e.seg.stream, e.seg.name, e.position, e.watermark)
-            for e in self._entries.values()
-            if not e.waiting
-        )
-        result = Checkpoint(cp.name, self.group, self.epoch, self.streams, positions)
-        self._checkpoints.popleft()
-        for name, (offset, wm) in cp.deferred.items():
-            e = self._entries.get(name)
-            if e is not None and offset >= e.position:
-                self._move(e, offset, wm)
-        cp.future.set_result(result)
-        self._activate()
+        m = self.model
+        seen = (id(m), m.epoch, m.results_added, len(self._futures))
+        if seen == self._settled:
+            return  # no checkpoint completed, no reset, no new future since the last look
+        self._settled = seen
+        for (epoch, name), fut in list(self._futures.items()):
+            cp = m.result(epoch, name)
+            if cp is not None:
+                fut.set_result(cp)
+            elif not m.is_pending(epoch, name):
+                fut.set_exception(
+                    CheckpointAbortedError(
+                        f"group {self.group!r}: checkpoint {name!r} aborted by a reset to epoch {m.epoch}"
+                        if m.epoch > epoch
+                        else f"group {self.group!r}: checkpoint {name!r} was lost (too many completed since)"
+                    )
+                )
+            else:
+                continue
+            del self._futures[(epoch, name)]
+
+    def _poll_futures(self) -> None:
+        """What a waiting checkpoint future does: catch up with the log (which settles it)."""
+        try:
+            self.refresh()
+        except ReaderGroupNotFoundError:
+            with self.lock:
+                self._abort_all("the group was deleted")
+        except SegmentStoreError:
+            pass  # the store is unreachable now: still not done
+
+    def _abort_all(self, why: str) -> None:
+        for (_, name), fut in list(self._futures.items()):
+            fut.set_exception(CheckpointAbortedError(f"group {self.group!r}: checkpoint {name!r}: {why}"))
+        self._futures.clear()
 
     # ------------------------------------------------------------------ reset (new epoch)
-    def reset(self, positions: Sequence[tuple[str, int]], hints: Mapping[str, int]) -> int:
-        """Start a new epoch at ``positions`` (segment, offset); returns the epoch. O(n) store calls.
+    def reset_to(self, cuts: Sequence[StreamCut], hints: Mapping[str, int]) -> int:
+        """Start a new epoch at ``cuts``; streams without a cut stay at their acknowledged positions.
 
         Watermarks are materialised from the index (``watermark_at``), raised to ``hints``
         (checkpointed watermarks) where given. Every segment is unassigned; readers notice
-        the epoch change on their next read and drop everything they buffered.
+        the epoch change on their next sync and drop everything they buffered. Returns
+        the new epoch. Validated first: a bad target changes nothing. O(n) store calls.
         """
-        with self.lock:
-            entries = self._build(positions, hints)  # validates; raises before any change
-            for cp in self._checkpoints:
-                cp.future.set_exception(
-                    CheckpointAbortedError(
-                        f"group {self.group!r}: checkpoint {cp.name!r} aborted by a reset to epoch "
-                        f"{self.epoch + 1}"
-                    )
-                )
-            self._checkpoints.clear()
-            self._checkpoint_names.clear()
-            self.epoch += 1
-            for slot in self._readers.values():
-                slot.segments.clear()
-            self._completed.clear()
-            self._floor = INT64_MIN
-            self._install(entries)
-            return self.epoch
+        mentioned = {c.stream for c in cuts}
+        epoch = 0
 
-    def _build(self, positions: Sequence[tuple[str, int]], hints: Mapping[str, int]) -> list[Entry]:
-        out: list[Entry] = []
+        def fn(m: GroupModel) -> list[Update]:
+            nonlocal epoch
+            positions = [p for c in cuts for p in c.positions]
+            h = dict(hints)
+            for row in m.rows():
+                if row.segment.stream not in mentioned and row.status != FUTURE:
+                    positions.append((row.segment.name, row.position))
+                    h[row.segment.name] = row.watermark
+            entries = build_entries(self.client, self.group, self.streams, positions, h)
+            epoch = m.epoch + 1
+            return [Reset(epoch, tuple(entries))]
+
+        self._update(fn)
+        return epoch
+
+    def reset(self, positions: Sequence[tuple[str, int]], hints: Mapping[str, int]) -> int:
+        """Start a new epoch at exactly ``positions`` (segment, offset); returns the epoch."""
+        streams: dict[str, list[tuple[str, int]]] = {s: [] for s in self.streams}
         for name, offset in positions:
-            seg = self.client.get_segment(name)
-            if seg.stream not in self.streams:
-                raise InvalidPositionError(
-                    f"group {self.group!r}: segment {name!r} belongs to stream {seg.stream!r}, "
-                    f"which the group does not read"
-                )
-            info = self.client.get_info(name)
-            if isinstance(offset, bool) or not isinstance(offset, int) or not (
-                info.start_offset <= offset <= info.length
-            ):
-                raise InvalidPositionError(
-                    f"group {self.group!r}: offset {offset!r} of segment {name!r} is outside "
-                    f"[{info.start_offset}, {info.length}]"
-                )
-            wm = self._watermark_at(name, offset)
-            out.append(Entry(seg, offset, max(wm, hints.get(name, wm))))
-        for i, a in enumerate(out):
-            for b in out[i + 1 :]:
-                if a.seg.stream == b.seg.stream and a.seg.overlaps(b.seg.key_low, b.seg.key_high):
-                    raise InvalidPositionError(
-                        f"group {self.group!r}: segments {a.seg.name!r} and {b.seg.name!r} overlap in "
-                        "key range; a stream cut holds each routing key once"
-                    )
-        return out
-
-    def _install(self, entries: list[Entry]) -> None:
-        self._lineage: dict[str, bool] = {}  # segment -> still to come (a descendant of an entry)
-        self._entries = {e.seg.name: e for e in entries}
-        self._by_wm = SortedList((e.watermark, e.seg.name) for e in entries)
-        self._unassigned = SortedList((e.watermark, e.seg.name) for e in entries)
-        self.group_watermark  # noqa: B018 - sets the floor
-
-    # ------------------------------------------------------------------ internals
-    def _watermark_at(self, name: str, offset: int) -> int:
-        return self.client.watermark_at(name, offset)
-
-    def _move(self, e: Entry, pos: int, wm: int) -> None:
-        wm = max(wm, e.watermark)
-        name = e.seg.name
-        if wm != e.watermark:
-            self._by_wm.remove((e.watermark, name))
-            self._by_wm.add((wm, name))
-            if e.owner is None and not e.waiting:
-                self._unassigned.remove((e.watermark, name))
-                self._unassigned.add((wm, name))
-        e.position = pos
-        e.watermark = wm
-
-    def _unassign(self, e: Entry) -> None:
-        e.owner = None
-        self._unassigned.add((e.watermark, e.seg.name))
-
-    def _drop(self, e: Entry) -> None:
-        self.group_watermark  # noqa: B018 - the floor includes the dropped entry
-        del self._entries[e.seg.name]
-        self._by_wm.remove((e.watermark, e.seg.name))
+            streams.setdefault(self.client.get_segment(name).stream, []).append((name, offset))
+        return self.reset_to([StreamCut(s, tuple(p)) for s, p in streams.items()], hints)
 
     @checked
     def _check(self) -> None:
@@ -548,39 +624,9 @@ class ReaderGroupState:
         with self.lock:
             if self._event_time is not None:
                 self._event_time._check()
-            assert len(self._by_wm) == len(self._entries)
-            for wm, name in self._by_wm:
-                assert self._entries[name].watermark == wm, f"{name}: stale watermark key"
-            unassigned = {n for _, n in self._unassigned}
-            assert len(unassigned) == len(self._unassigned)
-            owned: dict[str, str] = {}
-            for rid, slot in self._readers.items():
-                assert slot.online and slot.reader_id == rid
-                for n in slot.segments:
-                    assert n not in owned, f"{n} is held by {owned[n]} and {rid}"
-                    owned[n] = rid
-            for name, e in self._entries.items():
-                assert e.seg.name == name and name not in self._completed
-                assert e.position >= 0
-                if e.waiting:
-                    assert e.owner is None and name not in unassigned, f"future {name} is readable"
-                    assert not (e.waiting & set(self._completed)), f"{name} waits for a completed segment"
-                elif e.owner is None:
-                    assert name in unassigned, f"{name} is readable but neither assigned nor unassigned"
-                    assert (e.watermark, name) in self._unassigned
-                else:
-                    assert owned.get(name) == e.owner, f"{name}: owner {e.owner} does not hold it"
-                    assert name not in unassigned
-            assert set(owned) <= set(self._entries) and unassigned <= set(self._entries)
-            if self._by_wm:
-                assert self._by_wm[0][0] >= self._floor, "the group watermark decreased"
-            readable = [e.seg for e in self._entries.values() if not e.waiting]
-            for i, a in enumerate(readable):
-                for b in readable[i + 1 :]:
-                    assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (
-                        f"readable segments {a.name} and {b.name} overlap"
-                    )
-            cp = self._active()
-            if cp is not None and cp.waiting is not None:
-                assert cp.waiting <= set(self._readers), "checkpoint waits for an offline reader"
-                assert not (cp.waiting & cp.crossed)
+            self._sync._check()
+            self.model._check()
+            if self._monitor is not None:
+                self._monitor._check()
+            for (epoch, _), fut in list(self._futures.items()):
+                assert not Future.done(fut) and epoch <= self.model.epoch  # (done() would catch up)

@@ -1,13 +1,14 @@
-"""The records of the reader-group state: one incomplete segment, one reader, one checkpoint in progress."""
+"""The records of the reader-group state: one incomplete segment, one reader, one checkpoint in progress.
+
+``Entry``, ``Slot`` and ``Pending`` are the mutable parts of a replica (``GroupModel``),
+changed only by applying updates from the state log; ``SegmentState`` is what callers see.
+"""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 from segmentstore import StreamSegment
-
-from .checkpoint import Checkpoint
 
 __all__ = ["SegmentState", "Entry", "Slot", "Pending", "ASSIGNED", "UNASSIGNED", "FUTURE"]
 
@@ -40,24 +41,27 @@ class Entry:
 
 
 class Slot:
-    """A reader's membership: shared with the reader, which checks ``online`` on every read."""
+    """A reader's membership: its token (the log position of its ``AddReader``) and its segments.
 
-    __slots__ = ("online", "reader_id", "segments")
+    A reader of the same id that joins again gets another token, so an old incarnation
+    (a process declared offline that comes back) never passes for the new one.
+    """
 
-    def __init__(self, reader_id: str) -> None:
+    __slots__ = ("reader_id", "segments", "token")
+
+    def __init__(self, reader_id: str, token: int) -> None:
         self.reader_id = reader_id
-        self.online = True
+        self.token = token
         self.segments: set[str] = set()
 
 
 class Pending:
     """A checkpoint in progress: readers still to reach it, readers that did."""
 
-    __slots__ = ("crossed", "deferred", "future", "name", "waiting")
+    __slots__ = ("crossed", "deferred", "name", "waiting")
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.future: Future[Checkpoint] = Future()
         self.waiting: set[str] | None = None  # set when the checkpoint becomes active
         self.crossed: set[str] = set()
         self.deferred: dict[str, tuple[int, int]] = {}  # positions of readers that left after it

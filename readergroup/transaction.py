@@ -15,8 +15,11 @@ ranges. Readers see the committed events after every event written before the
 commit; per-routing-key order holds because a key maps to one segment in every epoch.
 Committing on a sealed stream raises ``StreamSealedError``; abort the transaction.
 
-Appends into transaction segments carry the writer id and event numbers like the
-``EventWriter``'s, so resends after transient errors never duplicate.
+Appends into transaction segments go through the ``EventWriter``'s machinery
+(``appender``): ``write_event`` returns a ``WriteFuture`` at once, one append is in
+flight per transaction segment, and appends carry the writer id and event numbers, so
+resends after transient errors never duplicate. ``commit()`` flushes first; ``abort()``
+fails the futures of the events not yet acknowledged.
 
 Producer watermarks: ``Transaction.note_time(t)`` / ``mark_idle()`` put a marker into
 every transaction segment, after the events written so far. The markers reach the
@@ -27,18 +30,19 @@ and after its events; an aborted transaction's markers vanish with its segments.
 from __future__ import annotations
 
 import enum
-import threading
 
 from segmentstore import Clock, TransactionInfo
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
+from .appender import AppendEngine
 from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
 from .events import encode_event
 from .frame_batch import EncodedEvents
 from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
-from .writer import SegmentAppender, WriterConfig, check_writer_id, new_writer_id, split_by_segment
+from .write_future import Block, Settled, WriteFuture
+from .writer import WriterConfig, check_writer_id, frame_hash, new_writer_id, split_by_segment
 
 __all__ = ["TransactionStatus", "Transaction", "TransactionalEventWriter"]
 
@@ -66,11 +70,11 @@ class Transaction:
         self._config = config
         self._table = RoutingTable(t.parent for t in info.segments)
         self._txn_of = {t.parent.name: t.name for t in info.segments}
-        self._appenders = {t.name: SegmentAppender(client, t.name, writer_id) for t in info.segments}
-        for a in self._appenders.values():
-            a.last_number = 0  # a new transaction segment holds no events
+        self._engine = AppendEngine(client, writer_id, config)  # no reroute: a seal fails the events
+        for t in info.segments:
+            self._engine.appender(t.name, 0)  # a new transaction segment holds no events
         self._status = TransactionStatus.OPEN
-        self._lock = threading.RLock()
+        self._ending = False  # a commit is flushing: no more writes
         self._writer_id = writer_id
 
     @property
@@ -89,43 +93,47 @@ class Transaction:
 
     def write_event(
         self, routing_key: str, payload: bytes | bytearray | memoryview, event_time: int | None = None
-    ) -> None:
-        """Buffer one event for the transaction segment of its key's range; appended per ``WriterConfig``."""
+    ) -> WriteFuture:
+        """Queue one event for the transaction segment of its key's range; returns its future at once."""
         frame = encode_event(routing_key, payload, event_time)
         h = key_hash(routing_key)
-        with self._lock:
-            self._check_open("write to")
-            app = self._appenders[self._txn_of[self._table.segment_for_hash(h).name]]
-            app.add(h, frame)
-            if (
-                len(app.pending) >= self._config.max_batch_events
-                or app.pending_bytes >= self._config.max_batch_bytes
-            ):
-                app.flush(self._config)
+        return self._add(frame, self._txn_of[self._table.segment_for_hash(h).name])
 
     def write_encoded(self, events: EncodedEvents) -> None:
-        """Buffer events framed in bulk (``frame_batch.encode_events``), as ``write_event`` for each in order.
+        """Queue events framed in bulk (``frame_batch.encode_events``), as ``write_event`` each, in order.
 
-        One routing-table lookup per distinct key. O(events), ~0.2 µs each.
+        No futures: a failure is raised by ``flush``/``commit`` (``sync``: by this call). One
+        routing-table lookup per distinct key. O(events), ~0.1 µs each.
         """
         if not len(events):
             return
         frames = events.frames()
-        hashes = events.hashes().tolist()
-        with self._lock:
-            self._check_open("write to")
-            parents = [self._table.segment_for_hash(h) for h in events.key_hashes.tolist()]
-            for parent, picked in split_by_segment(parents, events.key_index):
-                app = self._appenders[self._txn_of[parent.name]]
-                if picked is None:
-                    app.add_many(hashes, frames)
-                else:
-                    app.add_many([hashes[i] for i in picked], [frames[i] for i in picked])
-                if (
-                    len(app.pending) >= self._config.max_batch_events
-                    or app.pending_bytes >= self._config.max_batch_bytes
-                ):
-                    app.flush(self._config)
+        eng = self._engine
+        while True:
+            with eng.lock:
+                self._check_open("write to")
+                if not eng.unacked or eng.unacked + len(events.data) <= self._config.max_bytes_in_flight:
+                    parents = [self._table.segment_for_hash(h) for h in events.key_hashes.tolist()]
+                    filled: list[Block] = []
+                    sends = []
+                    for parent, picked in split_by_segment(parents, events.key_index):
+                        app = eng.appenders[self._txn_of[parent.name]]
+                        blocks, send = eng.add_many(
+                            app, frames if picked is None else [frames[i] for i in picked]
+                        )
+                        filled += blocks
+                        if send is not None:
+                            sends.append((app, send))
+                    break
+            eng.make_room(len(events.data))
+        for app, send in sends:
+            eng.send(app, send)
+        if eng.work:
+            eng.service()
+        if self._config.sync:
+            closed = [b for b in filled if b.closed]
+            eng.wait_settled(closed)
+            eng.raise_failure(closed)
 
     def note_time(self, t: int) -> None:
         """Assert every later event of the writer has event time ``>= t``, effective at commit only."""
@@ -137,19 +145,35 @@ class Transaction:
         self._marker(encode_idle_marker(self._writer_id))
 
     def _marker(self, frame: bytes) -> None:
-        with self._lock:
-            self._check_open("write a marker to")
-            for app in self._appenders.values():
-                app.add(BROADCAST, frame)
-                if len(app.pending) >= self._config.max_batch_events:
-                    app.flush(self._config)
+        for name in self._txn_of.values():  # after the events written so far, in each segment
+            self._add(frame, name)
+
+    def _add(self, frame: bytes, segment: str) -> WriteFuture:
+        eng = self._engine
+        while True:
+            with eng.lock:
+                self._check_open("write to")
+                if not eng.unacked or eng.unacked + len(frame) <= self._config.max_bytes_in_flight:
+                    app = eng.appenders[segment]
+                    fut, send = eng.add(app, frame)
+                    break
+            eng.make_room(len(frame))
+        if send is not None:
+            eng.send(app, send)
+        if eng.work:
+            eng.service()
+        if self._config.sync:
+            b = fut._where()[0]
+            if b.closed and (not b.done or b.error is not None):  # the write closed it: wait for it
+                eng.wait_settled([b])
+                eng.raise_failure([b])
+        return fut
 
     def flush(self) -> None:
-        """Append everything buffered to the transaction segments (still invisible to readers)."""
-        with self._lock:
+        """Append everything buffered to the transaction segments (still invisible to readers) and wait."""
+        with self._engine.lock:
             self._check_open("flush")
-            for app in self._appenders.values():
-                app.flush(self._config)
+        self._engine.flush()
 
     def ping(self) -> None:
         """Renew the transaction's lease (``StoreConfig.transaction_lease_ms``) on every segment.
@@ -158,36 +182,53 @@ class Transaction:
         than the lease, with segments it does not write to, pings (Pravega's
         ``pingTransaction``). Raises ``SegmentNotFoundError`` if it expired already.
         """
-        with self._lock:
+        with self._engine.lock:
             self._check_open("ping")
-            for name in self._appenders:
-                self._client.update_attributes(name, [])
+        for name in self._txn_of.values():
+            self._client.update_attributes(name, [])
 
     def commit(self) -> None:
         """Flush, then make every event visible at once (see the module docstring for scaled streams)."""
-        with self._lock:
-            self.flush()
-            self._client.commit_transaction(self._info.stream, list(self._appenders))
+        eng = self._engine
+        with eng.lock:
+            self._check_open("commit")
+            self._ending = True
+        try:
+            eng.flush()
+            self._client.commit_transaction(self._info.stream, list(self._txn_of.values()))
+        except BaseException:
+            with eng.lock:
+                self._ending = False
+            raise
+        with eng.lock:
             self._status = TransactionStatus.COMMITTED
+        eng.close()
 
     def abort(self) -> None:
-        """Drop every event of the transaction. Idempotent once aborted."""
-        with self._lock:
+        """Drop every event of the transaction (their futures fail). Idempotent once aborted."""
+        eng = self._engine
+        with eng.lock:
             if self._status is TransactionStatus.ABORTED:
                 return
             self._check_open("abort")
-            self._client.abort_transaction(self._info.stream, list(self._appenders))
-            for app in self._appenders.values():
-                app.pending.clear()
-                app.pending_bytes = 0
-                app.inflight = None
+        self._client.abort_transaction(self._info.stream, list(self._txn_of.values()))
+        cbs: list[Settled] = []
+        with eng.lock:
+            gone = TransactionClosedError(f"transaction {self.id!r} of {self._info.stream!r} was aborted")
+            for app in eng.appenders.values():
+                if app.unsent:
+                    cbs += eng.fail_appender(app, gone)
+            eng.error = None
             self._status = TransactionStatus.ABORTED
+            self._ending = False
+        eng.run_callbacks(cbs)
+        eng.close()
 
     def _check_open(self, what: str) -> None:
-        if self._status is not TransactionStatus.OPEN:
+        if self._status is not TransactionStatus.OPEN or (self._ending and what != "abort"):
+            state = self._status.value if self._status is not TransactionStatus.OPEN else "committing"
             raise TransactionClosedError(
-                f"cannot {what} transaction {self.id!r} of stream {self._info.stream!r}: "
-                f"it is {self._status.value}"
+                f"cannot {what} transaction {self.id!r} of stream {self._info.stream!r}: it is {state}"
             )
 
     def __enter__(self) -> Transaction:
@@ -207,12 +248,15 @@ class Transaction:
 
     @checked
     def _check(self) -> None:
-        """Assert the routing covers [0, 1) and buffered events route to their transaction segment."""
-        with self._lock:
+        """Assert the routing covers [0, 1), the engine's accounting, and events route to their segment."""
+        with self._engine.lock:
             self._table._check()
-            for name, app in self._appenders.items():
-                for h, _ in app.pending:
-                    assert h == BROADCAST or self._txn_of[self._table.segment_for_hash(h).name] == name
+            self._engine._check()
+            for name, app in self._engine.appenders.items():
+                for b in app.all_blocks():
+                    for f in b.frames:
+                        h = frame_hash(f)
+                        assert h == BROADCAST or self._txn_of[self._table.segment_for_hash(h).name] == name
 
 
 class TransactionalEventWriter:

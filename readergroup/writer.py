@@ -1,87 +1,75 @@
-"""``EventWriter``: routes events by key to stream segments, frames them, and appends them exactly once.
+"""``EventWriter``: routes events by key to stream segments and appends them exactly once, asynchronously.
 
+- Asynchronous by default: ``write_event`` returns a ``WriteFuture`` at once; per segment
+  one append is in flight and the events written meanwhile aggregate into the next block
+  (``appender``). ``flush()`` waits for everything written so far and raises the first
+  failure since the last flush; ``close()`` flushes. ``WriterConfig(sync=True)`` is the
+  writer of before: blocks of ``max_batch_events`` go out when full, and the write that
+  fills one waits for its acknowledgement. An event is readable once its future is done
+  (embedded too: a sender thread appends there). Thread-safe: concurrent ``write_event``
+  callers keep each their own order. ``max_bytes_in_flight`` bounds the bytes not yet
+  acknowledged (``write_event`` waits up to ``max_block_ms``, or raises at 0).
 - Routing: a stable hash of the routing key into [0, 1) over the current key ranges
   (``routing.RoutingTable``); events of one key go to one segment, in order.
 - Exactly once: each writer has an id; every append carries the writer id and the
   number of its last event (event numbers count up per segment, continuing from the
   store's record of the writer, so a restarted writer with the same id goes on where it
   stopped). The store acknowledges a resent append with ``duplicate=True`` and does not
-  store it again; an append is resent byte for byte with the same number until it is
-  acknowledged (after ``ConnectionError``/``TimeoutError``, up to ``retry_attempts``).
-- Batching: ``max_batch_events`` events per segment are buffered before an append
-  (default 1: every ``write_event`` appends at once, so an event's ingestion time is
-  the clock's time at its write); ``flush()`` sends everything buffered, in appends of
-  at most ``max_batch_events`` events and ``max_batch_bytes`` bytes (a single larger
-  event alone); ``linger_ms`` (with a clock) flushes a segment whose oldest buffered
-  event waited that long, checked at each write. ``write_encoded`` takes many events
-  framed in bulk (``frame_batch.encode_events``) at once, as ``write_event`` would
-  each in order.
-- Scaling: when an append raises ``SegmentSealedError`` the writer asks the store
-  whether its in-flight append landed (the writer's event number attribute), reloads
-  the stream's active segments (one call, however many scalings happened meanwhile),
-  moves the unwritten events of *every* segment no longer active to the segments now
-  owning their keys, in their original order, and resends. Events of one routing key
-  thus keep their order across any sequence of splits and merges.
+  store it again; a block is resent byte for byte with the same number until it is
+  acknowledged (``RemoteClient`` resends across reconnects by itself; after
+  ``ConnectionError``/``TimeoutError`` the writer resends ``retry_attempts`` more times).
+- Scaling: when an append raises ``SegmentSealedError`` the writer stops starting appends,
+  waits until none is in flight, asks the store whether a stale segment's last append
+  landed (the writer's event number attribute), reloads the stream's active segments (one
+  call, however many scalings happened meanwhile), moves the unwritten events of *every*
+  segment no longer active to the segments now owning their keys, in their original
+  order, and goes on. Events of one routing key thus keep their order across any
+  sequence of splits and merges; their futures follow them.
 - Producer watermarks (Pulsar's PIP): ``note_time(t)`` asserts that every later event
   of this writer has event time ``>= t``; ``mark_idle()`` takes the writer out of the
-  active set. Each first flushes everything buffered, then sends a marker frame to
-  every active segment (one found sealed passes it to every active segment overlapping
-  its key range, once each), so no event written before a marker lands after it. An event
-  written after ``mark_idle()`` first re-joins the writer at its last asserted time.
-  See ``producer_watermarks``.
+  active set. Each holds back other writes, waits until everything written before is
+  acknowledged, then appends a marker frame to every active segment and waits for it
+  (one found sealed passes it to every active segment overlapping its key range, once
+  each), so no event written before a marker lands after it. An event written after
+  ``mark_idle()`` first re-joins the writer at its last asserted time. See
+  ``producer_watermarks``.
+- Bulk: ``write_encoded`` queues many events framed at once (``frame_batch.encode_events``,
+  the Spark sink's path), as ``write_event`` each but without a future per event.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import operator
 import secrets
 import threading
-from dataclasses import dataclass, fields
 
 import numpy as np
 
-from segmentstore import Clock, SegmentSealedError, StreamSegment
+from segmentstore import Clock, StreamSegment
+from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX
 
-from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
-from .events import encode_event
+from .appender import AppendEngine
+from .config import WriterConfig
+from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError
+from .events import HEADER_SIZE, KIND_EVENT, encode_event
 from .frame_batch import EncodedEvents
 from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
 from .routing import RoutingTable, key_hash
+from .write_future import Block, EventAck, SegmentAppender, Settled, WriteFuture
 
 __all__ = [
     "WriterConfig",
     "EventWriter",
+    "EventAck",
+    "WriteFuture",
     "SegmentAppender",
     "new_writer_id",
     "check_writer_id",
     "split_by_segment",
 ]
 
-_TRANSIENT = (ConnectionError, TimeoutError)
 _MAX_WRITER_ID = INT64_MAX
-
-
-@dataclass(frozen=True, slots=True)
-class WriterConfig:
-    """Writer settings: batch limits per segment, resends after transient errors, optional linger."""
-
-    max_batch_events: int = 1
-    max_batch_bytes: int = 1 << 20
-    retry_attempts: int = 3
-    linger_ms: int | None = None
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if v is None and f.name == "linger_ms":
-                continue
-            low = 0 if f.name in ("retry_attempts", "linger_ms") else 1
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise InvalidEventError(f"WriterConfig.{f.name} must be an int >= {low}, got {v!r}")
 
 
 def new_writer_id() -> int:
@@ -94,10 +82,6 @@ def check_writer_id(writer_id: object) -> int:
     if isinstance(writer_id, bool) or not isinstance(writer_id, int) or not 0 < writer_id <= _MAX_WRITER_ID:
         raise InvalidEventError(f"writer_id must be an int in [1, 2^63), got {writer_id!r}")
     return writer_id
-
-
-_Pending = tuple[float, bytes]  # (key hash, frame)
-_FRAME = operator.itemgetter(1)
 
 
 def split_by_segment(
@@ -121,108 +105,16 @@ def split_by_segment(
     return [(seg, np.flatnonzero(of_event == j).tolist()) for j, seg in enumerate(first)]
 
 
-class _Batch:
-    __slots__ = ("data", "events", "number")
-
-    def __init__(self, events: list[_Pending], number: int) -> None:
-        self.events = events
-        self.number = number
-        self.data = b"".join(map(_FRAME, events))
-
-
-class SegmentAppender:
-    """One segment's buffered events and its in-flight append, with exactly-once resends."""
-
-    __slots__ = (
-        "client",
-        "first_ms",
-        "inflight",
-        "last_number",
-        "pending",
-        "pending_bytes",
-        "segment",
-        "writer_id",
-    )
-
-    def __init__(self, client: SegmentStoreClient, segment: str, writer_id: int) -> None:
-        self.client = client
-        self.segment = segment
-        self.writer_id = writer_id
-        self.last_number: int | None = None  # last acknowledged event number; None until asked
-        self.inflight: _Batch | None = None
-        self.pending: list[_Pending] = []
-        self.pending_bytes = 0
-        self.first_ms = 0
-
-    def add(self, h: float, frame: bytes, now_ms: int = 0) -> None:
-        if not self.pending:
-            self.first_ms = now_ms
-        self.pending.append((h, frame))
-        self.pending_bytes += len(frame)
-
-    def add_many(self, hashes: list[float], frames: list[bytes], now_ms: int = 0) -> None:
-        """``add`` for each (hash, frame) in order. O(events)."""
-        if not self.pending:
-            self.first_ms = now_ms
-        self.pending.extend(zip(hashes, frames, strict=True))
-        self.pending_bytes += sum(map(len, frames))
-
-    @property
-    def unsent(self) -> int:
-        return len(self.pending) + (len(self.inflight.events) if self.inflight else 0)
-
-    def stored_number(self) -> int:
-        """The writer's last event number the store holds for this segment (0 if none). One call."""
-        return self.client.get_attributes(self.segment, [self.writer_id]).get(self.writer_id, 0)
-
-    def flush(self, config: WriterConfig) -> None:
-        """Send the in-flight batch, then the buffered events, until none is left; store errors propagate."""
-        while self.inflight is not None or self.pending:
-            if self.inflight is None:
-                if self.last_number is None:
-                    self.last_number = self.stored_number()
-                most = min(len(self.pending), config.max_batch_events)
-                if most == len(self.pending) and self.pending_bytes <= config.max_batch_bytes:
-                    take, size = most, self.pending_bytes
-                else:  # the longest prefix within max_batch_bytes (one event at least)
-                    ends = list(
-                        itertools.accumulate(map(len, map(_FRAME, itertools.islice(self.pending, most))))
-                    )
-                    take = max(1, bisect.bisect_right(ends, config.max_batch_bytes))
-                    size = ends[take - 1]
-                self.inflight = _Batch(self.pending[:take], self.last_number + take)
-                del self.pending[:take]
-                self.pending_bytes -= size
-            batch = self.inflight
-            for attempt in range(config.retry_attempts + 1):
-                try:
-                    self.client.append(
-                        self.segment, batch.data, writer_id=self.writer_id, event_number=batch.number
-                    )
-                    break
-                except _TRANSIENT as e:
-                    if attempt == config.retry_attempts:
-                        raise WriterError(
-                            f"segment {self.segment!r}: append of {len(batch.events)} events "
-                            f"(event number {batch.number}) failed {attempt + 1} times; kept for flush(): {e}"
-                        ) from e
-            self.last_number = batch.number
-            self.inflight = None
-
-    def take_unwritten(self) -> list[_Pending]:
-        """After a seal: the events not stored here, in order (asks the store about the in-flight ones)."""
-        out: list[_Pending] = []
-        if self.inflight is not None and self.stored_number() < self.inflight.number:
-            out.extend(self.inflight.events)
-        out.extend(self.pending)
-        self.inflight = None
-        self.pending = []
-        self.pending_bytes = 0
-        return out
+def frame_hash(frame: bytes) -> float:
+    """The routing point of a framed event (its key's hash), ``BROADCAST`` for a marker. O(key)."""
+    if frame[4] != KIND_EVENT:
+        return BROADCAST
+    n = int.from_bytes(frame[HEADER_SIZE - 2 : HEADER_SIZE], "little")
+    return key_hash(frame[HEADER_SIZE : HEADER_SIZE + n].decode())
 
 
 class EventWriter:
-    """Writes events of a stream by routing key; thread-safe. ``close()`` flushes.
+    """Writes events of a stream by routing key, asynchronously; thread-safe. ``close()`` flushes.
 
     ``writer_id`` identifies the writer to the store for deduplication (random if
     ``None``; give the same id to a restarted writer). ``clock`` is needed only for
@@ -247,109 +139,153 @@ class EventWriter:
         self._clock = clock
         self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
         self._table = RoutingTable(client.get_stream(stream).active_segments)
-        self._appenders: dict[str, SegmentAppender] = {}
+        self._engine = AppendEngine(client, self.writer_id, self._config, clock, self._reroute)
         self._segment_of: dict[str, StreamSegment] = {}  # the key range of each appender's segment
-        self._lock = threading.RLock()
+        self._limit = self._config.max_bytes_in_flight
         self._closed = False
         self._asserted: int | None = None  # highest time given to note_time
         self._idle = False
+        self._barrier: int | None = None  # the thread broadcasting a marker; other writes wait
 
     @property
     def stream(self) -> str:
         return self._stream
 
+    @property
+    def config(self) -> WriterConfig:
+        return self._config
+
     def note_time(self, t: int) -> None:
         """Assert that every later event of this writer has event time ``>= t`` (a producer watermark).
 
-        Joins the writer to the stream's active set (the first time) and flushes; one
-        marker append per active segment. The readers' watermark from it is ``t - 1``.
+        Joins the writer to the stream's active set (the first time); waits for everything
+        written before, then for one marker append per active segment (two round trips).
+        The readers' watermark from it is ``t - 1``.
         """
         t = check_asserted_time(t, self.writer_id)
-        with self._lock:
-            if self._closed:
-                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+        with self._engine.lock:
+            self._check_open()
             self._asserted = t if self._asserted is None else max(self._asserted, t)
             self._idle = False
-            self._broadcast(encode_watermark_marker(self.writer_id, t))
+        self._broadcast(encode_watermark_marker(self.writer_id, t))
 
     def mark_idle(self) -> None:
-        """Leave the active set, so the writer no longer holds the watermark back; flushes."""
-        with self._lock:
-            if self._closed:
-                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+        """Leave the active set, so the writer no longer holds the watermark back; waits like note_time."""
+        with self._engine.lock:
+            self._check_open()
             self._idle = True
-            self._broadcast(encode_idle_marker(self.writer_id))
+        self._broadcast(encode_idle_marker(self.writer_id))
 
     def write_event(
         self, routing_key: str, payload: bytes | bytearray | memoryview, event_time: int | None = None
-    ) -> None:
-        """Frame and route one event; appended now or once its segment's batch is full (``WriterConfig``)."""
+    ) -> WriteFuture:
+        """Frame and route one event; returns its future at once (``sync``: see ``WriterConfig``).
+
+        Appended when its segment has no append in flight, else with the next block. Blocks
+        (or raises ``WriterBufferFullError``) at ``max_bytes_in_flight``. ~2 µs.
+        """
         frame = encode_event(routing_key, payload, event_time)
         h = key_hash(routing_key)
-        with self._lock:
-            if self._closed:
-                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
-            if self._idle and self._asserted is not None:  # re-join at the last asserted time
-                self._idle = False
-                self._broadcast(encode_watermark_marker(self.writer_id, self._asserted))
-            now = self._clock.now() if self._clock is not None else 0
-            app = self._appender(self._table.segment_for_hash(h))
-            app.add(h, frame, now)
-            cfg = self._config
-            if (
-                len(app.pending) >= cfg.max_batch_events
-                or app.pending_bytes >= cfg.max_batch_bytes
-                or (cfg.linger_ms is not None and now - app.first_ms >= cfg.linger_ms)
-            ):
-                self._drain([app])
+        n = len(frame)
+        eng = self._engine
+        while True:
+            with eng.lock:
+                if self._closed:
+                    self._check_open()
+                if self._barrier is not None and self._barrier != threading.get_ident():
+                    eng._wait(0.25)
+                    continue
+                rejoin = self._idle and self._asserted is not None
+                full = eng.unacked and eng.unacked + n > self._limit
+                if not rejoin and not full:
+                    seg = self._table.segment_for_hash(h)
+                    app = eng.appenders.get(seg.name) or self._appender(seg)
+                    fut, send = eng.add(app, frame)
+                    break
+                if rejoin:  # re-join at the last asserted time before the event
+                    self._idle = False
+                    assert self._asserted is not None
+                    marker = encode_watermark_marker(self.writer_id, self._asserted)
+            if rejoin:
+                self._broadcast(marker)
+            else:
+                eng.make_room(n)
+        if send is not None:
+            eng.send(app, send)
+        if eng.work:
+            eng.service()
+        if self._config.sync:
+            b = fut._where()[0]
+            if b.closed and (not b.done or b.error is not None):  # the write closed it: wait for it
+                eng.wait_settled([b])
+                eng.raise_failure([b])
+        return fut
 
     def write_encoded(self, events: EncodedEvents) -> None:
-        """Route and buffer events framed in bulk, as ``write_event`` for each in order; append full batches.
+        """Route and queue events framed in bulk (``frame_batch.encode_events``), as ``write_event`` each.
 
-        One routing-table lookup per distinct key. A segment whose buffer reached
-        ``WriterConfig``'s batch size (or ``linger_ms``) by the end of the call has all its
-        buffered events appended then, in appends of at most the batch size: each key's
-        events stay in order, exactly once. O(events), ~0.2 µs each.
+        No futures: a failure is raised by the next ``flush`` (``sync``: by this call, which
+        waits for the blocks it filled). One routing-table lookup per distinct key; the
+        events of each segment go into its blocks at once. O(events), ~0.1 µs each.
         """
         if not len(events):
             return
         frames = events.frames()
-        hashes = events.hashes().tolist()
-        with self._lock:
-            if self._closed:
-                raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
-            if self._idle and self._asserted is not None:  # re-join at the last asserted time
-                self._idle = False
-                self._broadcast(encode_watermark_marker(self.writer_id, self._asserted))
-            now = self._clock.now() if self._clock is not None else 0
-            segments = [self._table.segment_for_hash(h) for h in events.key_hashes.tolist()]
-            full = []
-            for seg, picked in split_by_segment(segments, events.key_index):
-                app = self._appender(seg)
-                if picked is None:
-                    app.add_many(hashes, frames, now)
-                else:
-                    app.add_many([hashes[i] for i in picked], [frames[i] for i in picked], now)
-                cfg = self._config
-                if (
-                    len(app.pending) >= cfg.max_batch_events
-                    or app.pending_bytes >= cfg.max_batch_bytes
-                    or (cfg.linger_ms is not None and now - app.first_ms >= cfg.linger_ms)
-                ):
-                    full.append(app)
-            self._drain(full)
+        eng = self._engine
+        filled: list[Block] = []
+        while True:
+            with eng.lock:
+                if self._closed:
+                    self._check_open()
+                if self._barrier is not None and self._barrier != threading.get_ident():
+                    eng._wait(0.25)
+                    continue
+                rejoin = self._idle and self._asserted is not None
+                full = eng.unacked and eng.unacked + len(events.data) > self._limit
+                if not rejoin and not full:
+                    segments = [self._table.segment_for_hash(h) for h in events.key_hashes.tolist()]
+                    sends = []
+                    for seg, picked in split_by_segment(segments, events.key_index):
+                        app = eng.appenders.get(seg.name) or self._appender(seg)
+                        mine = frames if picked is None else [frames[i] for i in picked]
+                        blocks, send = eng.add_many(app, mine)
+                        filled += blocks
+                        if send is not None:
+                            sends.append((app, send))
+                    break
+                if rejoin:  # re-join at the last asserted time before the events
+                    self._idle = False
+                    assert self._asserted is not None
+                    marker = encode_watermark_marker(self.writer_id, self._asserted)
+            if rejoin:
+                self._broadcast(marker)
+            else:
+                eng.make_room(len(events.data))
+        for app, send in sends:
+            eng.send(app, send)
+        if eng.work:
+            eng.service()
+        if self._config.sync:
+            closed = [b for b in filled if b.closed]
+            eng.wait_settled(closed)
+            eng.raise_failure(closed)
 
     def flush(self) -> None:
-        """Append every buffered event and wait for the acknowledgements."""
-        with self._lock:
-            self._drain([a for a in self._appenders.values() if a.unsent])
+        """Append every buffered event, wait for the acknowledgements; raise the first failure since."""
+        self._engine.flush()
 
     def close(self) -> None:
-        """Flush and close; idempotent. If the flush fails the writer stays open (retry ``close``)."""
-        with self._lock:
-            if not self._closed:
-                self.flush()
+        """Flush and close; idempotent. A failed flush still closes the writer, then raises."""
+        with self._engine.lock:
+            if self._closed:
+                return
+        try:
+            self.flush()
+        finally:
+            with self._engine.lock:
                 self._closed = True
+                self._engine._notify()
+            self._engine.close()
 
     def __enter__(self) -> EventWriter:
         return self
@@ -359,93 +295,141 @@ class EventWriter:
 
     @property
     def pending_events(self) -> int:
-        """Events buffered or in flight (not yet acknowledged)."""
-        with self._lock:
-            return sum(a.unsent for a in self._appenders.values())
+        """Events buffered or in flight (not yet acknowledged). O(blocks)."""
+        with self._engine.lock:
+            return sum(a.unsent for a in self._engine.appenders.values())
+
+    @property
+    def bytes_in_flight(self) -> int:
+        """Bytes of the events written and not yet acknowledged or failed (bounded by max_bytes_in_flight)."""
+        return self._engine.unacked
 
     @property
     def segments(self) -> tuple[StreamSegment, ...]:
         """The segments the writer currently routes to, by key order."""
-        with self._lock:
+        with self._engine.lock:
             return self._table.segments
 
     # ------------------------------------------------------------------ internals
+    def _check_open(self) -> None:
+        if self._closed:
+            raise WriterClosedError(f"writer {self.writer_id} of stream {self._stream!r} is closed")
+
     def _appender(self, seg: StreamSegment) -> SegmentAppender:
-        app = self._appenders.get(seg.name)
-        if app is None:
-            app = self._appenders[seg.name] = SegmentAppender(self._client, seg.name, self.writer_id)
-            self._segment_of[seg.name] = seg
+        """(lock held) The appender of ``seg`` (a new one learns the writer's last number before sending)."""
+        app = self._engine.appender(seg.name)
+        self._segment_of[seg.name] = seg
         return app
 
     def _broadcast(self, frame: bytes) -> None:
-        """Flush everything buffered, then append a marker to every routed segment."""
-        self._drain([a for a in self._appenders.values() if a.unsent])
-        now = self._clock.now() if self._clock is not None else 0
-        apps = [self._appender(seg) for seg in self._table.segments]
-        for app in apps:
-            app.add(BROADCAST, frame, now)
-        self._drain(apps)
+        """Wait until everything written is settled, then append a marker to every routed segment and wait."""
+        eng = self._engine
+        me = threading.get_ident()
+        with eng.lock:
+            while self._barrier is not None and self._barrier != me:
+                eng._wait(0.25)
+            self._check_open()
+            owner = self._barrier is None
+            self._barrier = me
+        try:
+            eng.flush(raise_errors=False)  # earlier failures stay for flush(); the marker goes on
+            with eng.lock:
+                blocks = [eng.add_closed(self._appender(seg), frame) for seg in self._table.segments]
+            eng.kick()
+            eng.wait_settled(blocks)
+            eng.raise_failure(blocks)
+        finally:
+            if owner:
+                with eng.lock:
+                    self._barrier = None
+                    eng._notify()
 
-    def _drain(self, queue: list[SegmentAppender]) -> None:
-        """Flush ``queue``; on a seal the events of every stale segment move on and join the queue."""
-        while queue:
-            app = queue.pop(0)
-            if self._appenders.get(app.segment) is not app:
-                continue  # swept by a reroute meanwhile: its events moved on
-            try:
-                app.flush(self._config)
-            except SegmentSealedError:
-                queue.extend(self._reroute(app))
+    def _reroute(self, sealed: list[SegmentAppender]) -> list[Settled]:
+        """(lock held, nothing in flight) Reload the active segments; move every stale appender's events.
 
-    def _reroute(self, sealed: SegmentAppender) -> list[SegmentAppender]:
-        """Reload the active segments; move every stale appender's unwritten events to them."""
-        if not self._client.get_successors(sealed.segment):
-            raise NoSuccessorsError(
-                f"segment {sealed.segment!r} of stream {self._stream!r} is sealed without successors "
-                f"(stream sealed?); {sealed.unsent} events were not written"
-            )
-        active = self._client.get_stream(self._stream).active_segments
-        if not active:
-            raise NoSuccessorsError(
-                f"stream {self._stream!r} has no active segments (sealed?); "
-                f"{sealed.unsent} events of segment {sealed.segment!r} were not written"
-            )
+        Asks the store first (successors, active segments, the writer's number in each stale
+        segment with an append of unknown fate), then changes the state: a failed call leaves
+        it as it was.
+        """
+        eng, client = self._engine, self._client
+        ended = [a for a in sealed if not client.get_successors(a.segment)]
+        active = client.get_stream(self._stream).active_segments if len(ended) < len(sealed) else ()
         live = {s.name for s in active}
-        stale = [a for a in self._appenders.values() if a.segment not in live]
+        stale = [a for a in eng.appenders.values() if a.segment not in live] if active else []
+        # asked even after SegmentSealedError: an earlier send of the block may have landed
+        stored = {a.segment: self._stored_number(a) for a in stale if a.inflight is not None}
+        cbs: list[Settled] = []
+        for app in sealed:
+            if app in ended or not active:
+                why = "is sealed without successors" if app in ended else "has no active segment left"
+                err = NoSuccessorsError(
+                    f"segment {app.segment!r} of stream {self._stream!r} {why} (stream sealed?); "
+                    f"{app.unsent} events were not written"
+                )
+                cbs += eng.fail_appender(app, err)
+        if not stale:
+            return cbs
         self._table = RoutingTable(active)
-        touched: dict[str, SegmentAppender] = {}
         placed: set[tuple[int, str]] = set()  # (marker frame, segment): a marker once per segment
+        touched: set[str] = set()
         for old in stale:
-            events = old.take_unwritten()
-            del self._appenders[old.segment]
-            seg = self._segment_of.pop(old.segment)
-            for h, frame in events:
-                if h == BROADCAST:  # to every active segment holding keys of the stale one
-                    targets = [s for s in active if s.key_low < seg.key_high and seg.key_low < s.key_high]
+            blocks = list(old.blocks)
+            b = old.inflight
+            if b is not None:
+                if stored[old.segment] < (b.number or 0):
+                    blocks.insert(0, b)
                 else:
-                    targets = [self._table.segment_for_hash(h)]
-                for t in targets:
-                    if h == BROADCAST:
-                        if (id(frame), t.name) in placed:
-                            continue
-                        placed.add((id(frame), t.name))
-                    nxt = self._appender(t)
-                    nxt.add(h, frame, old.first_ms)
-                    touched[nxt.segment] = nxt
-        return list(touched.values())
+                    cbs += eng.settle_stored(old)
+            del eng.appenders[old.segment]
+            seg = self._segment_of.pop(old.segment)
+            for blk in blocks:
+                self._move_block(blk, seg, active, placed, touched)
+        for name in touched:  # moved events go out now (sync mode too), as a flush's reroute did
+            eng.close_open(eng.appenders[name])
+        return cbs
 
+    def _stored_number(self, app: SegmentAppender) -> int:
+        """The writer's last event number the store holds for the segment (0 if none). One call."""
+        return self._client.get_attributes(app.segment, [self.writer_id]).get(self.writer_id, 0)
+
+    def _move_block(
+        self,
+        blk: Block,
+        seg: StreamSegment,
+        active: tuple[StreamSegment, ...],
+        placed: set[tuple[int, str]],
+        touched: set[str],
+    ) -> None:
+        """(lock held) Move ``blk``'s events to the segments owning their keys; markers once to each."""
+        eng = self._engine
+        for i, frame in enumerate(blk.frames):
+            h = frame_hash(frame)
+            if h == BROADCAST:  # to every active segment holding keys of the stale one
+                targets = [s for s in active if s.key_low < seg.key_high and seg.key_low < s.key_high]
+            else:
+                targets = [self._table.segment_for_hash(h)]
+            for t in targets:
+                if h == BROADCAST:
+                    if (id(frame), t.name) in placed:
+                        continue
+                    placed.add((id(frame), t.name))
+                eng.move(blk, i, frame, self._appender(t))
+                touched.add(t.name)
+        eng.retire(blk)
+
+    @checked
     def _check(self) -> None:
-        """Assert the routing table tiles [0, 1) and every buffered event routes to its appender."""
-        with self._lock:
+        """Assert the table tiles [0, 1), the engine's accounting; queued events route to their appender."""
+        with self._engine.lock:
             self._table._check()
+            self._engine._check()
             routed = {s.name for s in self._table.segments}
-            assert self._segment_of.keys() == self._appenders.keys()
-            for name, app in self._appenders.items():
+            assert self._segment_of.keys() == self._engine.appenders.keys()
+            for name, app in self._engine.appenders.items():
                 assert app.segment == name
-                assert app.pending_bytes == sum(len(f) for _, f in app.pending)
                 if app.unsent:
                     assert name in routed, f"{name} holds events but is no longer routed to"
-                for h, _ in app.pending:
-                    assert h == BROADCAST or self._table.segment_for_hash(h).name == name
-                if app.inflight is not None and app.last_number is not None:
-                    assert app.inflight.number > app.last_number
+                for b in app.all_blocks():
+                    for f in b.frames:
+                        h = frame_hash(f)
+                        assert h == BROADCAST or self._table.segment_for_hash(h).name == name

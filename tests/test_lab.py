@@ -162,3 +162,12 @@ def test_iot_sensors_shows_each_strategys_trade_off() -> None:
     assert 30_000 <= prod["wm_lag_mean_ms"] < 31_000
     assert ing["late"] == 30  # all of sensor C: 30 s behind, maxEventTimeLag 10 s
     assert spark["late"] > ing["late"]  # B's clock (30 s ahead) drives Spark's maximum
+
+
+def test_the_readme_shows_what_compare_prints() -> None:
+    """The README's iot-sensors table is the command's output, not a copy that drifted."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    result = CliRunner().invoke(cli, ["compare", "iot-sensors"])
+    assert result.exit_code == 0, result.output
+    table = [line for line in result.output.splitlines() if line.strip()]
+    assert table and all(line in readme for line in table), "README's `ingestwm compare iot-sensors` is stale"

@@ -276,6 +276,7 @@ def test_seek_after_truncation_keeps_the_state_from_a_snapshot(client: EmbeddedC
     w.note_time(70)
     for i in range(50):
         w.write_event("k", bytes(30), event_time=100 + i)
+    w.flush()  # writes are asynchronous
     seg = max(client.get_tail_cut(S).positions, key=lambda p: p[1])[0]  # the segment of key "k"
     frames = _frames(client, seg)
     cut = frames[len(frames) // 2].offset
@@ -427,6 +428,7 @@ def test_event_time_group_delivers_producer_watermarks_strictly_ascending(
     a.note_time(1_000)
     b.note_time(500)
     a.write_event("k1", b"a", event_time=1_200)
+    a.flush()  # writes are asynchronous
     reads = _drain(reader)
     assert [r.watermark for r in reads if r.is_watermark] == [499]  # min(1000, 500) - 1
     assert [r.event_time for r in reads if r.is_event] == [1_200]  # markers are never delivered
@@ -449,6 +451,7 @@ def test_false_assertions_make_true_late_events_counted_not_hidden(
     _drain(reader)
     liar.write_event("k", b"late", event_time=400)  # breaks its own assertion
     liar.write_event("k", b"fine", event_time=1_500)
+    liar.flush()
     events = [r for r in _drain(reader) if r.is_event]
     assert [r.payload for r in events] == [b"late", b"fine"]  # delivered, not hidden
     assert reader.stats.late_events == 1

@@ -33,7 +33,8 @@ def _write(client: SegmentStoreClient, clock: ManualClock, n: int, key: str = "k
     w = EventWriter(client, STREAM)
     for i in range(n):
         clock.advance(step)
-        w.write_event(f"{key}{i % 7}", f"{key}-{i}".encode(), event_time=clock.now() - 3 if i % 2 else None)
+        et = clock.now() - 3 if i % 2 else None
+        w.write_event(f"{key}{i % 7}", f"{key}-{i}".encode(), event_time=et).result(10)  # stored now
     w.close()
 
 
@@ -321,6 +322,6 @@ def test_check_catches_a_reader_out_of_step_with_its_segments_and_group(
         reader._check()
     s.nxt_wm[0] += 10
     reader._check()
-    group.state._slot("r").segments.discard(s.name)  # the group took it away behind the reader's back
+    group.state.model.readers["r"].segments.discard(s.name)  # the group took it away behind the reader's back
     with pytest.raises(AssertionError, match=r"(?s)the group assigns it.*EventReader state: "):
         reader._check()

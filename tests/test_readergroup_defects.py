@@ -41,10 +41,12 @@ def test_merge_successors_on_a_ticking_clock(ticking: tuple[TickingClock, Segmen
     w = EventWriter(c, S)
     for i in range(20):
         w.write_event(f"k{i}", b"before")
+    w.flush()  # writes are asynchronous: stored before the merge
     a, b = c.get_stream(S).active_segments
     merged = c.scale_stream(S, [a.name, b.name], [(0.0, 1.0)])[0]
     for i in range(5):
         w.write_event(f"k{i}", b"after")
+    w.flush()
     group = _group(c, clock)
     reader = group.create_reader("r")
     got = _events(reader)
@@ -62,6 +64,7 @@ def test_close_after_a_checkpoint_marker_does_not_redeliver(
     for i in range(10):
         clock.advance(1)
         w.write_event(f"k{i}", f"a{i}".encode())
+    w.flush()
     group = _group(client, clock)
     r1, r2 = group.create_reader("r1"), group.create_reader("r2")
     first = _events(r1) + _events(r2)
@@ -71,6 +74,7 @@ def test_close_after_a_checkpoint_marker_does_not_redeliver(
     for i in range(10):
         clock.advance(1)
         w.write_event(f"k{i}", f"b{i}".encode())
+    w.flush()
     after_marker = _events(r1)  # past the marker: r1 holds back its reports until cp completes
     r1.close()
     assert r2.read_next_event(timeout_ms=0).is_checkpoint
@@ -142,6 +146,7 @@ def test_per_key_order_holds_after_a_restore_across_split_then_merge(
     for i in range(30):
         clock.advance(1)
         w.write_event(left, f"a{i}".encode())
+    w.flush()
     b1, b2 = client.scale_stream(S, [b.name], [(0.5, 0.75), (0.75, 1.0)])
     (m,) = client.scale_stream(S, [a.name, b1.name], [(0.0, 0.75)])  # b1 is empty
     numbered: list[bytes] = []
@@ -149,7 +154,7 @@ def test_per_key_order_holds_after_a_restore_across_split_then_merge(
     def write_k() -> None:
         clock.advance(1)
         numbered.append(f"k{len(numbered)}".encode())
-        w.write_event(k, numbered[-1])
+        w.write_event(k, numbered[-1]).result(10)
 
     write_k()  # into m: it needs all of a first
     # a group that has read b1 (empty): m is a future segment waiting for a

@@ -55,7 +55,7 @@ class InOperationMachine(ReaderGroupMachine):
             log = self.key_log.setdefault((s, k), [])
             self.order[p] = ((s, k), len(log))
             log.append(p)
-            w.write_event(k, p, event_time=self._event_time(s, j, p))
+            w.write_event(k, p, event_time=self._event_time(s, j, p)).result(30)  # stored at this time
 
     def _before_write(self, stream: str) -> None:
         """A hook: what a writer does before a run of writes (the event-time machine re-joins)."""

@@ -114,7 +114,7 @@ class ReaderGroupMachine(RuleBasedStateMachine):
         for j in range(n):
             self.clock.advance(step)
             et = self.clock.now() - 10 if j % 2 else None
-            w.write_event(f"key{(key + j) % 10}", self._payload(), event_time=et)
+            w.write_event(f"key{(key + j) % 10}", self._payload(), event_time=et).result(30)  # stored now
 
     @precondition(lambda self: len(self.txns) < 3)
     @rule(i=st.integers(0, 1))

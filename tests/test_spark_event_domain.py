@@ -79,7 +79,7 @@ def test_the_offset_watermark_is_the_slowest_active_writer() -> None:
         p = _planner(c)
         start = p.initial_offset()
         a, b = EventWriter(c, S, writer_id=1), EventWriter(c, S, writer_id=2)
-        a.write_event("k", b"before", event_time=5)  # before any assertion: no watermark yet
+        a.write_event("k", b"before", event_time=5).result(10)  # before any assertion: no watermark yet
         end, ets = _batch(p, c, start, READ_ALL)
         assert end.watermark == NO_WATERMARK and ets == [5]
         a.note_time(1_000)
@@ -197,6 +197,8 @@ def test_truthful_writers_are_never_behind_the_previous_batch_watermark(
                     c.scale_stream(S, [a.name, b.name], [(a.key_low, b.key_high)])
             else:
                 batch()
+        for wr in writers:
+            wr.flush()  # writes are asynchronous
         for _ in range(200):
             before = off
             batch()

@@ -158,6 +158,7 @@ def test_commit_after_scaling_is_rolled() -> None:
     client.create_stream(S, 2)
     plain = EventWriter(client, S)
     write_all(plain, "a")
+    plain.flush()
     txn = TransactionalEventWriter(client, S).begin_txn()
     write_all(txn, "t")
     segs = client.get_stream(S).active_segments
@@ -165,6 +166,7 @@ def test_commit_after_scaling_is_rolled() -> None:
     segs = client.get_stream(S).active_segments
     client.scale_stream(S, [segs[0].name, segs[1].name], [(0.0, 0.8)])
     write_all(plain, "b")
+    plain.flush()
     layout = [(s.key_low, s.key_high) for s in client.get_stream(S).active_segments]
     epoch = client.get_stream(S).epoch
     txn.commit()
@@ -278,11 +280,13 @@ def test_interrupted_rolled_commit_is_finished_on_reopen(store: SegmentStore) ->
     seg = client.create_stream(S, 1).active_segments[0]
     plain = EventWriter(client, S)
     write_all(plain, "a")
+    plain.flush()
     txn = TransactionalEventWriter(client, S).begin_txn()
     write_all(txn, "t")
     txn.flush()
     client.scale_stream(S, [seg.name], [(0.0, 0.5), (0.5, 1.0)])
     write_all(plain, "b")
+    plain.flush()
     ctl = crashing(store, "append", 0, when=lambda name, *_: not name.startswith("_system"))
     with pytest.raises(Crash):
         ctl.commit_transaction(S, txn.info.segment_names)  # crashes copying the transaction's data

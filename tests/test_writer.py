@@ -5,12 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from readergroup import (
+    EventAck,
     EventWriter,
     Frame,
     InvalidEventError,
@@ -37,6 +40,7 @@ class FlakyClient(EmbeddedClient):
         self.lose_ack = 0
         self.fail = 0
         self.duplicates = 0
+        self.on_lost_ack: Callable[[], object] = lambda: None
 
     def append(self, name: str, data: bytes, expected_offset: int | None = None, **kw: Any) -> AppendResult:
         if self.fail:
@@ -46,6 +50,7 @@ class FlakyClient(EmbeddedClient):
         self.duplicates += r.duplicate
         if self.lose_ack:
             self.lose_ack -= 1
+            self.on_lost_ack()
             raise ConnectionError("connection reset after the append")
         return r
 
@@ -121,9 +126,9 @@ def test_events_go_to_the_segment_owning_their_key_hash(client: FlakyClient) -> 
             assert f.event_time == int(f.payload.split(b":")[1])
 
 
-def test_batching_and_flush(client: FlakyClient, clock: ManualClock) -> None:
+def test_sync_batching_and_flush(client: FlakyClient, clock: ManualClock) -> None:
     seg = client.create_stream(S).active_segments[0]
-    w = EventWriter(client, S, config=WriterConfig(max_batch_events=10))
+    w = EventWriter(client, S, config=WriterConfig(max_batch_events=10, sync=True))
     for i in range(9):
         w.write_event("k", b"%d" % i)
     assert client.get_info(seg.name).length == 0 and w.pending_events == 9
@@ -132,7 +137,7 @@ def test_batching_and_flush(client: FlakyClient, clock: ManualClock) -> None:
     w.write_event("k", b"10")
     w.flush()
     assert w.pending_events == 0 and len(segment_frames(client, seg.name)) == 11
-    big = EventWriter(client, S, config=WriterConfig(max_batch_events=1000, max_batch_bytes=200))
+    big = EventWriter(client, S, config=WriterConfig(max_batch_events=1000, max_batch_bytes=200, sync=True))
     for _ in range(20):
         big.write_event("k", b"x" * 40)  # 20 * 57 bytes > 200: sent in batches of <= 200 bytes
     big.flush()
@@ -147,7 +152,10 @@ def test_linger_flushes_old_batches(client: FlakyClient, clock: ManualClock) -> 
     w.write_event("k", b"b")
     assert client.get_info(seg.name).length == 0
     clock.advance(1)
-    w.write_event("k", b"c")
+    w.write_event("k", b"c")  # the linger ran out: the block goes out without a flush
+    deadline = time.monotonic() + 10
+    while client.get_info(seg.name).length == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
     assert [f.payload for f in segment_frames(client, seg.name)] == [b"a", b"b", b"c"]
 
 
@@ -165,19 +173,30 @@ def test_lost_acknowledgements_do_not_duplicate(client: FlakyClient) -> None:
     assert read_stream(client, S) == expected(5, 10)
 
 
-def test_exhausted_retries_keep_events_for_flush(client: FlakyClient) -> None:
+def test_exhausted_retries_fail_the_future_and_flush_and_numbers_are_not_reused(client: FlakyClient) -> None:
     client.create_stream(S)
     w = EventWriter(client, S, config=WriterConfig(retry_attempts=1))
     client.lose_ack = 2  # stored, but both attempts look failed
+    lost = w.write_event("k", b"0")
+    with pytest.raises(WriterError, match="failed 2 times; they may or may not be stored"):
+        lost.result(5)
+    assert w.pending_events == 0
     with pytest.raises(WriterError, match="failed 2 times"):
-        w.write_event("k", b"0")
-    assert w.pending_events == 1
-    client.fail = 2  # both attempts of the next flush fail before the store
-    with pytest.raises(WriterError):
         w.flush()
-    w.flush()  # resent with the same event number: acknowledged as a duplicate
-    w.write_event("k", b"1")
-    assert read_stream(client, S) == {"k": [b"0", b"1"]} and w.pending_events == 0
+    w.flush()  # reported once
+    client.fail = 2  # both attempts fail before the store
+    never = w.write_event("k", b"1")
+    assert isinstance(never.exception(5), WriterError)
+    ok = w.write_event("k", b"2").result(5)  # a number above the failed ones: not taken for a duplicate
+    assert ok.offset is not None and ok.ingestion_time is not None
+    with pytest.raises(WriterError):
+        w.close()
+    assert read_stream(client, S) == {"k": [b"0", b"2"]}
+    sync = EventWriter(client, S, config=WriterConfig(retry_attempts=0, max_batch_events=1, sync=True))
+    client.fail = 1
+    with pytest.raises(WriterError, match="failed 1 times"):
+        sync.write_event("k", b"3")  # the synchronous writer raises from the write itself ...
+    sync.close()  # ... and only there
 
 
 def test_restarted_writer_with_same_id_continues_numbering(client: FlakyClient) -> None:
@@ -219,25 +238,33 @@ def test_key_order_is_kept_across_splits_and_merges(client: FlakyClient) -> None
 
 def test_in_flight_append_that_landed_is_not_resent_to_successors(client: FlakyClient) -> None:
     seg = client.create_stream(S).active_segments[0]
-    w = EventWriter(client, S, config=WriterConfig(retry_attempts=0))
-    client.lose_ack = 1
-    with pytest.raises(WriterError):
-        w.write_event("k", b"0")  # stored in seg, acknowledgement lost
-    client.scale_stream(S, [seg.name], [(0.0, 0.5), (0.5, 1.0)])
-    w.write_event("k", b"1")
+    w = EventWriter(client, S)
+    client.lose_ack = 1  # stored, acknowledgement lost; the stream splits before the resend
+    client.on_lost_ack = lambda: client.scale_stream(S, [seg.name], [(0.0, 0.5), (0.5, 1.0)])
+    first = w.write_event("k", b"0")  # the resend finds the seal; the store says it landed
+    assert first.result(5) == EventAck(seg.name, None, None)
+    w.write_event("k", b"1").result(5)
     w.flush()
     assert read_stream(client, S) == {"k": [b"0", b"1"]}
     assert {s.name for s in w.segments} == {s.name for s in client.get_stream(S).active_segments}
 
 
-def test_sealed_stream_keeps_events_and_raises(client: FlakyClient) -> None:
+def test_sealed_stream_fails_the_events(client: FlakyClient) -> None:
     client.create_stream(S)
-    w = EventWriter(client, S, config=WriterConfig(max_batch_events=5))
-    w.write_event("k", b"0")
+    w = EventWriter(client, S, config=WriterConfig(max_batch_events=5, sync=True))
+    held = w.write_event("k", b"0")
     client.seal_stream(S)
     with pytest.raises(NoSuccessorsError, match="1 events were not written"):
         w.flush()
-    assert w.pending_events == 1
+    assert w.pending_events == 0 and isinstance(held.exception(0), NoSuccessorsError)
+    a = EventWriter(client, S)
+    fut = a.write_event("k", b"1")
+    with pytest.raises(NoSuccessorsError):
+        fut.result(5)
+    with pytest.raises(NoSuccessorsError):
+        a.close()
+    with pytest.raises(WriterClosedError):
+        a.write_event("k", b"2")
 
 
 # ---------------------------------------------------------------------- bad input and lifecycle

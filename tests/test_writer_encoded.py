@@ -69,12 +69,12 @@ def scale(client: SegmentStoreClient, stream: str, op: str) -> None:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=ops_st, batch=st.sampled_from([1, 4, 1000]))
-def test_write_encoded_keeps_each_keys_order_across_scaling(ops: list[Any], batch: int) -> None:
+@given(ops=ops_st, batch=st.sampled_from([1, 4, 1000]), sync=st.booleans())
+def test_write_encoded_keeps_each_keys_order_across_scaling(ops: list[Any], batch: int, sync: bool) -> None:
     """Each key's events once and in order, appends pending across splits and merges; as ``write_event``."""
     with SegmentStore(clock=ManualClock(1_000)) as store:
         c = EmbeddedClient(store)
-        config = WriterConfig(max_batch_events=batch, max_batch_bytes=300)
+        config = WriterConfig(max_batch_events=batch, max_batch_bytes=300, sync=sync)
         writers = {}
         for stream in ("x/one", "x/bulk"):
             c.create_stream(stream, 2)

@@ -15,6 +15,8 @@ from typing import Any
 
 import click
 
+from .group import group as group_commands
+
 __all__ = ["main", "cli"]
 
 
@@ -22,6 +24,9 @@ __all__ = ["main", "cli"]
 @click.version_option(package_name="ingestwm")
 def cli() -> None:
     """ingestwm: a Pravega-style segment store with ingestion-time watermarks."""
+
+
+cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/cli/group.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from readergroup import EventWriter, TransactionalEventWriter
+from readergroup import EventWriter, TransactionalEventWriter, WriterConfig
 from readergroup.config import ReaderGroupConfig
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventReader, ReadKind
@@ -35,6 +35,8 @@ from .compared_strategies import Strategy, make_strategies
 from .lab_scenario import LabReader, LabScenario, LabWriter
 
 __all__ = ["LabResult", "run_compare", "summarise"]
+
+_SYNC_WRITES = WriterConfig(sync=True, max_batch_events=1)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -77,7 +79,9 @@ class _Writer:
         self.txn: Transaction | None = None
         self.txn_events: list[tuple[int, int, int]] = []
         if spec.commit_every_ms is None:
-            self.writer = EventWriter(client, sc.stream.name, writer_id=index + 1, clock=clock)
+            self.writer = EventWriter(  # each event stored at its write's simulated time
+                client, sc.stream.name, writer_id=index + 1, clock=clock, config=_SYNC_WRITES
+            )
         else:
             self.txw = TransactionalEventWriter(client, sc.stream.name, writer_id=index + 1, clock=clock)
 

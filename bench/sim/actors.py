@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import simpy
+import simpy.rt
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group import ReaderGroup, ReaderGroupManager
@@ -44,7 +45,7 @@ from .workloads import ID_BYTES, FrameBuilder, event_times, expected_events, gen
 __all__ = ["World", "WriterActor", "instance_names", "scaler", "advancer"]
 
 Proc = Generator[simpy.Event, Any, None]
-_EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20)
+_EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20, sync=True)
 
 
 def instance_names(name: str, count: int) -> list[str]:
@@ -61,7 +62,9 @@ class World:
     def __init__(self, scenario: Scenario) -> None:
         sc = scenario
         self.scenario = sc
-        self.env = simpy.Environment()
+        self.env = simpy.rt.RealtimeEnvironment(factor=0.001, strict=False) if sc.group.processes else (
+            simpy.Environment()
+        )
         self.clock = SimClock(self.env, sc.start_time_ms)
         self.store = SegmentStore(
             clock=self.clock,
@@ -86,6 +89,7 @@ class World:
             position_report_interval_ms=sc.group.position_report_interval_ms,
             read_buffer_bytes=sc.group.read_buffer_bytes,
             max_event_time_lag_ms=sc.group.max_event_time_lag_ms,
+            reader_timeout_ms=sc.group.reader_timeout_ms,
         )
         self.group: ReaderGroup = ReaderGroupManager(self.client, self.clock).create_reader_group(
             "sim", config
@@ -98,6 +102,7 @@ class World:
             )
         self.advanced = 0
         self.last_write_ms: int | None = None
+        self.served: Any = None  # group.processes: the store on loopback and the reader processes (engine)
 
     def written(self, writer: int, seqs: np.ndarray) -> None:
         """Events of ``writer`` acknowledged now (appended, or committed)."""
@@ -109,6 +114,8 @@ class World:
         return self.scenario.duration_ms
 
     def close(self) -> None:
+        if self.served is not None:
+            self.served.close()
         self.store.close()
 
 

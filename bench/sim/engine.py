@@ -24,6 +24,7 @@ from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MIN
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
+from .process_readers import ProcessReaderActor, ServedReaders
 from .readers import ReaderActor
 from .recorder import stats, write_outputs
 from .result import SimResult
@@ -122,10 +123,13 @@ def run_scenario(
     t0 = monotonic_s()
     world = World(scenario)
     try:
+        if scenario.group.processes:  # here, not in World: the process actors build on World
+            world.served = ServedReaders(world.store, "sim")
         env = world.env
         writers = [WriterActor(world, spec, i, name) for i, (spec, name) in enumerate(world.writer_specs)]
         specs = [(spec, name) for spec in scenario.readers for name in instance_names(spec.name, spec.count)]
-        readers = [ReaderActor(world, spec, name, ch) for ch, (spec, name) in enumerate(specs)]
+        actor = ProcessReaderActor if scenario.group.processes else ReaderActor
+        readers = [actor(world, spec, name, ch) for ch, (spec, name) in enumerate(specs)]
         setup = monotonic_s() - t0
         env.process(advancer(world))
         env.process(scaler(world))

@@ -257,11 +257,19 @@ class ReaderSpec:
 
 @dataclass(frozen=True, slots=True)
 class GroupSpec:
-    """The reader group (``ReaderGroupConfig``); it always works in ``INGESTION_TIME``."""
+    """The reader group (``ReaderGroupConfig``); it always works in ``INGESTION_TIME``.
+
+    ``reader_timeout_ms``: the readers' lease (0: readers leave only as the scenario
+    says). ``processes``: each reader instance runs in a process of its own against the
+    store served on loopback (``bench.sim.process_readers``); the simulation then runs
+    in real time and is not deterministic.
+    """
 
     position_report_interval_ms: int = _f(100, low=0)
     read_buffer_bytes: int = _f(1 << 20, low=64)
     max_event_time_lag_ms: int = _f(0, low=0)
+    reader_timeout_ms: int = _f(0, low=0)
+    processes: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)

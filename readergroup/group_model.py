@@ -1,0 +1,568 @@
+"""One replica of a reader group's state: the segments, readers and checkpoints, changed only by updates.
+
+PDP-26 "Reader Group State" as a replicated state machine (Pravega's
+``ReaderGroupState`` behind its state synchronizer). Every process holding the group
+applies the same updates of the state log in the same order (``readergroup.synchronizer``),
+and ``apply`` is a pure function of the replica and the update — no store call, no
+clock, no set-iteration order — so every replica is in the same state at the same log
+position (``to_obj()`` is canonical: two replicas at one position encode to the same
+value). Whatever an update needs from the store was computed by its issuer
+(``readergroup.state``) against the replica at the very log position the update is
+appended at (a conditional append), and travels inside it.
+
+An update is validated in full before it changes anything; one that does not hold
+(a reader not in the group, a stale epoch, a position below the acknowledged one) is
+*rejected*: skipped by every replica alike. Issuers validate the same way first, so a
+rejection only happens when a batch raced with another (the conditional append makes
+that rare) or came from a broken client.
+
+For every incomplete segment — assigned, unassigned (readable) or future (a successor
+waiting for predecessors) — the replica keeps its acknowledged position and the
+watermark there; the group watermark is their minimum, raised after every update into
+a floor that never decreases within an epoch. Costs: a report O(log n) per segment,
+acquire O(k log n), a checkpoint's completion O(n), a snapshot O(n).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from segmentstore import StreamSegment
+from segmentstore.checks import checked
+from segmentstore.limits import INT64_MIN
+
+from .checkpoint import Checkpoint, SegmentPosition
+from .config import ReaderGroupConfig
+from .errors import (
+    DuplicateCheckpointError,
+    InvalidPositionError,
+    ReaderExistsError,
+    ReaderGroupError,
+    ReaderNotInGroupError,
+    StaleEpochError,
+)
+from .group_updates import (
+    Acquire,
+    AddReader,
+    CheckpointReached,
+    Complete,
+    InitiateCheckpoint,
+    Position,
+    Rebalance,
+    Release,
+    RemoveReader,
+    Report,
+    Reset,
+    Snapshot,
+    SuccessorPlan,
+    Update,
+    config_from_obj,
+    config_to_obj,
+    segment_from_obj,
+    segment_to_obj,
+)
+from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
+
+__all__ = ["GroupModel", "RESULTS_KEPT"]
+
+RESULTS_KEPT = 64
+"""Completed checkpoints a replica keeps (the latest), for processes waiting on their futures."""
+
+_SNAPSHOT_VERSION = 1
+
+
+class GroupModel:
+    """The replicated state of one reader group; change it only through ``apply``. Not thread-safe."""
+
+    def __init__(self, group: str, group_id: str, config: ReaderGroupConfig) -> None:
+        self.group = group
+        self.group_id = group_id
+        self.config = config
+        self.streams = config.streams
+        self.epoch = 0
+        self.floor = INT64_MIN
+        self.entries: dict[str, Entry] = {}
+        self.by_wm: SortedList = SortedList()  # (watermark, name) of every entry
+        self.unassigned: SortedList = SortedList()  # (watermark, name) of readable unassigned ones
+        self.readers: dict[str, Slot] = {}
+        self.completed: dict[str, int] = {}  # name -> final watermark, this epoch
+        self.checkpoints: deque[Pending] = deque()
+        self.checkpoint_names: set[str] = set()
+        self.results: deque[Checkpoint] = deque(maxlen=RESULTS_KEPT)
+        self.rejected = 0  # updates skipped on apply (not part of the state)
+        self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
+
+    @classmethod
+    def initial(
+        cls,
+        group: str,
+        group_id: str,
+        config: ReaderGroupConfig,
+        entries: Sequence[tuple[StreamSegment, int, int]],
+    ) -> GroupModel:
+        """A new group at ``entries`` (segment, position, watermark), every one unassigned."""
+        m = cls(group, group_id, config)
+        m._install(entries)
+        return m
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def group_watermark(self) -> int:
+        """The minimum watermark over every incomplete segment, floored (never decreasing). O(1)."""
+        return self.floor
+
+    def segments_of(self, reader_id: str) -> set[str]:
+        slot = self.readers.get(reader_id)
+        return set(slot.segments) if slot is not None else set()
+
+    def row(self, e: Entry) -> SegmentState:
+        if e.waiting:
+            return SegmentState(e.seg, e.position, e.watermark, None, FUTURE, tuple(sorted(e.waiting)))
+        return SegmentState(e.seg, e.position, e.watermark, e.owner, ASSIGNED if e.owner else UNASSIGNED)
+
+    def rows(self) -> tuple[SegmentState, ...]:
+        return tuple(self.row(e) for _, e in sorted(self.entries.items()))
+
+    def is_member(self, reader_id: str, token: int) -> bool:
+        slot = self.readers.get(reader_id)
+        return slot is not None and slot.token == token
+
+    def active(self) -> Pending | None:
+        return self.checkpoints[0] if self.checkpoints else None
+
+    def pending_checkpoint(self, reader_id: str) -> str | None:
+        cp = self.active()
+        if cp is not None and cp.waiting is not None and reader_id in cp.waiting:
+            return cp.name
+        return None
+
+    def is_crossed(self, reader_id: str) -> bool:
+        cp = self.active()
+        return cp is not None and reader_id in cp.crossed
+
+    def result(self, epoch: int, name: str) -> Checkpoint | None:
+        """A completed checkpoint still kept, or ``None``. O(RESULTS_KEPT)."""
+        for cp in self.results:
+            if cp.epoch == epoch and cp.name == name:
+                return cp
+        return None
+
+    def is_pending(self, epoch: int, name: str) -> bool:
+        return epoch == self.epoch and any(cp.name == name for cp in self.checkpoints)
+
+    def fair_share(self) -> int:
+        readable = len(self.entries) - sum(1 for e in self.entries.values() if e.waiting)
+        return math.ceil(readable / max(1, len(self.readers)))
+
+    def release_count(self, reader_id: str) -> int:
+        """How many segments the reader should release now (0 during a checkpoint). O(readers).
+
+        More than its fair share ``ceil(readable / readers)``: the excess. Otherwise one
+        when it holds two more than the least loaded reader and nothing is unassigned.
+        """
+        slot = self.readers.get(reader_id)
+        if slot is None or self.active() is not None or len(self.readers) < 2:
+            return 0
+        owned = len(slot.segments)
+        fair = self.fair_share()
+        if owned > fair:
+            return owned - fair
+        if self.unassigned:  # the least loaded reader can take those instead
+            return 0
+        least = min(len(s.segments) for s in self.readers.values())
+        return 1 if owned - least >= 2 else 0
+
+    def acquire_count(self, reader_id: str) -> int:
+        """How many unassigned segments the reader would take now. O(readers).
+
+        Nothing while a checkpoint is in progress, or while another reader holds fewer.
+        """
+        slot = self.readers.get(reader_id)
+        if slot is None or self.active() is not None or not self.unassigned:
+            return 0
+        owned = len(slot.segments)
+        if any(len(s.segments) < owned for s in self.readers.values()):
+            return 0  # a less loaded reader goes first (no ping-pong after a release)
+        return max(0, min(len(self.unassigned), self.fair_share() - owned))
+
+    # ------------------------------------------------------------------ validation (issuers use it too)
+    def member(self, reader_id: str, token: int) -> Slot:
+        slot = self.readers.get(reader_id)
+        if slot is None or slot.token != token:
+            raise ReaderNotInGroupError(
+                f"group {self.group!r}: reader {reader_id!r} is not online in the group"
+            )
+        return slot
+
+    def in_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            raise StaleEpochError(
+                f"group {self.group!r}: update of epoch {epoch}, the group is in {self.epoch}"
+            )
+
+    def check_held(self, slot: Slot, name: str, what: str) -> Entry:
+        if name not in slot.segments:
+            raise InvalidPositionError(
+                f"group {self.group!r}: reader {slot.reader_id!r} {what} segment {name!r}, "
+                "which it does not hold"
+            )
+        return self.entries[name]
+
+    def check_positions(self, slot: Slot, positions: Sequence[Position], what: str) -> None:
+        for name, pos, _ in positions:
+            e = self.check_held(slot, name, what)
+            if isinstance(pos, bool) or not isinstance(pos, int) or pos < e.position:
+                raise InvalidPositionError(
+                    f"group {self.group!r}: reader {slot.reader_id!r} {what} offset {pos!r} of segment "
+                    f"{name!r}, below its acknowledged position {e.position}"
+                )
+
+    # ------------------------------------------------------------------ apply
+    def apply(self, u: Update, token: int) -> bool:
+        """Apply one update (``token``: its log position); ``False`` if it was rejected. Deterministic."""
+        try:
+            handler = _HANDLERS[type(u)]
+        except KeyError:
+            raise TypeError(f"not a group update: {u!r}") from None
+        try:
+            handler(self, u, token)
+        except ReaderGroupError:
+            self.rejected += 1
+            return False
+        if self.by_wm:
+            m: int = self.by_wm[0][0]
+            if m > self.floor:
+                self.floor = m
+        return True
+
+    def _add(self, u: AddReader, token: int) -> None:
+        rid = u.reader_id
+        if not isinstance(rid, str) or not rid:
+            raise InvalidPositionError(
+                f"group {self.group!r}: reader id must be a non-empty str, got {rid!r}"
+            )
+        if rid in self.readers:
+            raise ReaderExistsError(f"group {self.group!r}: reader {rid!r} is online already")
+        self.readers[rid] = Slot(rid, token)
+
+    def _remove(self, u: RemoveReader, token: int) -> None:
+        slot = self.member(u.reader_id, u.token)
+        moves: list[tuple[Entry, int, int]] = []
+        if u.positions is not None and u.epoch == self.epoch:
+            self.check_positions(slot, u.positions, "returned")
+            moves = [(self.entries[n], p, w) for n, p, w in u.positions]
+        cp = self.active()
+        if cp is not None and u.reader_id in cp.crossed:
+            cp.deferred.update((e.seg.name, (p, w)) for e, p, w in moves)
+        else:
+            for e, p, w in moves:
+                self._move(e, p, w)
+        for name in sorted(slot.segments):
+            self._unassign(self.entries[name])
+        slot.segments.clear()
+        del self.readers[u.reader_id]
+        if cp is not None and cp.waiting is not None:
+            cp.waiting.discard(u.reader_id)
+            cp.crossed.discard(u.reader_id)
+            self._maybe_complete_checkpoint()
+
+    def _report(self, u: Report, token: int) -> None:
+        slot = self.member(u.reader_id, u.token)
+        self.in_epoch(u.epoch)
+        self.check_positions(slot, u.positions, "reported")
+        for name, pos, wm in u.positions:
+            e = self.entries[name]
+            if pos != e.position or wm > e.watermark:
+                self._move(e, pos, wm)
+
+    def _complete(self, u: Complete, token: int) -> None:
+        slot = self.member(u.reader_id, u.token)
+        self.in_epoch(u.epoch)
+        e = self.check_held(slot, u.segment, "completed")
+        before = self.floor
+        name = u.segment
+        final = max(u.final_watermark, e.watermark)
+        slot.segments.discard(name)
+        self._drop(e)
+        self.completed[name] = final
+        for plan in u.successors:
+            s = plan.segment.name
+            f = self.entries.get(s)
+            if f is None:
+                if s not in self.completed:
+                    self._register(plan, max(plan.watermark, final, before))
+            elif f.waiting:
+                self._move(f, f.position, final)  # while still waiting: not in the unassigned set
+                f.waiting.discard(name)
+                if not f.waiting:
+                    f.waiting = None
+                    self.unassigned.add((f.watermark, s))
+
+    def _register(self, plan: SuccessorPlan, wm: int) -> None:
+        waiting: set[str] = set()
+        for p in plan.predecessors:
+            if p in self.completed:
+                wm = max(wm, self.completed[p])
+            elif p in self.entries or p in plan.to_come:
+                waiting.add(p)
+        e = Entry(plan.segment, plan.start, wm)
+        self.entries[plan.segment.name] = e
+        self.by_wm.add((wm, plan.segment.name))
+        if waiting:
+            e.waiting = waiting
+        else:
+            self.unassigned.add((wm, plan.segment.name))
+
+    def _release(self, u: Release, token: int) -> None:
+        slot = self.member(u.reader_id, u.token)
+        self.in_epoch(u.epoch)
+        for name in u.segments:
+            self.check_held(slot, name, "released")
+        for name in u.segments:
+            slot.segments.discard(name)
+            self._unassign(self.entries[name])
+
+    def _acquire(self, u: Acquire | Rebalance, token: int) -> None:
+        slot = self.member(u.reader_id, u.token)
+        self.in_epoch(u.epoch)
+        for _ in range(self.acquire_count(u.reader_id)):
+            _, name = self.unassigned.pop(0)
+            self.entries[name].owner = u.reader_id
+            slot.segments.add(name)
+
+    def _rebalance(self, u: Rebalance, token: int) -> None:
+        slot = self.member(u.reader_id, u.token)
+        self.in_epoch(u.epoch)
+        k = self.release_count(u.reader_id)
+        if k:
+            held = sorted(((self.entries[n].watermark, n) for n in slot.segments), reverse=True)
+            for _, name in held[:k]:
+                slot.segments.discard(name)
+                self._unassign(self.entries[name])
+        self._acquire(u, token)
+
+    def _initiate(self, u: InitiateCheckpoint, token: int) -> None:
+        self.in_epoch(u.epoch)
+        if not isinstance(u.name, str) or not u.name:
+            raise InvalidPositionError(f"group {self.group!r}: checkpoint name must be a non-empty str")
+        if u.name in self.checkpoint_names:
+            raise DuplicateCheckpointError(
+                f"group {self.group!r}: checkpoint {u.name!r} exists already in epoch {self.epoch}"
+            )
+        self.checkpoint_names.add(u.name)
+        self.checkpoints.append(Pending(u.name))
+        self._activate()
+
+    def _reached(self, u: CheckpointReached, token: int) -> None:
+        self.member(u.reader_id, u.token)
+        self.in_epoch(u.epoch)
+        cp = self.active()
+        if cp is None or cp.name != u.name or cp.waiting is None or u.reader_id not in cp.waiting:
+            return
+        cp.waiting.discard(u.reader_id)
+        cp.crossed.add(u.reader_id)
+        self._maybe_complete_checkpoint()
+
+    def _reset(self, u: Reset, token: int) -> None:
+        if u.epoch != self.epoch + 1:
+            raise StaleEpochError(f"group {self.group!r}: reset to epoch {u.epoch} from epoch {self.epoch}")
+        self.checkpoints.clear()
+        self.checkpoint_names.clear()
+        self.epoch = u.epoch
+        for slot in self.readers.values():
+            slot.segments.clear()
+        self.completed.clear()
+        self.floor = INT64_MIN
+        self._install(u.entries)
+
+    def _snapshot(self, u: Snapshot, token: int) -> None:
+        raise TypeError("a snapshot replaces the replica (GroupModel.from_obj); it is not applied")
+
+    # ------------------------------------------------------------------ checkpoints
+    def _activate(self) -> None:
+        cp = self.active()
+        if cp is not None and cp.waiting is None:
+            cp.waiting = set(self.readers)
+            self._maybe_complete_checkpoint()
+
+    def _maybe_complete_checkpoint(self) -> None:
+        cp = self.active()
+        if cp is None or cp.waiting is None or cp.waiting:
+            return
+        positions = tuple(
+            SegmentPosition(e.seg.stream, e.seg.name, e.position, e.watermark)
+            for e in self.entries.values()
+            if not e.waiting
+        )
+        self.results.append(Checkpoint(cp.name, self.group, self.epoch, self.streams, positions))
+        self.results_added += 1
+        self.checkpoints.popleft()
+        for name, (offset, wm) in sorted(cp.deferred.items()):
+            e = self.entries.get(name)
+            if e is not None and offset >= e.position:
+                self._move(e, offset, wm)
+        self._activate()
+
+    # ------------------------------------------------------------------ internals
+    def _install(self, entries: Sequence[tuple[StreamSegment, int, int]]) -> None:
+        self.entries = {seg.name: Entry(seg, pos, wm) for seg, pos, wm in entries}
+        self.by_wm = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
+        self.unassigned = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
+        if self.by_wm:
+            self.floor = max(self.floor, self.by_wm[0][0])
+
+    def _move(self, e: Entry, pos: int, wm: int) -> None:
+        wm = max(wm, e.watermark)
+        name = e.seg.name
+        if wm != e.watermark:
+            self.by_wm.remove((e.watermark, name))
+            self.by_wm.add((wm, name))
+            if e.owner is None and not e.waiting:
+                self.unassigned.remove((e.watermark, name))
+                self.unassigned.add((wm, name))
+        e.position = pos
+        e.watermark = wm
+
+    def _unassign(self, e: Entry) -> None:
+        e.owner = None
+        self.unassigned.add((e.watermark, e.seg.name))
+
+    def _drop(self, e: Entry) -> None:
+        if self.by_wm and self.by_wm[0][0] > self.floor:  # the floor includes the dropped entry
+            self.floor = self.by_wm[0][0]
+        del self.entries[e.seg.name]
+        self.by_wm.remove((e.watermark, e.seg.name))
+
+    # ------------------------------------------------------------------ snapshots
+    def to_obj(self) -> dict[str, Any]:
+        """The whole state as canonical JSON-ready values (sorted; equal replicas give equal values). O(n)."""
+        return {
+            "v": _SNAPSHOT_VERSION,
+            "group": self.group,
+            "gid": self.group_id,
+            "config": config_to_obj(self.config),
+            "epoch": self.epoch,
+            "floor": self.floor,
+            "entries": [
+                [
+                    segment_to_obj(e.seg),
+                    e.position,
+                    e.watermark,
+                    e.owner,
+                    None if e.waiting is None else sorted(e.waiting),
+                ]
+                for _, e in sorted(self.entries.items())
+            ],
+            "readers": [[rid, s.token] for rid, s in sorted(self.readers.items())],
+            "completed": sorted([n, w] for n, w in self.completed.items()),
+            "checkpoints": [
+                [
+                    cp.name,
+                    None if cp.waiting is None else sorted(cp.waiting),
+                    sorted(cp.crossed),
+                    sorted([n, o, w] for n, (o, w) in cp.deferred.items()),
+                ]
+                for cp in self.checkpoints
+            ],
+            "checkpoint_names": sorted(self.checkpoint_names),
+            "results": [json.loads(cp.to_json()) for cp in self.results],
+        }
+
+    @classmethod
+    def from_obj(cls, o: dict[str, Any]) -> GroupModel:
+        """The inverse of ``to_obj``. O(n log n)."""
+        if o.get("v") != _SNAPSHOT_VERSION:
+            raise ValueError(f"snapshot version {o.get('v')!r}, expected {_SNAPSHOT_VERSION}")
+        m = cls(str(o["group"]), str(o["gid"]), config_from_obj(o["config"]))
+        m.epoch = int(o["epoch"])
+        m.floor = int(o["floor"])
+        for rid, token in o["readers"]:
+            m.readers[str(rid)] = Slot(str(rid), int(token))
+        for seg_o, pos, wm, owner, waiting in o["entries"]:
+            e = Entry(segment_from_obj(seg_o), int(pos), int(wm))
+            name = e.seg.name
+            m.entries[name] = e
+            m.by_wm.add((e.watermark, name))
+            if waiting is not None:
+                e.waiting = {str(p) for p in waiting}
+            elif owner is not None:
+                e.owner = str(owner)
+                m.readers[e.owner].segments.add(name)
+            else:
+                m.unassigned.add((e.watermark, name))
+        m.completed = {str(n): int(w) for n, w in o["completed"]}
+        for name, waiting, crossed, deferred in o["checkpoints"]:
+            cp = Pending(str(name))
+            cp.waiting = None if waiting is None else {str(r) for r in waiting}
+            cp.crossed = {str(r) for r in crossed}
+            cp.deferred = {str(n): (int(p), int(w)) for n, p, w in deferred}
+            m.checkpoints.append(cp)
+        m.checkpoint_names = {str(n) for n in o["checkpoint_names"]}
+        for r in o["results"]:
+            m.results.append(Checkpoint.from_json(json.dumps(r)))
+        return m
+
+    # ------------------------------------------------------------------ invariants
+    @checked
+    def _check(self) -> None:
+        """Assert the replica's invariants (called by property and stress tests). O(n^2) overlaps."""
+        assert len(self.by_wm) == len(self.entries)
+        for wm, name in self.by_wm:
+            assert self.entries[name].watermark == wm, f"{name}: stale watermark key"
+        unassigned = {n for _, n in self.unassigned}
+        assert len(unassigned) == len(self.unassigned)
+        owned: dict[str, str] = {}
+        for rid, slot in self.readers.items():
+            assert slot.reader_id == rid
+            for n in slot.segments:
+                assert n not in owned, f"{n} is held by {owned[n]} and {rid}"
+                owned[n] = rid
+        tokens = [s.token for s in self.readers.values()]
+        assert len(set(tokens)) == len(tokens), "two readers share a membership token"
+        for name, e in self.entries.items():
+            assert e.seg.name == name and name not in self.completed
+            assert e.position >= 0
+            if e.waiting:
+                assert e.owner is None and name not in unassigned, f"future {name} is readable"
+                assert not (e.waiting & set(self.completed)), f"{name} waits for a completed segment"
+            elif e.owner is None:
+                assert name in unassigned, f"{name} is readable but neither assigned nor unassigned"
+                assert (e.watermark, name) in self.unassigned
+            else:
+                assert owned.get(name) == e.owner, f"{name}: owner {e.owner} does not hold it"
+                assert name not in unassigned
+        assert set(owned) <= set(self.entries) and unassigned <= set(self.entries)
+        if self.by_wm:
+            assert self.by_wm[0][0] >= self.floor, "the group watermark decreased"
+        readable = [e.seg for e in self.entries.values() if not e.waiting]
+        for i, a in enumerate(readable):
+            for b in readable[i + 1 :]:
+                assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (
+                    f"readable segments {a.name} and {b.name} overlap"
+                )
+        cp = self.active()
+        if cp is not None and cp.waiting is not None:
+            assert cp.waiting <= set(self.readers), "checkpoint waits for an offline reader"
+            assert not (cp.waiting & cp.crossed)
+        assert self.checkpoint_names >= {c.name for c in self.checkpoints}
+
+
+_HANDLERS: dict[type, Any] = {
+    AddReader: GroupModel._add,
+    RemoveReader: GroupModel._remove,
+    Report: GroupModel._report,
+    Complete: GroupModel._complete,
+    Release: GroupModel._release,
+    Acquire: GroupModel._acquire,
+    Rebalance: GroupModel._rebalance,
+    InitiateCheckpoint: GroupModel._initiate,
+    CheckpointReached: GroupModel._reached,
+    Reset: GroupModel._reset,
+    Snapshot: GroupModel._snapshot,
+}

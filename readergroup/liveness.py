@@ -1,0 +1,120 @@
+"""Reader liveness: heartbeats as attributes of the group's state segment, leases judged by the observer.
+
+A reader's heartbeat is attribute ``token`` (its membership token) of the state
+segment: readers write it outside the state log, so heartbeats never contend with
+updates. Each beat is a compare-and-set (``REPLACE_IF_EQUALS`` the value it wrote
+last) of its clock's time, at least every quarter of ``reader_timeout_ms`` while it reads.
+
+Any process holding the group watches the heartbeats of the online readers
+(``LivenessMonitor``): a reader whose value has not changed for ``reader_timeout_ms``
+*on the observer's own clock* — measured from when this observer first saw the value,
+so clocks of different processes need not agree, only run at about the same rate — has
+expired. The observer then *fences* it (compare-and-set of the value it saw to
+``FENCED``) before appending its ``RemoveReader``: if the reader beat meanwhile, the
+fence fails and nothing happens; once fenced, the reader's next beat fails, so a
+reader that was only slow (paused, partitioned) learns it lost its lease before it
+delivers anything more (it beats before delivering whenever a quarter timeout has
+passed). A fenced value tells every other observer at once that the reader is gone.
+Times come from injected clocks only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from segmentstore import AttributeUpdate, AttributeUpdateType, BadAttributeUpdateError
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
+from segmentstore.limits import INT64_MIN
+
+__all__ = ["FENCED", "Heartbeat", "LivenessMonitor", "fence", "beat_interval"]
+
+FENCED = INT64_MIN
+"""The heartbeat value of a reader declared offline (no clock reads it)."""
+
+_CAS = AttributeUpdateType.REPLACE_IF_EQUALS
+
+
+def beat_interval(timeout_ms: int) -> int:
+    """How often a reader beats: a quarter of the timeout (at least 1 ms). O(1)."""
+    return max(1, timeout_ms // 4)
+
+
+class Heartbeat:
+    """One reader's heartbeat: compare-and-set of its clock's time into attribute ``key``."""
+
+    __slots__ = ("beats", "client", "interval_ms", "key", "last", "next_due", "segment")
+
+    def __init__(self, client: SegmentStoreClient, segment: str, key: int, interval_ms: int) -> None:
+        self.client = client
+        self.segment = segment
+        self.key = key
+        self.interval_ms = interval_ms
+        self.last: int | None = None  # the value this reader wrote last (None: not yet)
+        self.next_due = INT64_MIN
+        self.beats = 0
+
+    def beat(self, now: int) -> bool:
+        """Write a new value; ``False`` if the reader was fenced (declared offline). One store call."""
+        value = now if self.last is None or now > self.last else self.last + 1
+        for _ in range(2):
+            try:
+                self.client.update_attributes(
+                    self.segment, [AttributeUpdate(self.key, value, _CAS, self.last)]
+                )
+            except BadAttributeUpdateError:
+                cur = self.client.get_attributes(self.segment, [self.key]).get(self.key)
+                if cur == FENCED or cur is None:
+                    return False
+                self.last = cur  # a beat whose reply was lost did land: go on from it
+                value = max(value, cur + 1)
+                continue
+            self.last = value
+            self.next_due = now + self.interval_ms
+            self.beats += 1
+            return True
+        return False
+
+
+def fence(client: SegmentStoreClient, segment: str, key: int, seen: int | None) -> bool:
+    """Fence reader ``key`` if its heartbeat still shows ``seen``; whether it is fenced now. 1-2 calls."""
+    try:
+        client.update_attributes(segment, [AttributeUpdate(key, FENCED, _CAS, seen)])
+        return True
+    except BadAttributeUpdateError:
+        return client.get_attributes(segment, [key]).get(key) == FENCED
+
+
+class LivenessMonitor:
+    """Which online readers' heartbeats stood still for ``timeout_ms`` on this process's clock."""
+
+    __slots__ = ("observed", "timeout_ms")
+
+    def __init__(self, timeout_ms: int) -> None:
+        self.timeout_ms = timeout_ms
+        self.observed: dict[int, tuple[int | None, int]] = {}  # token -> (value seen, since when)
+
+    def expired(
+        self, members: Mapping[str, int], values: Mapping[int, int], now: int
+    ) -> list[tuple[str, int, int | None]]:
+        """``(reader, token, value seen)`` of expired members; remembers the values seen. O(readers)."""
+        out: list[tuple[str, int, int | None]] = []
+        for rid, token in sorted(members.items()):
+            v = values.get(token)
+            seen = self.observed.get(token)
+            if v == FENCED:
+                out.append((rid, token, v))
+            elif seen is None or seen[0] != v:
+                self.observed[token] = (v, now)
+            elif now - seen[1] >= self.timeout_ms:
+                out.append((rid, token, v))
+        live = set(members.values())
+        for token in [t for t in self.observed if t not in live]:
+            del self.observed[token]
+        return out
+
+    @checked
+    def _check(self) -> None:
+        assert self.timeout_ms > 0
+        for v, _ in self.observed.values():
+            assert v is None or isinstance(v, int)

@@ -1,0 +1,379 @@
+"""``StateSynchronizer``: a replica of a state kept as a log of update batches in one store segment.
+
+Pravega's state synchronizer, for the reader-group state (``GroupModel``). Every process
+holds a replica: ``(state, revision)``, where ``revision`` is the offset after the last
+batch it applied. ``fetch_updates()`` reads the batches after the revision and applies
+them in log order. ``update(fn)`` runs ``fn(state) -> updates`` on the replica and
+appends them as one batch *conditionally* at the revision (``expected_offset``): the
+append succeeds only if no other process appended since, so ``fn`` saw exactly the
+state the batch applies to. On a conflict (``BadOffsetError``) it fetches what the
+others appended and runs ``fn`` again (bounded, with a short randomised back-off), so
+concurrent updates serialise (optimistic concurrency: in a tight loop the process that
+just appended tends to win again; readers' updates are paced by their report interval).
+A lost reply (the outcome of the append is unknown) is
+resolved by fetching: a batch carries its writer's origin and sequence number, so the
+writer recognises its own batch in the log.
+
+Compaction: the log starts with a ``Snapshot`` of the whole state. After
+``snapshot_interval`` batches — and at least as many bytes of batches as the last
+snapshot took, so snapshots of a large state stay a bounded share of what is written —
+the process whose append crossed the line appends a new snapshot (conditionally, so of
+two processes compacting at once only one succeeds) and truncates the segment at it; a
+joiner reads from the segment's start
+offset, which is always a snapshot. A replica that fell behind a truncation
+(``SegmentTruncatedError``) loads the snapshot at the new start. A snapshot met in the
+middle of the log replaces the replica after checking it equals it (a divergence is
+counted, and fails ``_check()``).
+
+A batch is applied only whole: an append is atomic in the store, and a frame that is
+corrupt (bad magic, version or CRC) raises ``GroupStateCorruptError`` instead of being
+applied. Thread-safe under ``lock``; every store call happens under it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from segmentstore import (
+    BadOffsetError,
+    SegmentExistsError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+)
+from segmentstore.checks import checked
+from segmentstore.client import SegmentStoreClient
+from segmentstore.clock import monotonic_s
+from segmentstore.errors import retriable
+
+from .errors import (
+    GroupStateConflictError,
+    GroupStateCorruptError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
+)
+from .group_updates import Batch, Snapshot, Update, decode_batches, encode_batch, frame_length
+
+__all__ = ["Replica", "Applied", "SyncStats", "StateSynchronizer"]
+
+_READ_BYTES = 1 << 20
+_MAX_ATTEMPTS = 200  # of a reload racing truncations
+_GIVE_UP_S = 30.0
+"""An update gives up (``GroupStateConflictError``) after losing conditional appends this long."""
+
+
+class Replica(Protocol):
+    """What a synchronizer replicates: a state changed only by ``apply``, with a canonical form."""
+
+    group_id: str
+
+    def apply(self, u: Update, token: int) -> bool: ...
+
+    def to_obj(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """A batch this process appended: where it starts and which of its updates were accepted."""
+
+    offset: int
+    accepted: tuple[bool, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(self.accepted)
+
+
+@dataclass(slots=True)
+class SyncStats:
+    """Counters of one synchronizer (not replicated)."""
+
+    appends: int = 0
+    conflicts: int = 0
+    lost_replies: int = 0
+    batches_fetched: int = 0
+    snapshots_written: int = 0
+    reloads: int = 0
+    diverged: int = 0
+
+
+class StateSynchronizer:
+    """One process's replica of a state log in ``segment``; create it with ``create`` or ``open``."""
+
+    def __init__(
+        self,
+        client: SegmentStoreClient,
+        segment: str,
+        load: Callable[[dict[str, Any]], Replica],
+        snapshot_interval: int,
+    ) -> None:
+        self.client = client
+        self.segment = segment
+        self.snapshot_interval = snapshot_interval
+        self.lock = threading.RLock()
+        self.origin = uuid.uuid4().hex[:16]
+        self.stats = SyncStats()
+        self._load = load
+        self._seq = 0
+        self._rng = random.Random()
+        self._landed: dict[int, Applied] = {}  # seq -> our batch found in the log by a fetch
+        self.state: Any = None
+        self.version = 0  # bumped by every batch applied and every reload: "the replica may have changed"
+        self.revision = 0
+        self.since_snapshot = 0  # batches after the last snapshot
+        self.bytes_since_snapshot = 0
+        self.snapshot_bytes = 0  # the last snapshot's frame
+        self.snapshot_offset = 0
+
+    # ------------------------------------------------------------------ life cycle
+    @classmethod
+    def create(
+        cls,
+        client: SegmentStoreClient,
+        segment: str,
+        initial: Replica,
+        load: Callable[[dict[str, Any]], Replica],
+        snapshot_interval: int,
+    ) -> StateSynchronizer:
+        """Write ``initial`` as the log's first snapshot; ``ReaderGroupExistsError`` if a log is there."""
+        s = cls(client, segment, load, snapshot_interval)
+        with contextlib.suppress(SegmentExistsError):
+            client.create_segment(segment)
+        frame = encode_batch(initial.group_id, s.origin, 0, [Snapshot(initial.to_obj())])
+        try:
+            client.append(segment, frame, expected_offset=0)
+        except BadOffsetError:
+            raise ReaderGroupExistsError(f"reader group state {segment!r} exists already") from None
+        s.state, s.revision, s.snapshot_bytes = initial, len(frame), len(frame)
+        return s
+
+    @classmethod
+    def open(
+        cls,
+        client: SegmentStoreClient,
+        segment: str,
+        load: Callable[[dict[str, Any]], Replica],
+        snapshot_interval: int | None = None,
+    ) -> StateSynchronizer:
+        """Load the log's snapshot and every batch after it. O(state + log)."""
+        s = cls(client, segment, load, snapshot_interval or 1)
+        s._reload()
+        if snapshot_interval is None:
+            s.snapshot_interval = int(s.state.config.state_snapshot_interval)
+        s.fetch_updates()
+        return s
+
+    def _reload(self) -> None:
+        """Start over from the snapshot at the segment's start offset."""
+        for _ in range(_MAX_ATTEMPTS):
+            try:
+                info = self.client.get_info(self.segment)
+                if info.length == info.start_offset:
+                    raise ReaderGroupNotFoundError(f"reader group state {self.segment!r} is empty")
+                batches, _ = self._read_frames(info.start_offset, 1)
+            except SegmentNotFoundError:
+                raise ReaderGroupNotFoundError(
+                    f"reader group state {self.segment!r} does not exist (deleted?)"
+                ) from None
+            except SegmentTruncatedError:
+                continue  # compacted meanwhile: read the new start
+            if not batches or not isinstance(batches[0].updates[0], Snapshot):
+                raise GroupStateCorruptError(
+                    f"group state {self.segment!r}: no snapshot at the start offset {info.start_offset}"
+                )
+            b = batches[0]
+            snap = b.updates[0]
+            assert isinstance(snap, Snapshot)
+            self.state = self._load(snap.state)
+            self.revision = b.end
+            self.since_snapshot = self.bytes_since_snapshot = 0
+            self.snapshot_bytes = b.end - b.offset
+            self.snapshot_offset = b.offset
+            self.stats.reloads += 1
+            self.version += 1
+            return
+        raise GroupStateConflictError(f"group state {self.segment!r}: kept being truncated while loading")
+
+    # ------------------------------------------------------------------ reading
+    def _read_frames(self, offset: int, limit: int | None = None) -> tuple[list[Batch], int]:
+        """Whole frames from ``offset`` to the tail (at most ``limit``); returns them and the end offset."""
+        out: list[Batch] = []
+        buf = b""
+        pos = offset  # offset of buf[0]
+        while True:
+            want = _READ_BYTES
+            need = frame_length(buf)
+            if need is not None and need > len(buf):
+                want = max(want, need - len(buf))
+            r = self.client.read(self.segment, pos + len(buf), want)
+            buf += r.data
+            batches, used = decode_batches(self.segment, buf, pos)
+            out += batches
+            buf = buf[used:]
+            pos += used
+            if limit is not None and len(out) >= limit:
+                return out[:limit], out[limit - 1].end
+            if r.at_tail or not r.data:
+                if buf and r.at_tail:  # appends are atomic: the tail is always at a frame's end
+                    raise GroupStateCorruptError(
+                        f"group state {self.segment!r}: {len(buf)} bytes at offset {pos} are no whole batch"
+                    )
+                return out, pos
+
+    def fetch_updates(self) -> int:
+        """Apply every batch appended since the revision, in log order; returns how many. O(new bytes)."""
+        with self.lock:
+            applied = 0
+            while True:
+                try:
+                    batches, _ = self._read_frames(self.revision)
+                except SegmentTruncatedError:
+                    self._reload()
+                    continue
+                except SegmentNotFoundError:
+                    raise ReaderGroupNotFoundError(
+                        f"reader group state {self.segment!r} does not exist (deleted?)"
+                    ) from None
+                except GroupStateCorruptError:
+                    self._check_incarnation()
+                    raise
+                for b in batches:
+                    self._apply_batch(b)
+                    applied += 1
+                self.stats.batches_fetched += len(batches)
+                return applied
+
+    def _check_incarnation(self) -> None:
+        """Raise ``ReaderGroupNotFoundError`` if the log now belongs to another group of the same name."""
+        with contextlib.suppress(SegmentStoreError, GroupStateCorruptError):
+            start = self.client.get_info(self.segment).start_offset
+            batches, _ = self._read_frames(start, 1)
+            if batches and batches[0].group_id != self.state.group_id:
+                raise ReaderGroupNotFoundError(
+                    f"reader group state {self.segment!r} was deleted and created again"
+                )
+
+    def _apply_batch(self, b: Batch) -> None:
+        if b.group_id != self.state.group_id:
+            raise ReaderGroupNotFoundError(
+                f"reader group state {self.segment!r} was deleted and created again (batch at {b.offset})"
+            )
+        if len(b.updates) == 1 and isinstance(b.updates[0], Snapshot):
+            snap = b.updates[0]
+            if snap.state != self.state.to_obj():
+                self.stats.diverged += 1
+            self.state = self._load(snap.state)
+            self.since_snapshot = self.bytes_since_snapshot = 0
+            self.snapshot_bytes = b.end - b.offset
+            self.snapshot_offset = b.offset
+        else:
+            accepted = tuple(self.state.apply(u, b.offset + i) for i, u in enumerate(b.updates))
+            self.since_snapshot += 1
+            self.bytes_since_snapshot += b.end - b.offset
+            if b.origin == self.origin:
+                self._landed[b.seq] = Applied(b.offset, accepted)
+        self.revision = b.end
+        self.version += 1
+
+    # ------------------------------------------------------------------ writing
+    def update(self, fn: Callable[[Any], Sequence[Update]]) -> Applied | None:
+        """Append ``fn(state)`` conditionally at the revision; on a conflict catch up and run ``fn`` again.
+
+        ``fn`` may raise to give up (nothing is appended). Returns the appended batch, or
+        ``None`` if ``fn`` returned no updates. After a success the replica includes the
+        batch. Raises ``GroupStateConflictError`` after too many conflicts in a row.
+        """
+        with self.lock:
+            deadline = monotonic_s() + _GIVE_UP_S
+            attempt = 0
+            while attempt < 2 or monotonic_s() < deadline:
+                attempt += 1
+                updates = list(fn(self.state))
+                if not updates:
+                    return None
+                self._seq += 1
+                seq = self._seq
+                frame = encode_batch(self.state.group_id, self.origin, seq, updates)
+                at = self.revision
+                try:
+                    self.client.append(self.segment, frame, expected_offset=at)
+                except BadOffsetError:
+                    self.stats.conflicts += 1
+                    self._catch_up(attempt)
+                    continue
+                except SegmentNotFoundError:
+                    raise ReaderGroupNotFoundError(
+                        f"reader group state {self.segment!r} does not exist (deleted?)"
+                    ) from None
+                except SegmentStoreError as e:
+                    if not retriable(e, True):
+                        raise
+                    self.stats.lost_replies += 1  # did it land? the log tells
+                    self._landed.clear()
+                    self.fetch_updates()
+                    done = self._landed.pop(seq, None)
+                    if done is not None:
+                        self.stats.appends += 1
+                        self._after_append()
+                        return done
+                    continue
+                self.stats.appends += 1
+                self._apply_batch(
+                    Batch(at, at + len(frame), self.state.group_id, self.origin, seq, tuple(updates))
+                )
+                done = self._landed.pop(seq)
+                self._after_append()
+                return done
+            raise GroupStateConflictError(
+                f"group state {self.segment!r}: update lost {attempt} conditional appends in a row "
+                f"({_GIVE_UP_S:g} s) to other processes"
+            )
+
+    def _catch_up(self, attempt: int) -> None:
+        self.fetch_updates()
+        if attempt >= 1:  # a short randomised pause (growing to 2 ms) spreads contended retries
+            threading.Event().wait(self._rng.uniform(0.0, min(0.002, 0.0002 * attempt)))
+
+    def _after_append(self) -> None:
+        if self.since_snapshot >= self.snapshot_interval and self.bytes_since_snapshot >= self.snapshot_bytes:
+            self.compact()
+
+    def compact(self) -> bool:
+        """Append a snapshot of the replica at the revision and truncate the log there; whether it did.
+
+        Conditional like any update: if another process appended (or compacted) first,
+        nothing is written and the next update past the interval tries again. O(state).
+        """
+        with self.lock:
+            self._seq += 1
+            frame = encode_batch(self.state.group_id, self.origin, self._seq, [Snapshot(self.state.to_obj())])
+            at = self.revision
+            try:
+                self.client.append(self.segment, frame, expected_offset=at)
+            except BadOffsetError:
+                return False
+            except SegmentStoreError as e:
+                if not retriable(e, True):
+                    raise
+                return False  # a lost reply: the next fetch shows whether it landed
+            self.revision = at + len(frame)
+            self.since_snapshot = self.bytes_since_snapshot = 0
+            self.snapshot_bytes = len(frame)
+            self.snapshot_offset = at
+            self.stats.snapshots_written += 1
+            with contextlib.suppress(BadOffsetError, SegmentTruncatedError):
+                self.client.truncate(self.segment, at)  # below a later snapshot already: fine
+            return True
+
+    @checked
+    def _check(self) -> None:
+        """Assert the synchronizer's invariants: replicas never diverged, the revision is in the log."""
+        assert self.stats.diverged == 0, "a snapshot in the log differs from this replica at its position"
+        assert self.snapshot_offset < self.revision
+        assert self.since_snapshot >= 0

@@ -1,0 +1,407 @@
+"""The reader-group state log (issue 16): records, conditional updates, compaction, replicas, leases.
+
+A group's state is a log of update batches in ``_system/_rg/<group>``; every
+``ReaderGroup`` object is a replica. These tests run two replicas in one process (as two
+processes would hold them), over the embedded and the remote client: conflicts and
+catching up, a torn or corrupt batch never applied, a lost reply not applied twice,
+compaction keeping the log bounded, joiners and laggards loading the snapshot,
+checkpoints, resets and offline declarations across replicas, and reader leases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from readergroup.checkpoint import Checkpoint
+from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.errors import (
+    GroupStateCorruptError,
+    ReaderGroupExistsError,
+    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
+)
+from readergroup.group import ReaderGroup, ReaderGroupManager
+from readergroup.group_model import GroupModel
+from readergroup.group_updates import (
+    Acquire,
+    AddReader,
+    CheckpointReached,
+    Complete,
+    InitiateCheckpoint,
+    Rebalance,
+    Release,
+    RemoveReader,
+    Report,
+    Reset,
+    Snapshot,
+    SuccessorPlan,
+    decode_batches,
+    encode_batch,
+)
+from readergroup.reader import EventReader, ReadKind
+from readergroup.state import state_segment
+from readergroup.writer import EventWriter
+from segmentstore import ConnectionLostError, ManualClock, StreamSegment
+from segmentstore.client import SegmentStoreClient
+
+S = "test/shared"
+
+
+def _config(**options: Any) -> ReaderGroupConfig:
+    opts: dict[str, Any] = {"time_domain": TimeDomain.INGESTION_TIME, "position_report_interval_ms": 0}
+    opts.update(options)
+    return ReaderGroupConfig((S,), **opts)
+
+
+def _write(client: SegmentStoreClient, clock: ManualClock, n: int, prefix: str = "e") -> list[bytes]:
+    w = EventWriter(client, S)
+    out = []
+    for i in range(n):
+        clock.advance(2)
+        p = f"{prefix}{i}".encode()
+        w.write_event(f"key{i % 7}", p)
+        out.append(p)
+    w.close()
+    return out
+
+
+def _drain(*readers: EventReader, rounds: int = 30) -> list[bytes]:
+    got: list[bytes] = []
+    for _ in range(rounds):
+        idle = True
+        for r in readers:
+            for _ in range(10_000):
+                e = r.read_next_event()
+                if e.kind is ReadKind.EMPTY:
+                    break
+                idle = False
+                if e.is_event:
+                    assert e.payload is not None
+                    got.append(e.payload)
+        if idle:
+            return got
+    raise AssertionError("the readers never ran dry")
+
+
+def _log_bytes(client: SegmentStoreClient, group: str) -> int:
+    info = client.get_info(state_segment(group))
+    return info.length - info.start_offset
+
+
+# ---------------------------------------------------------------------- records
+_SEG = StreamSegment("s/x", 3, 1, "s/x/3.#epoch.1", 0.25, 0.5, 1_000)
+_UPDATES = [
+    AddReader("r"),
+    RemoveReader("r", 7, 0, None),
+    RemoveReader("r", 7, 2, (("a", 1, -5),)),
+    Report("r", 7, 0, (("a", 10, 99), ("b", 0, -(2**63)))),
+    Complete("r", 7, 0, "a", 100, (SuccessorPlan(_SEG, ("a", "b"), 0, 5, ("b",)),)),
+    Release("r", 7, 0, ("a", "b")),
+    Acquire("r", 7, 0),
+    Rebalance("r", 7, 1),
+    InitiateCheckpoint("cp", 0),
+    CheckpointReached("r", 7, 0, "cp"),
+    Reset(3, ((_SEG, 4, 2**63 - 1),)),
+    Snapshot({"any": [1, "x", None]}),
+]
+
+
+def test_every_update_round_trips_through_a_batch_frame() -> None:
+    frame = encode_batch("gid", "origin", 5, _UPDATES)
+    two = frame + encode_batch("gid", "origin", 6, [AddReader("q")])
+    batches, used = decode_batches("seg", two, 100)
+    assert used == len(two) and [b.offset for b in batches] == [100, 100 + len(frame)]
+    assert list(batches[0].updates) == _UPDATES and batches[0].seq == 5 and batches[0].end == 100 + len(frame)
+    cut, used_cut = decode_batches("seg", two[:-1], 100)  # a frame cut short is not a batch yet
+    assert cut == batches[:1] and used_cut == len(frame)
+
+
+@pytest.mark.parametrize("damage", ["crc", "magic", "version", "json"])
+def test_a_corrupt_batch_is_refused_naming_its_offset(damage: str) -> None:
+    frame = bytearray(encode_batch("gid", "o", 1, [AddReader("r")]))
+    if damage == "crc":
+        frame[-2] ^= 1
+    elif damage == "magic":
+        frame[0] = ord("X")
+    elif damage == "version":
+        frame[3] = 99
+    else:
+        import struct
+        import zlib
+
+        payload = b'{"g":"gid"}'
+        frame = bytearray(struct.pack("<3sBII", b"RGS", 1, len(payload), zlib.crc32(payload)) + payload)
+    with pytest.raises(GroupStateCorruptError, match="offset 40"):
+        decode_batches("seg", bytes(frame), 40)
+
+
+# ---------------------------------------------------------------------- replicas
+def test_two_replicas_share_one_group_and_conflicts_serialise(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 4)
+    a = ReaderGroup("g", _config(), client, clock)
+    b = ReaderGroupManager(client, clock).get_reader_group("g")  # another process's replica
+    assert b.config == a.config and b.segments() == a.segments()
+    written = _write(client, clock, 120)
+    ra, rb = a.create_reader("ra"), b.create_reader("rb")
+    got = _drain(ra, rb)
+    assert sorted(got) == sorted(written)  # exactly once, both replicas appending
+    assert a.online_readers() == b.online_readers() == ["ra", "rb"]
+    assert len(a.state.segments_of("ra")) == len(b.state.segments_of("rb")) == 2
+    assert a.group_watermark == b.group_watermark and a.segments() == b.segments()
+    assert a.state.model.to_obj() == b.state.model.to_obj()
+    assert a.state.synchronizer.stats.conflicts + b.state.synchronizer.stats.conflicts > 0
+    a._check()
+    b._check()
+    with pytest.raises(ReaderGroupExistsError):
+        ReaderGroup("g", _config(), client, clock)
+    with pytest.raises(ReaderGroupNotFoundError):
+        ReaderGroup.open("nope", client, clock)
+
+
+def test_the_log_stays_bounded_and_joiners_and_laggards_load_its_snapshot(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 3)
+    a = ReaderGroup("g", _config(state_snapshot_interval=5), client, clock)
+    lag = ReaderGroup.open("g", client, clock)  # never refreshed while the log is compacted
+    r = a.create_reader("r")
+    sizes = []
+    for round_ in range(12):
+        _write(client, clock, 10, prefix=f"r{round_}-")
+        _drain(r)
+        sizes.append(_log_bytes(client, "g"))
+    sync = a.state.synchronizer
+    assert sync.stats.snapshots_written >= 5
+    assert max(sizes[4:]) < 3 * min(sizes[4:]) + 2_000, sizes  # bounded, not growing with the rounds
+    assert client.get_info(state_segment("g")).start_offset > 0
+    joiner = ReaderGroup.open("g", client, clock)
+    assert joiner.state.model.to_obj() == a.state.model.to_obj()
+    assert lag.segments() == a.segments()  # it fell behind a truncation: reloaded from the snapshot
+    assert lag.state.synchronizer.stats.reloads >= 2
+    for g in (a, lag, joiner):
+        g._check()
+
+
+def test_two_processes_compacting_at_once_leave_one_snapshot(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(), client, clock)
+    b = ReaderGroup.open("g", client, clock)
+    a.create_reader("x")
+    b.refresh()
+    assert a.state.synchronizer.compact()
+    assert not b.state.synchronizer.compact()  # it had not seen the first snapshot: refused
+    b.refresh()
+    assert b.state.synchronizer.compact()
+    a.refresh()
+    assert a.state.model.to_obj() == b.state.model.to_obj()
+    a._check()
+    b._check()
+
+
+def test_a_torn_or_corrupt_batch_is_never_applied(clock: ManualClock, client: SegmentStoreClient) -> None:
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(), client, clock)
+    before = a.state.model.to_obj()
+    frame = encode_batch(a.state.model.group_id, "x", 1, [AddReader("evil")])
+    client.append(state_segment("g"), frame[: len(frame) // 2])  # a half batch (no real append can)
+    with pytest.raises(GroupStateCorruptError, match="no whole batch"):
+        a.refresh()
+    assert a.state.model.to_obj() == before and "evil" not in a.state.readers()
+    with pytest.raises(GroupStateCorruptError):
+        ReaderGroup.open("g", client, clock).create_reader("r")
+
+
+def test_a_lost_reply_is_resolved_from_the_log_not_appended_twice(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 2)
+    a = ReaderGroup("g", _config(), client, clock)
+    real = client.append
+    lost = {"n": 0}
+
+    def flaky(name: str, data: bytes, expected_offset: int | None = None, **kw: Any) -> Any:
+        out = real(name, data, expected_offset, **kw)
+        if name == state_segment("g") and lost["n"] < 2:
+            lost["n"] += 1
+            raise ConnectionLostError("reply lost")
+        return out
+
+    client.append = flaky  # type: ignore[method-assign]
+    try:
+        r = a.create_reader("r")  # landed although the reply was lost
+        assert a.online_readers() == ["r"]
+        written = _write(client, clock, 20)
+        assert sorted(_drain(r)) == sorted(written)
+    finally:
+        client.append = real  # type: ignore[method-assign]
+    assert a.state.synchronizer.stats.lost_replies == 2
+    a._check()
+
+
+# ---------------------------------------------------------------------- across replicas
+def test_checkpoints_resets_and_offline_declarations_reach_every_replica(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 2)
+    a = ReaderGroup("g", _config(), client, clock)
+    b = ReaderGroup.open("g", client, clock)
+    ra, rb = a.create_reader("ra"), b.create_reader("rb")
+    first = _write(client, clock, 20)
+    got = _drain(ra, rb)
+    cp = b.initiate_checkpoint("cp1")  # initiated in one process, reached in both
+    markers = []
+    for r in (ra, rb):
+        e = r.read_next_event()
+        if not e.is_checkpoint:
+            e = r.read_next_event()
+        markers.append(e.checkpoint_name)
+    assert markers == ["cp1", "cp1"]
+    result = cp.result(timeout=5)
+    assert isinstance(result, Checkpoint) and result.name == "cp1"
+    second = _write(client, clock, 10, prefix="f")
+    got += _drain(ra, rb)
+    assert sorted(got) == sorted(first + second)
+    epoch = a.reset_to(result)  # back to the checkpoint, from the other replica
+    assert b.epoch == epoch == 1
+    again = _drain(ra, rb)
+    assert sorted(again) == sorted(second)  # the new epoch re-reads what followed the checkpoint
+    a.reader_offline("rb")  # declared in one process, the reader lives in the other
+    with pytest.raises(ReaderNotInGroupError):
+        for _ in range(3):
+            rb.read_next_event()
+    assert b.online_readers() == ["ra"]
+    a._check()
+    b._check()
+
+
+def test_an_offline_reader_that_comes_back_finds_itself_offline_and_reports_nothing(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    written = _write(client, clock, 10)
+    a = ReaderGroup("g", _config(position_report_interval_ms=10**9), client, clock)
+    b = ReaderGroup.open("g", client, clock)
+    zombie = b.create_reader("z")
+    for _ in range(5):
+        zombie.read_next_event()
+    a.reader_offline("z")  # it reported nothing: its segment returns at 0
+    heir = a.create_reader("z")  # the same id again: another incarnation
+    assert heir.token != zombie.token
+    with pytest.raises(ReaderNotInGroupError):
+        _drain(zombie)
+    assert [r.position for r in a.segments()] == [0]  # the zombie's reads were never reported
+    assert sorted(_drain(heir)) == sorted(written)
+    b._check()
+
+
+def test_a_deleted_group_fails_the_readers_of_every_replica(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    mgr = ReaderGroupManager(client, clock)
+    mgr.create_reader_group("g", _config())
+    other = ReaderGroupManager(client, clock)
+    r = other.create_reader("g", "r")
+    assert other.list_reader_groups() == ["g"]
+    mgr.delete_reader_group("g")
+    with pytest.raises(ReaderNotInGroupError):
+        r.read_next_event()
+    assert other.list_reader_groups() == []
+
+
+# ---------------------------------------------------------------------- leases
+def _lease_setup(
+    clock: ManualClock, client: SegmentStoreClient
+) -> tuple[ReaderGroup, ReaderGroup, EventReader, EventReader, list[bytes]]:
+    client.create_stream(S, 2)
+    cfg = _config(reader_timeout_ms=1_000, position_report_interval_ms=10**9)
+    a = ReaderGroup("g", cfg, client, clock)
+    b = ReaderGroup.open("g", client, clock)
+    ra, rb = a.create_reader("ra"), b.create_reader("rb")
+    written = _write(client, clock, 40)
+    return a, b, ra, rb, written
+
+
+def test_a_reader_that_stops_beating_is_declared_offline_after_its_timeout(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    a, b, ra, rb, written = _lease_setup(clock, client)
+    got = _drain(ra, rb)
+    assert sorted(got) == sorted(written)
+    more = _write(client, clock, 20, prefix="m")
+    for _ in range(4):  # rb reads a little, unreported, then its process stops
+        rb.read_next_event()
+    for _ in range(8):  # ra keeps reading: it beats, and watches rb's heartbeat stand still
+        clock.advance(200)
+        e = ra.read_next_event()
+        if e.is_event and e.payload is not None:
+            got.append(e.payload)
+    assert a.online_readers() == ["ra"] and b.online_readers() == ["ra"]
+    with pytest.raises(ReaderNotInGroupError):  # rb comes back: its lease is gone (fenced)
+        rb.read_next_event()
+    rest = _drain(ra)
+    assert set(more) <= set(got + rest)  # nothing lost; rb's unreported reads are delivered again
+    a._check()
+
+
+def test_a_slow_reader_within_its_lease_keeps_its_segments(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    a, b, ra, rb, _ = _lease_setup(clock, client)
+    _drain(ra, rb)
+    for _ in range(20):  # both read now and then, never a whole timeout apart
+        clock.advance(200)
+        ra.read_next_event()
+        rb.read_next_event()
+    assert a.online_readers() == ["ra", "rb"]
+    assert a.expire_readers() == []
+    clock.advance(600)  # rb's process is gone from now on; ra goes on
+    ra.read_next_event()
+    assert a.expire_readers() == [] and a.online_readers() == ["ra", "rb"]
+    clock.advance(600)
+    assert a.expire_readers() == ["rb"]  # more than a timeout since ra's replica saw rb beat
+    assert b.online_readers() == ["ra"]
+    b._check()
+
+
+def test_a_rejected_update_changes_nothing_in_any_replica() -> None:
+    m = GroupModel.initial("g", "id", _config(), [(_SEG, 0, 5)])
+    before = m.to_obj()
+    bad: list[Callable[[], Any]] = [
+        lambda: Report("ghost", 1, 0, ((_SEG.name, 3, 6),)),
+        lambda: Acquire("ghost", 1, 0),
+        lambda: Reset(5, ()),
+        lambda: InitiateCheckpoint("cp", 3),
+    ]
+    for make in bad:
+        assert not m.apply(make(), 100)
+    assert m.to_obj() == before and m.rejected == len(bad)
+    assert m.apply(AddReader("r"), 100) and m.apply(Acquire("r", 100, 0), 200)
+    assert not m.apply(Report("r", 100, 0, ((_SEG.name, -1, 6),)), 300)  # below the acknowledged position
+    assert GroupModel.from_obj(m.to_obj()).to_obj() == m.to_obj()
+    m._check()
+
+
+def test_a_busy_reader_learns_of_another_processs_checkpoint_within_a_quarter_lease(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    _write(client, clock, 200)
+    cfg = _config(position_report_interval_ms=10**9, reader_timeout_ms=1_000, read_buffer_bytes=64)
+    a = ReaderGroup("g", cfg, client, clock)
+    b = ReaderGroup.open("g", client, clock)
+    r = b.create_reader("r")
+    for _ in range(5):
+        assert not r.read_next_event().is_checkpoint
+    cp = a.initiate_checkpoint("cp")
+    assert not any(r.read_next_event().is_checkpoint for _ in range(5))  # busy: no sync due yet
+    clock.advance(300)  # past a quarter of the lease: it beats, and syncs with the log
+    assert any(r.read_next_event().is_checkpoint for _ in range(3))
+    assert cp.result(timeout=5).name == "cp"
