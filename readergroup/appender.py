@@ -35,8 +35,10 @@ for larger ones). An acknowledgement completes the futures of its block's events
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import functools
+import itertools
 import logging
 import os
 import threading
@@ -203,6 +205,32 @@ class AppendEngine:
         if app.inflight is None and not self.paused and app.trouble is None:
             return fut, self._start(app)
         return fut, None
+
+    def add_many(self, app: SegmentAppender, frames: list[bytes]) -> tuple[list[Block], Block | None]:
+        """(lock held) Queue ``frames`` in order, as ``add`` each but without futures.
+
+        Returns the blocks they went into and the block to send now (outside the lock). Blocks
+        fill as with ``add`` (at most ``max_batch_events`` events, ``max_batch_bytes`` bytes).
+        O(frames), no Python loop per frame: the lengths are summed in C and cut with bisect.
+        """
+        touched: list[Block] = []
+        i, count = 0, len(frames)
+        while i < count:
+            b = self._open_block(app, len(frames[i]))
+            room = max(1, self._max_events - len(b.frames))
+            ends = list(itertools.accumulate(map(len, frames[i : i + room])))
+            take = max(1, bisect.bisect_right(ends, self._max_bytes - b.nbytes))  # a big frame alone
+            b.frames.extend(frames[i : i + take])
+            b.nbytes += ends[take - 1]
+            self.unacked += ends[take - 1]
+            if len(b.frames) >= self._max_events or b.nbytes >= self._max_bytes:
+                b.closed = True
+            if not touched or touched[-1] is not b:
+                touched.append(b)
+            i += take
+        if touched and app.inflight is None and not self.paused and app.trouble is None:
+            return touched, self._start(app)
+        return touched, None
 
     def add_closed(self, app: SegmentAppender, frame: bytes) -> Block:
         """(lock held) Queue ``frame`` (a marker) in a block that goes out even in sync mode; returns it."""
@@ -398,9 +426,7 @@ class AppendEngine:
             return err
         return exc
 
-    def _complete(
-        self, b: Block, result: AppendResult | None, error: BaseException | None
-    ) -> list[Settled]:
+    def _complete(self, b: Block, result: AppendResult | None, error: BaseException | None) -> list[Settled]:
         """(lock held) Settle ``b``; returns its callbacks to run outside the lock."""
         b.done = True
         b.result = result

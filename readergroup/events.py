@@ -8,15 +8,18 @@ the position after it is ``offset + length``. Kinds: ``KIND_EVENT``; ``KIND_WATE
 and ``KIND_IDLE`` are writer markers, never delivered as events.
 
 ``decode_frames`` is the per-event decoder (a Python loop, a few µs per frame);
-``decode_columns`` the batch decoder for the engines: a numba kernel finds the frame
+``decode_columns`` the batch decoder for readers: a numba kernel finds the frame
 boundaries and gathers keys and payloads into Arrow arrays (numba is imported on
 first use; small buffers take a Python path so they pay no compile or load cost).
+The kernels live in ``_frame_kernels``; ``frame_batch`` decodes and encodes frames in
+bulk for the engines.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -301,67 +304,8 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, string: bool)
     return pa.Array.from_buffers(typ, count, [None, off_buf, pa.py_buffer(data)])
 
 
-class _Kernels:
-    """The numba kernels, compiled (or loaded from cache) on first use."""
+def _kernels() -> ModuleType:
+    """The numba kernels (``readergroup._frame_kernels``), imported on first use."""
+    from . import _frame_kernels
 
-    def __init__(self) -> None:
-        import numba
-
-        self.scan = numba.njit(cache=True, nogil=True)(_scan_kernel)
-        self.gather = numba.njit(cache=True, nogil=True)(_gather_kernel)
-
-
-_KERNELS: _Kernels | None = None
-
-
-def _kernels() -> _Kernels:
-    global _KERNELS
-    if _KERNELS is None:
-        _KERNELS = _Kernels()
-    return _KERNELS
-
-
-def _scan_kernel(
-    buf: np.ndarray,
-    starts: np.ndarray,
-    lengths: np.ndarray,
-    kinds: np.ndarray,
-    times: np.ndarray,
-    klens: np.ndarray,
-) -> tuple[int, int, int]:
-    """Walk the frames of ``buf``: fill the outputs; return (count, consumed, offset of a bad frame or -1)."""
-    n = buf.size
-    pos = 0
-    count = 0
-    while pos + 15 <= n:
-        rest = (
-            int(buf[pos]) | (int(buf[pos + 1]) << 8) | (int(buf[pos + 2]) << 16) | (int(buf[pos + 3]) << 24)
-        )
-        kind = buf[pos + 4]
-        klen = int(buf[pos + 13]) | (int(buf[pos + 14]) << 8)
-        if rest < 11 + klen or kind > 2:
-            return count, pos, pos
-        if pos + 4 + rest > n:
-            break
-        et = np.uint64(0)
-        for i in range(8):
-            et |= np.uint64(buf[pos + 5 + i]) << np.uint64(8 * i)
-        starts[count] = pos
-        lengths[count] = 4 + rest
-        kinds[count] = kind
-        times[count] = np.int64(et)
-        klens[count] = klen
-        count += 1
-        pos += 4 + rest
-    return count, pos, -1
-
-
-def _gather_kernel(
-    buf: np.ndarray, starts: np.ndarray, lens: np.ndarray, offsets: np.ndarray, out: np.ndarray
-) -> None:
-    """``out[offsets[i]:offsets[i+1]] = buf[starts[i]:starts[i]+lens[i]]`` for every i."""
-    for i in range(starts.size):
-        s = starts[i]
-        o = offsets[i]
-        for j in range(lens[i]):
-            out[o + j] = buf[s + j]
+    return _frame_kernels

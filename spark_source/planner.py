@@ -8,9 +8,10 @@ complete (Pravega's order, so per-routing-key order holds across scaling), and t
 it is *done*. Streams matching a pattern join at their head when they appear.
 Admission control (``maxEventsPerTrigger``, ``maxBytesPerTrigger``) shares the budget
 evenly among segments with data, ends at frame boundaries, and always admits at least
-one frame. A ``target`` bounds a run (``availableNow``, batch reads): segments of the
-target cut never pass it and never hand over to successors, no stream joins, and the
-watermark never passes the target's.
+one frame; finding the boundaries reads about the admitted bytes (``_admit``). A
+``target`` bounds a run (``availableNow``, batch reads): segments of the target cut
+never pass it and never hand over to successors, no stream joins, and the watermark
+never passes the target's.
 
 The watermark of an offset is the minimum of ``watermark_at(segment, position)`` over
 the frontier (done segments aside; complete segments without successors, i.e. of a
@@ -35,6 +36,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from readergroup.event_time import ProducerWatermarks
 from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore.checks import checked
@@ -47,6 +50,8 @@ from .errors import DataLossError, InvalidOptionError
 from .offsets import SourceOffset, StreamOffset
 from .options import EVENT, Position, SourceOptions
 from .reading import frame_ends
+
+_NONE = np.empty(0, np.int64)
 
 __all__ = ["Limit", "SegmentRange", "Planner", "READ_ALL", "water_fill", "NO_WATERMARK"]
 
@@ -282,7 +287,14 @@ class Planner:
         self._warn(message + "; skipping it (failOnDataLoss=false)")
 
     def _admit(self, ends: dict[str, dict[str, int]], caps: dict[tuple[str, str], int], limit: Limit) -> None:
-        """Move each segment's end towards its cap, within ``limit``, at frame boundaries."""
+        """Move each segment's end towards its cap, within ``limit``, at frame boundaries.
+
+        ``maxBytesPerTrigger`` is shared by ``water_fill`` over the bytes available;
+        ``maxEventsPerTrigger`` in rounds: each segment still open scans for its even
+        share of the events left (the first ones take what division leaves over), and
+        a segment that has fewer closes. So the scans read about the admitted frames,
+        not ``maxEventsPerTrigger`` frames of every segment.
+        """
         keys = sorted(caps)
         if limit.unlimited:
             for stream, seg in keys:
@@ -291,20 +303,44 @@ class Planner:
         avail = [caps[k] - ends[k[0]][k[1]] for k in keys]
         if limit.max_bytes is not None:
             avail = water_fill(avail, limit.max_bytes)
-        bounds = [
-            frame_ends(self._client, seg, ends[stream][seg], a, limit.max_events) if a > 0 else []
-            for (stream, seg), a in zip(keys, avail, strict=True)
-        ]
-        counts = [len(b) for b in bounds]
-        if limit.max_events is not None:
-            counts = water_fill(counts, limit.max_events)
-        if keys and sum(counts) == 0:  # always make progress: one frame of the first segment with data
+        if limit.max_events is None:
+            found = [
+                frame_ends(self._client, seg, ends[stream][seg], a) if a > 0 else _NONE
+                for (stream, seg), a in zip(keys, avail, strict=True)
+            ]
+            new_ends = [int(f[-1]) if len(f) else None for f in found]
+        else:
+            new_ends = self._share_events(keys, ends, avail, limit.max_events)
+        if keys and all(e is None for e in new_ends):  # always progress: one frame of the first segment
             stream, seg = keys[0]
-            bounds[0] = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
-            counts[0] = len(bounds[0])
-        for (stream, seg), b, n in zip(keys, bounds, counts, strict=True):
-            if n > 0:
-                ends[stream][seg] = b[n - 1]
+            one = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
+            new_ends[0] = int(one[-1]) if len(one) else None
+        for (stream, seg), e in zip(keys, new_ends, strict=True):
+            if e is not None:
+                ends[stream][seg] = e
+
+    def _share_events(
+        self, keys: list[tuple[str, str]], ends: dict[str, dict[str, int]], avail: list[int], budget: int
+    ) -> list[int | None]:
+        """Each segment's new end for ``budget`` events over ``avail`` bytes each, shared evenly (or None)."""
+        pos = [ends[stream][seg] for stream, seg in keys]
+        stop = [p + a for p, a in zip(pos, avail, strict=True)]
+        moved: list[int | None] = [None] * len(keys)
+        open_ = [i for i, a in enumerate(avail) if a > 0]
+        while budget > 0 and open_:
+            still = []
+            for i, share in zip(open_, water_fill([budget] * len(open_), budget), strict=True):
+                if share == 0:
+                    still.append(i)
+                    continue
+                got = frame_ends(self._client, keys[i][1], pos[i], stop[i] - pos[i], share)
+                if len(got):
+                    pos[i] = moved[i] = int(got[-1])
+                    budget -= len(got)
+                if len(got) == share:
+                    still.append(i)  # may have more
+            open_ = still
+        return moved
 
     def _successors_of(self, seg: str) -> list[tuple[str, tuple[str, ...]]]:
         cached = self._successors.get(seg)

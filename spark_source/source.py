@@ -89,7 +89,7 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
         return  # Spark's placeholder for a batch read without partitions
     events = 0
     if partition.ranges:
-        client = connect(options.endpoint, options.timeout_ms)
+        client = connect(options.endpoint, options.timeout_ms, read_ahead=False)  # read_range fetches ahead
         try:
             for r in partition.ranges:
                 for batch in read_range(client, r.stream, r.segment, r.begin, r.end, partition.meta):

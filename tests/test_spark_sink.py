@@ -133,3 +133,26 @@ def test_a_batch_write_at_least_once_and_its_read_back(spark: Any, served: Serve
         spark.createDataFrame([("x",)], "payload string").write.format("ingestwm").option(
             "endpoint", served.endpoint
         ).option("stream", "out/b").mode("append").save()
+
+
+@pytest.mark.slow
+def test_rows_of_every_shape_are_written_as_encode_event_frames(spark: Any, served: Served) -> None:
+    """Bulk framing in the sink: unicode and empty keys, empty payloads, no or negative event times."""
+    served.client.create_stream("out/shapes", 2)
+    rows = [
+        (
+            ["", "ü-ñ", "k", "sensor-7"][i % 4],
+            bytes([i % 251]) * (i % 5),
+            None if i % 3 == 0 else (i - 9_000) * 7,
+        )
+        for i in range(25_000)  # several Arrow batches per task
+    ]
+    df = spark.createDataFrame(rows, "routing_key string, payload binary, event_time bigint").repartition(2)
+    df.write.format("ingestwm").option("endpoint", served.endpoint).option("stream", "out/shapes").mode(
+        "append"
+    ).save()
+    assert Counter(stream_payloads(served.client, "out/shapes")) == Counter(rows)
+    with pytest.raises(Exception, match="sink column 'routing_key' has a null value"):
+        spark.createDataFrame([(None, b"p")], "routing_key string, payload binary").write.format(
+            "ingestwm"
+        ).option("endpoint", served.endpoint).option("stream", "out/shapes").mode("append").save()

@@ -906,3 +906,34 @@ def test_a_transaction_stays_with_the_process_that_began_it(store: SegmentStore)
     assert _in_child(child)() == 0
     txn.commit()
     assert read_stream(c, S) == {"k": [b"parent"]}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_bulk_writes_in_a_forked_child_are_a_new_writer_too(store: SegmentStore) -> None:
+    """``write_encoded`` (the Spark sink's path) takes the same fork rule as ``write_event``."""
+    import pyarrow as pa
+
+    from readergroup.frame_batch import encode_events
+
+    with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+        c.create_stream(S, 2)
+        w = EventWriter(c, S)
+        w.write_event("k0", b"before").result(10)
+
+        def bulk(who: bytes) -> None:
+            keys = pa.array([f"k{i % 5}" for i in range(100)])
+            w.write_encoded(encode_events(keys, pa.array([b"%s:%d" % (who, i) for i in range(100)])))
+
+        def child() -> bool:
+            bulk(b"child")
+            w.close()
+            return True
+
+        wait = _in_child(child)
+        bulk(b"parent")
+        w.close()
+        assert wait() == 0, "the child's bulk writes failed or hung"
+        got = read_stream(c, S)
+        stored = sorted(p for ps in got.values() for p in ps)
+        expected = [b"before"] + [b"%s:%d" % (who, i) for who in (b"child", b"parent") for i in range(100)]
+        assert stored == sorted(expected)

@@ -2,9 +2,10 @@
 
 Three sources run in one local[2] SparkSession into the ``noop`` sink, each for several
 micro-batches of the same number of rows (10^6; ``--quick`` uses 2 * 10^5 and says so)
-over 2 partitions, after one warm-up micro-batch. The figure of each is
-``numInputRows / triggerExecution`` summed over its measured micro-batches (Spark's
-``processedRowsPerSecond``):
+over 2 partitions, after one warm-up micro-batch, in five rounds of (a), (b), (c) in
+turn. The figure of each is ``numInputRows / triggerExecution`` summed over its
+measured micro-batches (Spark's ``processedRowsPerSecond``), the median over the rounds;
+(a)/(b) is also printed round by round:
 
 - (a) ``ingestwm``: ``format("ingestwm")`` reading a store served on the loopback
   (2 segments, 32-byte payloads, ``maxEventsPerTrigger`` = rows per batch): the
@@ -17,19 +18,27 @@ over 2 partitions, after one warm-up micro-batch. The figure of each is
   the reference for Spark itself.
 
 It prints rows/s and the ratios (a)/(b) and (b)/(c), and where the time of (a) goes:
-driver planning (Spark's ``latestOffset`` + ``queryPlanning`` per micro-batch) and,
-measured on one thread in this process over the same ranges, fetching the bytes,
-decoding the frames and building Arrow. Before timing, (a) is checked to deliver every
-preloaded event exactly once. Run ``python -m bench.perf.bench_spark [--quick | --tiny]``.
+per micro-batch, running the tasks (Spark's ``addBatch``) and the rest of the trigger on
+the driver, beside (b)'s; driver planning (``latestOffset`` + ``queryPlanning``); and,
+measured on one thread in this process over the same ranges (``read_range`` with no
+fetch thread, its calls timed), fetching the bytes, decoding the frames, looking up
+ingestion times and building Arrow; then the same read path with its fetch thread.
+The store's server runs in this process too, so the in-process figures include its
+work. Before timing, (a) is checked on a small stream, through the same streaming path
+and options: every event once, every column equal to what the per-event decoder and
+``watermark_at`` give. The machine is shared and small: compare the ratios of one run,
+not figures across runs. Run ``python -m bench.perf.bench_spark [--quick | --tiny]``.
 """
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from readergroup.events import decode_columns, encode_event
+from readergroup.events import decode_frames, encode_event
+from readergroup.frame_batch import decode_events
 from segmentstore import SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.clock import monotonic_s
@@ -43,6 +52,8 @@ SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.
 
 SEGMENTS = 2
 PARTITIONS = 2
+_ROUNDS = 5
+"""Rounds of (a), (b), (c) in turn (one at ``--tiny``); the figures are the medians over the rounds."""
 PAYLOAD = bytes(32)
 ARROW_BATCH_ROWS = 65_536
 _CHUNK_FRAMES = 4096
@@ -75,6 +86,21 @@ def _rate_of(measured: list[dict[str, Any]]) -> float:
     rows = sum(p["numInputRows"] for p in measured)
     ms = sum(p["durationMs"]["triggerExecution"] for p in measured)
     return rows / (ms / 1000.0) if ms else 0.0
+
+
+def _phases(progress: list[dict[str, Any]]) -> tuple[float, float]:
+    """Mean ms per micro-batch running its tasks (``addBatch``) and on the driver (the rest)."""
+    tasks = sum(p["durationMs"].get("addBatch", 0) for p in progress) / len(progress)
+    total = sum(p["durationMs"]["triggerExecution"] for p in progress) / len(progress)
+    return tasks, total - tasks
+
+
+def _planning(progress: list[dict[str, Any]]) -> float:
+    """Mean ms per micro-batch of ``latestOffset`` + ``queryPlanning`` (offsets, Spark's plan)."""
+    total = sum(
+        p["durationMs"].get("latestOffset", 0) + p["durationMs"].get("queryPlanning", 0) for p in progress
+    )
+    return float(total) / len(progress)
 
 
 def _run_batches(df: Any, rows_per_batch: int, batches: int) -> list[dict[str, Any]]:
@@ -175,21 +201,21 @@ def ceiling_batches(rows: int) -> Iterator[Any]:
 
 
 def _ceiling(spark: Any, rows_per_batch: int, batches: int) -> Any:
-    spark.dataSource.register(_ceiling_source(rows_per_batch))
     return _run_batches(spark.readStream.format("ingestwm_bench_ceiling").load(), rows_per_batch, batches)
 
 
 def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str, float]:
     """Seconds per row of (a)'s executor work, phase by phase, on one thread over the whole stream.
 
-    The phases are those of ``spark_source.reading.read_range``: ``client.read`` of 4 MiB
-    chunks (fetch), ``decode_columns`` (decode) and the rest of the Arrow batch (arrow:
-    ingestion times and columns), measured by running ``read_range`` with its two
-    calls wrapped.
+    The phases of ``spark_source.reading.read_range`` run without its fetch thread:
+    ``client.read`` (fetch), ``decode_events`` (decode), ``watermarks_at`` (ingestion
+    times) and the rest (arrow: columns and the record batch), measured by running
+    ``read_range`` with those calls wrapped. ``pipelined``: the same ranges read with
+    the fetch thread, nothing wrapped.
     """
     import spark_source.reading as reading
 
-    spent = {"fetch": 0.0, "decode": 0.0}
+    spent = {"fetch": 0.0, "decode": 0.0, "ingestion": 0.0}
 
     def timed(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -201,26 +227,38 @@ def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str,
 
         return call
 
-    remote = RemoteClient(endpoint)
-    setattr(reading, "decode_columns", timed("decode", decode_columns))  # noqa: B010
+    ranges = [(s.name, client.get_info(s.name).length) for s in client.get_stream(stream).active_segments]
+    meta = reading.BatchMeta(0, 0)
+
+    def read_all(remote: RemoteClient, ahead: int) -> int:
+        return sum(
+            b.num_rows
+            for seg, length in ranges
+            for b in reading.read_range(remote, stream, seg, 0, length, meta, ahead=ahead)
+        )
+
+    remote = RemoteClient(endpoint, read_ahead=False)
+    setattr(reading, "decode_events", timed("decode", decode_events))  # noqa: B010
     try:
         remote.read = timed("fetch", remote.read)  # type: ignore[method-assign]
-        rows = 0
+        remote.watermarks_at = timed("ingestion", remote.watermarks_at)  # type: ignore[method-assign]
         t0 = monotonic_s()
-        for s in client.get_stream(stream).active_segments:
-            length = client.get_info(s.name).length
-            for b in reading.read_range(remote, stream, s.name, 0, length, reading.BatchMeta(0, 0)):
-                rows += b.num_rows
+        rows = read_all(remote, 0)
         total = monotonic_s() - t0
     finally:
-        setattr(reading, "decode_columns", decode_columns)  # noqa: B010
+        setattr(reading, "decode_events", decode_events)  # noqa: B010
         remote.close()
-    arrow = total - spent["fetch"] - spent["decode"]
+    with RemoteClient(endpoint, read_ahead=False) as plain:
+        t0 = monotonic_s()
+        piped_rows = read_all(plain, reading.FETCH_AHEAD)
+        pipelined = monotonic_s() - t0
+    assert piped_rows == rows
+    arrow = total - sum(spent.values())
     return {
         "rows": rows,
-        "fetch": spent["fetch"] / rows,
-        "decode": spent["decode"] / rows,
+        **{k: v / rows for k, v in spent.items()},
         "arrow": arrow / rows,
+        "pipelined": pipelined / rows,
     }
 
 
@@ -230,6 +268,7 @@ def run(size: Size = "full") -> list[Row]:
 
     rows_per_batch = sized(size, 20_000, 200_000, 1_000_000)
     batches = sized(size, 1, 2, 4)
+    rounds_n = sized(size, 1, _ROUNDS, _ROUNDS)
     events = rows_per_batch * (batches + 2)  # a warm-up batch, the measured ones, and slack
     note = f" (--{size}; the goal is stated at 1,000,000)" if size != "full" else ""
     what = f"{rows_per_batch:,} rows/batch{note}"
@@ -242,50 +281,122 @@ def run(size: Size = "full") -> list[Row]:
         preload(client, "bench/check", 20_000)
         preload(client, "bench/main", events)
         spark = local_session("ingestwm-bench")
-        _check_delivery(spark, endpoint, "bench/check", 20_000)
-        ours = _ingestwm(spark, endpoint, "bench/main", rows_per_batch, batches)
-        ceiling = _ceiling(spark, rows_per_batch, batches)
-        rate = _rate_micro_batch(spark, rows_per_batch, batches)
+        _check_delivery(spark, endpoint, client, "bench/check", rows_per_batch)
+        spark.dataSource.register(_ceiling_source(rows_per_batch))
+        rounds: list[tuple[list[dict[str, Any]], ...]] = []
+        for _ in range(rounds_n):  # (a), (b), (c) in turn, so that load from elsewhere hits all alike
+            rounds.append(
+                (
+                    _ingestwm(spark, endpoint, "bench/main", rows_per_batch, batches),
+                    _ceiling(spark, rows_per_batch, batches),
+                    _rate_micro_batch(spark, rows_per_batch, batches),
+                )
+            )
         split = _read_split(endpoint, client, "bench/main")
     finally:
         server.stop()
         store.close()
-    a, b, c = _rate_of(ours), _rate_of(ceiling), _rate_of(rate)
-    planning_ms = sum(
-        p["durationMs"].get("latestOffset", 0) + p["durationMs"].get("queryPlanning", 0) for p in ours
-    ) / len(ours)
-    per_row_us = {k: split[k] * 1e6 for k in ("fetch", "decode", "arrow")}
+    rates = [tuple(_rate_of(r) for r in one) for one in rounds]
+    a, b, c = (statistics.median(r[i] for r in rates) for i in range(3))
+    a_over_b = [r[0] / r[1] for r in rates]
+    planning_ms, b_planning_ms = (_planning([p for one in rounds for p in one[i]]) for i in (0, 1))
+    (a_exec, a_driver), (b_exec, b_driver) = (_phases([p for one in rounds for p in one[i]]) for i in (0, 1))
+    phases = ("fetch", "decode", "ingestion", "arrow")
+    per_row_us = {k: split[k] * 1e6 for k in phases}
+    one_thread = 1e6 / sum(per_row_us.values())
+    pipelined = 1 / split["pipelined"]
     return [
         row(f"(c) spark rate-micro-batch, {what}", c, "rows/s", "itself", 1.0),
         row(f"(b) python ceiling (prebuilt Arrow), {what}", b, "rows/s", "(c) rate-micro-batch", b / c),
         row(f"(a) spark ingestwm source, {what}", a, "rows/s", "(b) python source ceiling", a / b),
-        row("(a) driver planning per micro-batch", planning_ms, "ms"),
+        row(
+            "(a)/(b) in each round: " + ", ".join(f"{x:.2f}" for x in a_over_b),
+            statistics.median(a_over_b),
+            "x",
+        ),
+        row("(a) per micro-batch: tasks (addBatch)", a_exec, "ms", "(b) tasks (addBatch)", a_exec / b_exec),
+        row("(b) per micro-batch: tasks (addBatch)", b_exec, "ms"),
+        row(
+            "(a) per micro-batch: driver (the rest)",
+            a_driver,
+            "ms",
+            "(b) driver (the rest)",
+            a_driver / b_driver,
+        ),
+        row("(b) per micro-batch: driver (the rest)", b_driver, "ms"),
+        row(
+            "(a) driver planning per micro-batch",
+            planning_ms,
+            "ms",
+            "(b) planning",
+            planning_ms / b_planning_ms,
+        ),
+        row("(b) driver planning per micro-batch", b_planning_ms, "ms"),
         row("(a) fetch bytes, 1 thread", per_row_us["fetch"], "us/row"),
         row("(a) decode frames, 1 thread", per_row_us["decode"], "us/row"),
+        row("(a) ingestion times (watermarks_at), 1 thread", per_row_us["ingestion"], "us/row"),
         row("(a) build Arrow, 1 thread", per_row_us["arrow"], "us/row"),
+        row("(a) read path, 1 thread", one_thread, "rows/s", "(a) spark ingestwm source", one_thread / a),
         row(
-            "(a) read path in Python, 1 thread",
-            1e6 / sum(per_row_us.values()),
+            "(a) read path, fetch thread ahead",
+            pipelined,
             "rows/s",
-            "(a) spark ingestwm source",
-            1e6 / sum(per_row_us.values()) / a,
+            "(a) read path, 1 thread",
+            pipelined / one_thread,
         ),
     ]
 
 
-def _check_delivery(spark: Any, endpoint: str, stream: str, events: int) -> None:
-    """(a) delivers every event of ``stream`` exactly once (checked before anything is timed)."""
+def _check_delivery(
+    spark: Any, endpoint: str, client: EmbeddedClient, stream: str, rows_per_batch: int
+) -> None:
+    """(a)'s streaming path delivers every event of ``stream`` once, every column right (before timing).
+
+    The same options as the timed run (``maxEventsPerTrigger``) with an ``availableNow``
+    trigger into the memory sink; the rows are compared with ``decode_frames`` of each
+    segment and ``watermark_at`` per event.
+    """
     df = (
-        spark.read.format("ingestwm")
+        spark.readStream.format("ingestwm")
         .option("endpoint", endpoint)
         .option("stream", stream)
+        .option("startingPosition", "earliest")
+        .option("maxEventsPerTrigger", str(max(1, rows_per_batch // 20)))
         .load()
         .where("kind = 'event'")
+        .selectExpr(
+            "segment",
+            "offset",
+            "routing_key",
+            "payload",
+            "unix_micros(event_time) as event_us",
+            "unix_micros(ingestion_time) as ingestion_us",
+        )
     )
-    got = df.groupBy().agg({"offset": "count"}).collect()[0][0]
-    distinct = df.select("segment", "offset").distinct().count()
-    if got != events or distinct != events:
-        raise AssertionError(f"the source delivered {got} rows ({distinct} distinct) of {events}")
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as ckpt:
+        q = (
+            df.writeStream.format("memory")
+            .queryName("ingestwm_bench_check")
+            .option("checkpointLocation", ckpt)
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(600)
+        got = sorted(
+            (r.segment, r.offset, r.routing_key, bytes(r.payload), r.event_us, r.ingestion_us)
+            for r in spark.table("ingestwm_bench_check").collect()
+        )
+        spark.catalog.dropTempView("ingestwm_bench_check")
+    want = []
+    for s in client.get_stream(stream).active_segments:
+        info = client.get_info(s.name)
+        frames = [f for f in decode_frames(client.read(s.name, 0, info.length).data, 0)[0] if f.is_event]
+        times = client.watermarks_at(s.name, [f.offset for f in frames])
+        for f, w in zip(frames, times.tolist(), strict=True):
+            et = None if f.event_time is None else f.event_time * 1000
+            want.append((s.name, f.offset, f.routing_key, f.payload, et, (w + 1) * 1000))
+    if got != sorted(want):
+        raise AssertionError(f"the source delivered {len(got)} rows, not the {len(want)} events as written")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,148 @@
+"""Fetching a segment range for the decoder: reads of whole frames, on a background thread ahead of it.
+
+``whole_frame_reads`` reads ``[begin, end)`` of a segment in reads of up to
+``READ_CHUNK_BYTES`` and yields each read's bytes from a frame boundary on
+(``FrameChunk``): the next read starts at the first frame the previous one cut short
+(``walk_frames`` finds it by jumping from header to header), so the decoder works on
+each read's own buffer, with no carry copied in front of it. A frame longer than a
+read is collected over several. ``fetched_ahead`` runs such a generator on a thread
+up to ``ahead`` items ahead of its consumer: socket reads release the GIL and the
+numba kernels run with ``nogil``, so fetching overlaps decoding.
+
+A read that returns nothing below the planned end, or bytes at the end that are not
+a whole frame, raise ``DataLossError``; the store's errors pass through in order.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from typing import TypeVar, cast
+
+from readergroup.frame_batch import walk_frames
+from segmentstore.client import SegmentStoreClient
+
+from .errors import DataLossError
+
+__all__ = ["READ_CHUNK_BYTES", "FETCH_AHEAD", "FrameChunk", "whole_frame_reads", "fetched_ahead"]
+
+READ_CHUNK_BYTES = 2 << 20
+"""Bytes asked for per read of a range: 2 MiB read and decode faster here than 4 or 8 (cache)."""
+FETCH_AHEAD = 2
+"""Reads a range's fetch thread keeps ready ahead of the decoder."""
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameChunk:
+    """Bytes of a segment from offset ``base`` (a frame boundary); the first ``whole`` are whole frames.
+
+    ``whole == len(data)`` except where a malformed frame stops the walk (the decoder
+    reports it) or at a read's cut-off frame, which the next chunk starts with.
+    """
+
+    base: int
+    data: bytes
+    whole: int
+
+
+def whole_frame_reads(
+    client: SegmentStoreClient,
+    stream: str,
+    segment: str,
+    begin: int,
+    end: int,
+    chunk_bytes: int = READ_CHUNK_BYTES,
+) -> Iterator[FrameChunk]:
+    """``[begin, end)`` of ``segment`` (``begin`` a frame boundary) as reads that start at frame boundaries.
+
+    O(bytes): one read per ``chunk_bytes`` (plus re-reading each cut-off frame), one
+    header walk per read.
+    """
+    pos = begin  # the next byte to read
+    carry = b""  # the start of a frame longer than the reads so far
+    need = 0  # that frame's full length, when known
+    while pos < end:
+        want = min(max(chunk_bytes, need - len(carry)), end - pos)
+        r = client.read(segment, pos, want)
+        if not r.data:
+            raise DataLossError(
+                f"segment {segment!r} of stream {stream!r}: no data at offset {pos}, below the planned "
+                f"end {end}"
+            )
+        base = pos - len(carry)
+        data = carry + r.data if carry else r.data
+        whole, nxt, bad = walk_frames(data)
+        if whole == 0 and not bad:  # not one whole frame yet: read on
+            carry, need = data, (nxt or 0)
+            pos += len(r.data)
+            continue
+        yield FrameChunk(base, data, whole)
+        if bad:
+            return  # the decoder raises on the malformed frame
+        carry, need = b"", 0
+        pos = base + whole
+    if carry:
+        raise DataLossError(
+            f"segment {segment!r} of stream {stream!r}: {len(carry)} bytes before offset {end} are not a "
+            "whole frame (the planned end is not a frame boundary)"
+        )
+
+
+_DONE = object()
+
+
+class _Failure:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def fetched_ahead(make: Callable[[], Iterator[_T]], ahead: int = FETCH_AHEAD) -> Generator[_T, None, None]:
+    """The items of ``make()``, produced on a background thread up to ``ahead`` items ahead.
+
+    Errors are raised here, after the items before them. Closing this generator early
+    stops the thread (within 0.1 s). ``ahead <= 0``: no thread, ``make()`` itself.
+    """
+    if ahead <= 0:
+        yield from make()
+        return
+    q: queue.Queue[object] = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in make():
+                if not put(item):
+                    return
+        except BaseException as e:  # handed to the consumer, raised there
+            put(_Failure(e))
+            return
+        put(_DONE)
+
+    thread = threading.Thread(target=run, name="ingestwm-fetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield cast(_T, item)
+    finally:
+        stop.set()
+        thread.join()

@@ -1,0 +1,220 @@
+"""The executors' read path without Spark: ``read_range`` against the per-event decoder and the store."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from readergroup.events import decode_frames, encode_event
+from readergroup.producer_watermarks import encode_idle_marker, encode_watermark_marker
+from segmentstore import ManualClock, SegmentStore
+from segmentstore.client import EmbeddedClient, RemoteClient
+from segmentstore.net.server import SegmentStoreServer
+from spark_source.errors import DataLossError
+from spark_source.fetching import fetched_ahead, whole_frame_reads
+from spark_source.reading import (
+    ARROW_SCHEMA,
+    COLUMNS,
+    BatchMeta,
+    ingestion_times,
+    read_range,
+)
+
+META = BatchMeta(5_000_000, 2_000)
+
+
+def expected_rows(
+    client: EmbeddedClient, stream: str, seg: str, begin: int, end: int
+) -> list[dict[str, Any]]:
+    """The rows ``read_range`` must give, from ``decode_frames`` and one ``watermark_at`` per event.
+
+    Timestamps as int64 µs; event times far out wrap around in int64 as numpy does.
+    """
+    data = client.read(seg, begin, end - begin).data
+    frames, used = decode_frames(data, begin)
+    assert used == len(data)
+    rows = []
+    for f in frames:
+        if not f.is_event:
+            continue
+        rows.append(
+            {
+                "stream": stream,
+                "segment": seg,
+                "offset": f.offset,
+                "routing_key": f.routing_key,
+                "payload": f.payload,
+                "event_time": None if f.event_time is None else wrap64(f.event_time * 1000),
+                "ingestion_time": (client.watermark_at(seg, f.offset) + 1) * 1000,
+                "watermark": META.watermark_us,
+                "event_time_watermark": META.event_time_watermark_us,
+                "kind": "event",
+            }
+        )
+    return rows
+
+
+def wrap64(v: int) -> int:
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def read_rows(client: Any, stream: str, seg: str, begin: int, end: int, **kw: Any) -> list[dict[str, Any]]:
+    """``read_range``'s rows, timestamps as int64 µs."""
+    batches = list(read_range(client, stream, seg, begin, end, META, **kw))
+    assert all(b.schema.equals(ARROW_SCHEMA) and b.num_rows > 0 for b in batches)
+    table = pa.Table.from_batches(batches, ARROW_SCHEMA)
+    ints = [pa.field(f.name, pa.int64()) if pa.types.is_timestamp(f.type) else f for f in ARROW_SCHEMA]
+    return table.cast(pa.schema(ints)).to_pylist()
+
+
+def fill(
+    clock: ManualClock, client: EmbeddedClient, seg: str, rng: np.random.Generator, appends: int
+) -> None:
+    """Appends of 1-300 frames (events of every shape, writer markers), a clock step before some."""
+    for a in range(appends):
+        frames = []
+        for i in range(int(rng.integers(1, 300))):
+            r = int(rng.integers(0, 20))
+            if r == 0:
+                frames.append(encode_watermark_marker(3, i))
+            elif r == 1:
+                frames.append(encode_idle_marker(4))
+            elif r == 2:
+                frames.append(encode_event("", bytes(int(rng.integers(5_000, 90_000))), None))  # long frames
+            else:
+                t = None if r == 3 else int(rng.integers(-(2**62), 2**62))
+                frames.append(encode_event(f"k-{i % 13}-ü", rng.bytes(int(rng.integers(0, 60))), t))
+        if a % 3:
+            clock.advance(int(rng.integers(1, 5)))
+        client.append(seg, b"".join(frames))
+
+
+@pytest.mark.parametrize(("chunk", "ahead"), [(4 << 20, 2), (1 << 16, 2), (50_000, 0), (7_000, 1)])
+def test_read_range_gives_the_per_event_decoders_rows(chunk: int, ahead: int) -> None:
+    """Every column, also across reads that cut frames, frames longer than a read, markers, merges."""
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        rng = np.random.default_rng(chunk)
+        fill(clock, c, "s/a/0", rng, 20)
+        txn = c.create_transaction("s/a/0")
+        c.append(txn, b"".join(encode_event(f"t{i}", b"x" * i, i) for i in range(500)))
+        clock.advance(10)
+        c.seal(txn)
+        c.merge_transaction(txn)
+        fill(clock, c, "s/a/0", rng, 10)
+        length = c.get_info("s/a/0").length
+        cuts = sorted(
+            {0, length, *(f.end_offset for f in decode_frames(c.read("s/a/0", 0, length).data)[0][::997])}
+        )
+        for begin, end in ((0, length), (cuts[1], cuts[-2]), (cuts[2], cuts[3])):
+            got = read_rows(c, "s/a", "s/a/0", begin, end, ahead=ahead, chunk_bytes=chunk)
+            assert got == expected_rows(c, "s/a", "s/a/0", begin, end)
+
+
+def test_read_range_over_the_wire() -> None:
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store, SegmentStoreServer(store) as server:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        fill(clock, c, "s/a/0", np.random.default_rng(1), 40)
+        length = c.get_info("s/a/0").length
+        with RemoteClient(("127.0.0.1", server.port), read_ahead=False) as remote:
+            got = read_rows(remote, "s/a", "s/a/0", 0, length, chunk_bytes=1 << 18)
+        assert got == expected_rows(c, "s/a", "s/a/0", 0, length)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(st.integers(1, 200), st.integers(0, 3)), min_size=1, max_size=30),
+    picks=st.lists(st.integers(0, 10**6), min_size=0, max_size=400),
+)
+def test_ingestion_times_are_one_watermark_at_per_event(
+    steps: list[tuple[int, int]], picks: list[int]
+) -> None:
+    """Sampled lookups give every offset ``watermark_at + 1``, however times change within a block."""
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store:
+        c = EmbeddedClient(store)
+        c.create_segment("seg")
+        for n, step in steps:
+            clock.advance(step)
+            c.append("seg", bytes(n))
+        length = c.get_info("seg").length
+        offsets = np.unique(np.array([0, *picks], np.int64) % length)
+        calls = []
+        real = c.watermarks_at
+
+        def counting(name: str, offs: Any) -> np.ndarray:
+            calls.append(len(offs))
+            return real(name, offs)
+
+        c.watermarks_at = counting  # type: ignore[method-assign]
+        got = ingestion_times(c, "seg", offsets)
+        assert got.tolist() == [c.watermark_at("seg", int(o)) + 1 for o in offsets]
+        assert len(calls) <= 2
+
+
+def test_a_range_truncated_under_the_reader_follows_fail_on_data_loss() -> None:
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        frames = [encode_event(f"k{i:04d}", bytes(100), i) for i in range(2_000)]
+        c.append("s/a/0", b"".join(frames))
+        length = c.get_info("s/a/0").length
+        cut = 1_000 * len(frames[0])
+        c.truncate("s/a/0", cut)
+        with pytest.raises(DataLossError, match=r"data at offset 0 is gone.*failOnDataLoss"):
+            list(read_range(c, "s/a", "s/a/0", 0, length, META, chunk_bytes=20_000))
+        warnings: list[str] = []
+        lenient = BatchMeta(META.watermark_ms, 0, fail_on_data_loss=False)
+        got = list(read_range(c, "s/a", "s/a/0", 0, length, lenient, warnings.append, chunk_bytes=20_000))
+        offsets = [o for b in got for o in b.column("offset").to_pylist()]
+        assert offsets == [i * len(frames[0]) for i in range(1_000, 2_000)]
+        assert len(warnings) == 1 and f"skipping to {cut}" in warnings[0]
+        c.delete("s/a/0")
+        warnings.clear()
+        assert list(read_range(c, "s/a", "s/a/0", cut, length, lenient, warnings.append)) == []
+        assert "skipping the rest of the range" in warnings[0]
+
+
+def test_a_planned_end_inside_a_frame_is_data_loss() -> None:
+    with SegmentStore(clock=ManualClock(1)) as store:
+        c = EmbeddedClient(store)
+        c.create_segment("seg")
+        c.append("seg", encode_event("k", bytes(50)) * 3)
+        with pytest.raises(DataLossError, match="bytes before offset 100 are not a whole frame"):
+            list(whole_frame_reads(c, "s", "seg", 0, 100, chunk_bytes=16))
+
+
+def test_fetched_ahead_keeps_order_raises_in_place_and_stops_when_closed() -> None:
+    def items(n: int, fail: bool) -> Iterator[int]:
+        yield from range(n)
+        if fail:
+            raise ValueError("boom")
+
+    assert list(fetched_ahead(lambda: items(50, False), 2)) == list(range(50))
+    got: list[int] = []
+    with pytest.raises(ValueError, match="boom"):
+        for i in fetched_ahead(lambda: items(5, True), 3):
+            got.append(i)
+    assert got == list(range(5))
+    before = threading.active_count()
+    gen = fetched_ahead(lambda: items(10**9, False), 2)
+    assert next(gen) == 0
+    gen.close()
+    assert threading.active_count() == before
+    assert list(fetched_ahead(lambda: items(3, False), 0)) == [0, 1, 2]
+
+
+def test_columns_are_the_schema() -> None:
+    assert tuple(f.name for f in ARROW_SCHEMA) == COLUMNS
