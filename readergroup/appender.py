@@ -264,6 +264,20 @@ class AppendEngine:
         return b
 
     # ------------------------------------------------------------------ sending and settling
+    def dispatch(self, app: SegmentAppender, b: Block | None, fut: WriteFuture, sync: bool) -> WriteFuture:
+        """After a write added ``fut`` (no lock held): send the block it opened, do pending work and,
+        in ``sync`` mode, wait for the block it closed (raising its failure). Returns ``fut``."""
+        if b is not None:
+            self.send(app, b)
+        if self.work:
+            self.service()
+        if sync:
+            closed = fut._where()[0]
+            if closed.closed and (not closed.done or closed.error is not None):  # the write closed it
+                self.wait_settled([closed])
+                self.raise_failure([closed])
+        return fut
+
     def send(self, app: SegmentAppender, b: Block | None) -> None:
         """Hand ``b`` (and the blocks its acknowledgements start) to the client. No lock held."""
         if self._threaded and threading.current_thread() is not self._sender:

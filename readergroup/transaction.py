@@ -162,16 +162,7 @@ class Transaction:
                     fut, send = eng.add(app, frame)
                     break
             eng.make_room(len(frame))
-        if send is not None:
-            eng.send(app, send)
-        if eng.work:
-            eng.service()
-        if self._config.sync:
-            b = fut._where()[0]
-            if b.closed and (not b.done or b.error is not None):  # the write closed it: wait for it
-                eng.wait_settled([b])
-                eng.raise_failure([b])
-        return fut
+        return eng.dispatch(app, send, fut, self._config.sync)
 
     def flush(self) -> None:
         """Append everything buffered to the transaction segments (still invisible to readers) and wait."""

@@ -200,10 +200,7 @@ class EventWriter:
         eng.check_fork()
         while True:
             with eng.lock:
-                if self._closed:
-                    self._check_open()
-                if self._barrier is not None and self._barrier != threading.get_ident():
-                    eng._wait(0.25)
+                if not self._admitted():
                     continue
                 rejoin = self._idle and self._asserted is not None
                 full = eng.unacked and eng.unacked + n > self._limit
@@ -220,16 +217,17 @@ class EventWriter:
                 self._broadcast(marker)
             else:
                 eng.make_room(n)
-        if send is not None:
-            eng.send(app, send)
-        if eng.work:
-            eng.service()
-        if self._config.sync:
-            b = fut._where()[0]
-            if b.closed and (not b.done or b.error is not None):  # the write closed it: wait for it
-                eng.wait_settled([b])
-                eng.raise_failure([b])
-        return fut
+        return eng.dispatch(app, send, fut, self._config.sync)
+
+    def _admitted(self) -> bool:
+        """(lock held) Raise if closed; ``False`` (after waiting a slice) while another thread
+        holds the barrier of a marker or a reroute, so the caller tries again."""
+        if self._closed:
+            self._check_open()
+        if self._barrier is not None and self._barrier != threading.get_ident():
+            self._engine._wait(0.25)
+            return False
+        return True
 
     def write_encoded(self, events: EncodedEvents) -> None:
         """Route and queue events framed in bulk (``frame_batch.encode_events``), as ``write_event`` each.
@@ -246,10 +244,7 @@ class EventWriter:
         filled: list[Block] = []
         while True:
             with eng.lock:
-                if self._closed:
-                    self._check_open()
-                if self._barrier is not None and self._barrier != threading.get_ident():
-                    eng._wait(0.25)
+                if not self._admitted():
                     continue
                 rejoin = self._idle and self._asserted is not None
                 full = eng.unacked and eng.unacked + len(events.data) > self._limit
