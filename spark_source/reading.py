@@ -242,6 +242,18 @@ class _SharedColumns:
         return tuple(a.slice(0, n) for a in self._arrays)
 
 
+_US_MS_MAX = (2**63 - 1) // 1000
+"""The largest whole millisecond whose microseconds fit an int64 (Spark's timestamp type)."""
+
+
+def _ms_to_us(ms: np.ndarray) -> np.ndarray:
+    """Milliseconds as microseconds, saturated at the int64 range: order is kept (an event time
+    beyond ±292,000 years compares as the far end of time against any watermark), never wrapped."""
+    if ms.size and (ms.max() > _US_MS_MAX or ms.min() < -_US_MS_MAX):
+        ms = np.clip(ms, -_US_MS_MAX, _US_MS_MAX)
+    return ms * 1000
+
+
 def _event_batch(
     client: SegmentStoreClient, segment: str, shared: _SharedColumns, cols: EventColumns
 ) -> pa.RecordBatch:
@@ -249,7 +261,7 @@ def _event_batch(
     times = cols.event_times
     no_time = times == NO_EVENT_TIME
     has_none = bool(no_time.any())
-    event_us = (np.where(no_time, 0, times) if has_none else times) * 1000
+    event_us = _ms_to_us(np.where(no_time, 0, times) if has_none else times)
     ingestion_us = ingestion_times(client, segment, cols.offsets) * 1000
     stream_col, segment_col, watermark_col, et_watermark_col, kind_col = shared.of(n)
     arrays = [
