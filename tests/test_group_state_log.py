@@ -218,6 +218,49 @@ def test_a_torn_or_corrupt_batch_is_never_applied(clock: ManualClock, client: Se
         ReaderGroup.open("g", client, clock).create_reader("r")
 
 
+@pytest.mark.parametrize(
+    "updates",
+    [
+        [AddReader("evil"), Snapshot({"v": 1})],  # a snapshot is a batch of its own
+        [Snapshot({"v": 1, "junk": 2})],  # a snapshot that is no state
+        [],  # a batch of nothing
+    ],
+    ids=["snapshot-among-updates", "malformed-snapshot", "empty"],
+)
+def test_a_well_framed_but_malformed_batch_is_refused_not_half_applied(
+    clock: ManualClock, client: SegmentStoreClient, updates: list[Any]
+) -> None:
+    """A batch with a good CRC whose content is no valid batch: GroupStateCorruptError, nothing applied.
+
+    (Before: a snapshot among updates applied the updates before it and raised a raw
+    TypeError, again on every refresh; a malformed snapshot raised a raw KeyError.)
+    """
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(), client, clock)
+    before, revision = a.state.model.to_obj(), a.state.revision
+    at = client.get_info(state_segment("g")).length
+    client.append(state_segment("g"), encode_batch(a.state.model.group_id, "x", 1, updates))
+    for _ in range(2):
+        with pytest.raises(GroupStateCorruptError, match=f"offset {at}"):
+            a.refresh()
+        assert a.state.model.to_obj() == before and a.state.revision == revision
+    with pytest.raises(GroupStateCorruptError, match=f"offset {at}"):
+        ReaderGroup.open("g", client, clock)
+
+
+def test_a_malformed_snapshot_at_the_start_of_the_log_is_refused(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(), client, clock)
+    seg = state_segment("g")
+    at = client.get_info(seg).length
+    client.append(seg, encode_batch(a.state.model.group_id, "x", 1, [Snapshot({"v": 1})]))
+    client.truncate(seg, at)  # as a compaction would
+    with pytest.raises(GroupStateCorruptError, match=f"offset {at}"):
+        ReaderGroup.open("g", client, clock)
+
+
 def test_a_lost_reply_is_resolved_from_the_log_not_appended_twice(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
@@ -386,6 +429,16 @@ def test_a_rejected_update_changes_nothing_in_any_replica() -> None:
     assert m.apply(AddReader("r"), 100) and m.apply(Acquire("r", 100, 0), 200)
     assert not m.apply(Report("r", 100, 0, ((_SEG.name, -1, 6),)), 300)  # below the acknowledged position
     assert GroupModel.from_obj(m.to_obj()).to_obj() == m.to_obj()
+    m._check()
+
+
+def test_a_release_naming_a_segment_twice_is_rejected() -> None:
+    """(Before: accepted, the segment was unassigned twice and could be acquired twice.)"""
+    m = GroupModel.initial("g", "id", _config(), [(_SEG, 0, 5)])
+    assert m.apply(AddReader("r"), 100) and m.apply(Acquire("r", 100, 0), 200)
+    before = m.to_obj()
+    assert not m.apply(Release("r", 100, 0, (_SEG.name, _SEG.name)), 300)
+    assert m.to_obj() == before
     m._check()
 
 
