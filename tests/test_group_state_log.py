@@ -432,6 +432,47 @@ def test_a_rejected_update_changes_nothing_in_any_replica() -> None:
     m._check()
 
 
+def test_a_heartbeat_or_fence_whose_reply_was_lost_is_resolved_not_raised(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """A lost reply to a beat (or a fence) is looked up in the attribute, as a lost append in the log.
+
+    (Before: the ``ConnectionLostError`` of a beat whose reply was lost, as in a server
+    restart, came out of ``read_next_event``.)
+    """
+    a, b, ra, rb, written = _lease_setup(clock, client)
+    real = client.update_attributes
+    lost = {"n": 0}
+
+    def flaky(name: str, updates: Any) -> Any:
+        out = real(name, updates)
+        if name == state_segment("g") and lost["n"] < 3:
+            lost["n"] += 1
+            raise ConnectionLostError("reply lost")
+        return out
+
+    client.update_attributes = flaky  # type: ignore[method-assign]
+    try:
+        got = _drain(ra, rb)
+        clock.advance(300)  # a beat is due: its reply is lost, it landed
+        got += [e.payload for e in (ra.read_next_event(), rb.read_next_event()) if e.payload is not None]
+        assert lost["n"] >= 2
+        got += _drain(ra, rb)
+        assert sorted(got) == sorted(written)
+        assert a.online_readers() == ["ra", "rb"]
+        lost["n"] = 0
+        for _ in range(8):  # rb is gone; ra's fence of it loses its reply
+            clock.advance(200)
+            ra.read_next_event()
+        assert a.online_readers() == ["ra"] and lost["n"] >= 1
+    finally:
+        client.update_attributes = real  # type: ignore[method-assign]
+    with pytest.raises(ReaderNotInGroupError):
+        rb.read_next_event()
+    a._check()
+    b._check()
+
+
 def test_a_release_naming_a_segment_twice_is_rejected() -> None:
     """(Before: accepted, the segment was unassigned twice and could be acquired twice.)"""
     m = GroupModel.initial("g", "id", _config(), [(_SEG, 0, 5)])
