@@ -130,9 +130,15 @@ def _encoded(batches: Iterator[pa.RecordBatch], cols: tuple[int, int, int | None
         if e is not None:
             tcol = batch.column(e)
             if pa.types.is_timestamp(tcol.type):
-                tcol = pc.divide(tcol.cast(pa.timestamp("us", tz=tcol.type.tz)).cast(pa.int64()), 1000)
+                tcol = _floor_ms(tcol.cast(pa.timestamp("us", tz=tcol.type.tz)).cast(pa.int64()))
             times = tcol.cast(pa.int64())
         yield encode_events(keys, payload_col, times)
+
+
+def _floor_ms(us: pa.Array) -> pa.Array:
+    """Microseconds as the milliseconds they fall in (floor, as Spark's ``unix_millis``; nulls stay). O(n)."""
+    q = pc.divide(us, 1000)  # truncates towards zero
+    return pc.subtract(q, pc.less(pc.subtract(us, pc.multiply(q, 1000)), 0).cast(pa.int64()))
 
 
 def _write(

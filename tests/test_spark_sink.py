@@ -127,6 +127,25 @@ def test_a_recorded_batch_committed_in_part_before_its_lease_ran_out_fails_clear
         store.close()
 
 
+def test_timestamps_before_1970_round_down_to_their_millisecond() -> None:
+    """A timestamp event time is the millisecond it falls in (floor, as Spark's ``unix_millis``).
+
+    (Before: -0.5 ms became 0, after the instant; -1.5 ms became -1.)
+    """
+    import pyarrow as pa
+
+    from spark_source.sink import _encoded
+
+    us = [-500, -1_000, -1_500, 0, 1_999, None]
+    batch = pa.record_batch(
+        [pa.array(["k"] * len(us)), pa.array([b"p"] * len(us)), pa.array(us, pa.timestamp("us", tz="UTC"))],
+        names=["routing_key", "payload", "event_time"],
+    )
+    (events,) = list(_encoded(iter([batch]), (0, 1, 2)))
+    frames, _ = decode_frames(events.data, 0)
+    assert [f.event_time for f in frames] == [-1, -1, -2, 0, 1, None]
+
+
 def test_a_failed_commit_names_the_stream(client: EmbeddedClient) -> None:
     t = open_txn(client, "out/s", [b"y"])
     client.seal_stream("out/s")
