@@ -324,6 +324,10 @@ class GroupModel:
         self.in_epoch(u.epoch)
         for name in u.segments:
             self.check_held(slot, name, "released")
+        if len(set(u.segments)) != len(u.segments):
+            raise InvalidPositionError(
+                f"group {self.group!r}: reader {u.reader_id!r} released a segment twice in one update"
+            )
         for name in u.segments:
             slot.segments.discard(name)
             self._unassign(self.entries[name])

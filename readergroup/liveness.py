@@ -22,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from segmentstore import AttributeUpdate, AttributeUpdateType, BadAttributeUpdateError
+from segmentstore import AttributeUpdate, AttributeUpdateType, BadAttributeUpdateError, SegmentStoreError
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
+from segmentstore.errors import retriable
 from segmentstore.limits import INT64_MIN
 
 __all__ = ["FENCED", "Heartbeat", "LivenessMonitor", "fence", "beat_interval"]
@@ -33,6 +34,8 @@ FENCED = INT64_MIN
 """The heartbeat value of a reader declared offline (no clock reads it)."""
 
 _CAS = AttributeUpdateType.REPLACE_IF_EQUALS
+_ATTEMPTS = 4
+_TRANSPORT = (SegmentStoreError, ConnectionError, TimeoutError)
 
 
 def beat_interval(timeout_ms: int) -> int:
@@ -55,34 +58,58 @@ class Heartbeat:
         self.beats = 0
 
     def beat(self, now: int) -> bool:
-        """Write a new value; ``False`` if the reader was fenced (declared offline). One store call."""
+        """Write a new value; ``False`` if the reader was fenced (declared offline). One store call.
+
+        A beat whose reply was lost (the server restarted, the connection broke) is looked
+        up in the attribute: landed, fenced, or sent again.
+        """
         value = now if self.last is None or now > self.last else self.last + 1
-        for _ in range(2):
+        lost: BaseException | None = None
+        for _ in range(_ATTEMPTS):
             try:
                 self.client.update_attributes(
                     self.segment, [AttributeUpdate(self.key, value, _CAS, self.last)]
                 )
             except BadAttributeUpdateError:
-                cur = self.client.get_attributes(self.segment, [self.key]).get(self.key)
-                if cur == FENCED or cur is None:
-                    return False
-                self.last = cur  # a beat whose reply was lost did land: go on from it
-                value = max(value, cur + 1)
-                continue
-            self.last = value
-            self.next_due = now + self.interval_ms
-            self.beats += 1
-            return True
+                pass  # another value is there: a fence, or a beat of ours whose reply was lost
+            except _TRANSPORT as e:
+                if not retriable(e, True):
+                    raise
+                lost = e  # the outcome is unknown: the attribute tells
+            else:
+                return self._landed(value, now)
+            cur = self.client.get_attributes(self.segment, [self.key]).get(self.key)
+            if cur == FENCED or cur is None:
+                return False
+            if cur == value:
+                return self._landed(value, now)
+            self.last = cur  # a beat whose reply was lost did land: go on from it
+            value = max(value, cur + 1)
+        if lost is not None:
+            raise lost
         return False
+
+    def _landed(self, value: int, now: int) -> bool:
+        self.last = value
+        self.next_due = now + self.interval_ms
+        self.beats += 1
+        return True
 
 
 def fence(client: SegmentStoreClient, segment: str, key: int, seen: int | None) -> bool:
-    """Fence reader ``key`` if its heartbeat still shows ``seen``; whether it is fenced now. 1-2 calls."""
+    """Fence reader ``key`` if its heartbeat still shows ``seen``; whether it is fenced now. 1-2 calls.
+
+    A fence whose reply was lost is looked up in the attribute.
+    """
     try:
         client.update_attributes(segment, [AttributeUpdate(key, FENCED, _CAS, seen)])
         return True
     except BadAttributeUpdateError:
-        return client.get_attributes(segment, [key]).get(key) == FENCED
+        pass
+    except _TRANSPORT as e:
+        if not retriable(e, True):
+            raise
+    return client.get_attributes(segment, [key]).get(key) == FENCED
 
 
 class LivenessMonitor:

@@ -188,9 +188,7 @@ class StateSynchronizer:
                     f"group state {self.segment!r}: no snapshot at the start offset {info.start_offset}"
                 )
             b = batches[0]
-            snap = b.updates[0]
-            assert isinstance(snap, Snapshot)
-            self.state = self._load(snap.state)
+            self.state = self._load_snapshot(b)
             self.revision = b.end
             self.since_snapshot = self.bytes_since_snapshot = 0
             self.snapshot_bytes = b.end - b.offset
@@ -214,6 +212,8 @@ class StateSynchronizer:
             r = self.client.read(self.segment, pos + len(buf), want)
             buf += r.data
             batches, used = decode_batches(self.segment, buf, pos)
+            for b in batches:
+                self._check_shape(b)
             out += batches
             buf = buf[used:]
             pos += used
@@ -259,16 +259,39 @@ class StateSynchronizer:
                     f"reader group state {self.segment!r} was deleted and created again"
                 )
 
+    def _check_shape(self, b: Batch) -> None:
+        """A batch holds at least one update, and a snapshot only alone (it replaces the whole state)."""
+        if not b.updates:
+            raise GroupStateCorruptError(
+                f"group state {self.segment!r}: batch at offset {b.offset} holds no update"
+            )
+        if len(b.updates) > 1 and any(isinstance(u, Snapshot) for u in b.updates):
+            raise GroupStateCorruptError(
+                f"group state {self.segment!r}: batch at offset {b.offset} holds a snapshot "
+                "among other updates"
+            )
+
+    def _load_snapshot(self, b: Batch) -> Replica:
+        """The state of snapshot batch ``b``; ``GroupStateCorruptError`` if it is no valid state. O(state)."""
+        snap = b.updates[0]
+        assert isinstance(snap, Snapshot)
+        try:
+            return self._load(snap.state)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
+            raise GroupStateCorruptError(
+                f"group state {self.segment!r}: the snapshot at offset {b.offset} is no valid state: {e!r}"
+            ) from None
+
     def _apply_batch(self, b: Batch) -> None:
         if b.group_id != self.state.group_id:
             raise ReaderGroupNotFoundError(
                 f"reader group state {self.segment!r} was deleted and created again (batch at {b.offset})"
             )
         if len(b.updates) == 1 and isinstance(b.updates[0], Snapshot):
-            snap = b.updates[0]
-            if snap.state != self.state.to_obj():
+            loaded = self._load_snapshot(b)
+            if loaded.to_obj() != self.state.to_obj():
                 self.stats.diverged += 1
-            self.state = self._load(snap.state)
+            self.state = loaded
             self.since_snapshot = self.bytes_since_snapshot = 0
             self.snapshot_bytes = b.end - b.offset
             self.snapshot_offset = b.offset

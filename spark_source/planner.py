@@ -392,14 +392,25 @@ class Planner:
             return self._producer_watermark(streams, cap, pw)
         live: list[int] = []
         final: list[int] = []
-        for so in streams.values():
+        for stream, so in streams.items():
             for seg, pos in so.positions.items():
                 if seg in so.done:
                     continue
                 try:
                     w = self._client.watermark_at(seg, pos)
-                except (SegmentNotFoundError, SegmentTruncatedError):
-                    continue
+                except SegmentNotFoundError:
+                    continue  # deleted: nothing more comes from it
+                except SegmentTruncatedError:
+                    try:  # read from its new start on: that bounds what is left of it
+                        head = self._client.get_info(seg).start_offset
+                        if self._options.fail_on_data_loss:  # (planning its range warns otherwise)
+                            self._data_loss(
+                                f"segment {seg!r} of stream {stream!r} was truncated at {head}, "
+                                f"above the query's offset {pos}"
+                            )
+                        w = self._client.watermark_at(seg, head)
+                    except (SegmentNotFoundError, SegmentTruncatedError):
+                        continue
                 if self._complete(seg, pos) and not self._successors_of(seg):
                     final.append(w)
                 else:

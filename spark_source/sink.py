@@ -42,7 +42,7 @@ from readergroup.transaction import Transaction, TransactionalEventWriter
 from readergroup.writer import EventWriter, WriterConfig
 from segmentstore.attributes import AttributeUpdate
 from segmentstore.client import SegmentStoreClient
-from segmentstore.errors import SegmentExistsError
+from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import SinkError
 from .options import EXACTLY_ONCE, SinkOptions, parse_sink_options
@@ -130,9 +130,15 @@ def _encoded(batches: Iterator[pa.RecordBatch], cols: tuple[int, int, int | None
         if e is not None:
             tcol = batch.column(e)
             if pa.types.is_timestamp(tcol.type):
-                tcol = pc.divide(tcol.cast(pa.timestamp("us", tz=tcol.type.tz)).cast(pa.int64()), 1000)
+                tcol = _floor_ms(tcol.cast(pa.timestamp("us", tz=tcol.type.tz)).cast(pa.int64()))
             times = tcol.cast(pa.int64())
         yield encode_events(keys, payload_col, times)
+
+
+def _floor_ms(us: pa.Array) -> pa.Array:
+    """Microseconds as the milliseconds they fall in (floor, as Spark's ``unix_millis``; nulls stay). O(n)."""
+    q = pc.divide(us, 1000)  # truncates towards zero
+    return pc.subtract(q, pc.less(pc.subtract(us, pc.multiply(q, 1000)), 0).cast(pa.int64()))
 
 
 def _write(
@@ -222,9 +228,8 @@ class SinkState:
         """Commit ``batch_id``'s transactions once; False (and aborted) when it was committed already."""
         pending = self.pending()
         last = self.last_committed()
-        if pending is not None and pending[0] > last:  # a commit interrupted by a crash: finish it
-            self._commit_txns(pending[1])
-            last = pending[0]
+        if pending is not None and pending[0] > last and self._finish(*pending):
+            last = pending[0]  # a commit interrupted by a crash, finished now
             self.mark_committed(last)
         if batch_id <= last:
             _abort_all(self._client, messages)
@@ -235,11 +240,38 @@ class SinkState:
         self.mark_committed(batch_id)
         return True
 
+    def _finish(self, batch_id: int, txns: Sequence[TransactionMessage]) -> bool:
+        """Finish the commit of a recorded batch; False if none of its transactions was ever committed.
+
+        Committing is idempotent (a transaction committed already answers as before); a
+        transaction that is gone without having been committed was aborted, by its lease
+        (``transaction_lease_ms``) while the driver was down: then the batch was never
+        written and its replay writes it. Some committed and some aborted cannot be
+        finished exactly once: ``SinkError``.
+        """
+        committed: list[str] = []
+        aborted: list[str] = []
+        for t in txns:
+            try:
+                self._client.commit_transaction(t.stream, list(t.segments))
+                committed.append(t.segments[0])
+            except SegmentNotFoundError:
+                aborted.append(t.segments[0])
+            except Exception as e:
+                raise SinkError(
+                    f"stream {t.stream!r}: finishing the commit of batch {batch_id}, transaction "
+                    f"{t.segments[0]!r} failed: {e}"
+                ) from e
+        if aborted and committed:
+            raise SinkError(
+                f"sink state {self.segment!r}: batch {batch_id} was committed in part before a crash "
+                f"({len(committed)} transactions, e.g. {committed[0]!r}) and the rest was aborted by the "
+                f"transaction lease ({len(aborted)}, e.g. {aborted[0]!r}); it cannot be finished exactly once"
+            )
+        return not aborted
+
     def _commit_txns(self, txns: Sequence[TransactionMessage]) -> None:
         for t in txns:
-            live = [s for s in t.segments if self._client.exists(s)]
-            if not live:
-                continue  # committed before a crash (merged segments are gone)
             try:
                 self._client.commit_transaction(t.stream, list(t.segments))
             except Exception as e:

@@ -218,6 +218,49 @@ def test_a_torn_or_corrupt_batch_is_never_applied(clock: ManualClock, client: Se
         ReaderGroup.open("g", client, clock).create_reader("r")
 
 
+@pytest.mark.parametrize(
+    "updates",
+    [
+        [AddReader("evil"), Snapshot({"v": 1})],  # a snapshot is a batch of its own
+        [Snapshot({"v": 1, "junk": 2})],  # a snapshot that is no state
+        [],  # a batch of nothing
+    ],
+    ids=["snapshot-among-updates", "malformed-snapshot", "empty"],
+)
+def test_a_well_framed_but_malformed_batch_is_refused_not_half_applied(
+    clock: ManualClock, client: SegmentStoreClient, updates: list[Any]
+) -> None:
+    """A batch with a good CRC whose content is no valid batch: GroupStateCorruptError, nothing applied.
+
+    (Before: a snapshot among updates applied the updates before it and raised a raw
+    TypeError, again on every refresh; a malformed snapshot raised a raw KeyError.)
+    """
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(), client, clock)
+    before, revision = a.state.model.to_obj(), a.state.revision
+    at = client.get_info(state_segment("g")).length
+    client.append(state_segment("g"), encode_batch(a.state.model.group_id, "x", 1, updates))
+    for _ in range(2):
+        with pytest.raises(GroupStateCorruptError, match=f"offset {at}"):
+            a.refresh()
+        assert a.state.model.to_obj() == before and a.state.revision == revision
+    with pytest.raises(GroupStateCorruptError, match=f"offset {at}"):
+        ReaderGroup.open("g", client, clock)
+
+
+def test_a_malformed_snapshot_at_the_start_of_the_log_is_refused(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(), client, clock)
+    seg = state_segment("g")
+    at = client.get_info(seg).length
+    client.append(seg, encode_batch(a.state.model.group_id, "x", 1, [Snapshot({"v": 1})]))
+    client.truncate(seg, at)  # as a compaction would
+    with pytest.raises(GroupStateCorruptError, match=f"offset {at}"):
+        ReaderGroup.open("g", client, clock)
+
+
 def test_a_lost_reply_is_resolved_from_the_log_not_appended_twice(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
@@ -386,6 +429,57 @@ def test_a_rejected_update_changes_nothing_in_any_replica() -> None:
     assert m.apply(AddReader("r"), 100) and m.apply(Acquire("r", 100, 0), 200)
     assert not m.apply(Report("r", 100, 0, ((_SEG.name, -1, 6),)), 300)  # below the acknowledged position
     assert GroupModel.from_obj(m.to_obj()).to_obj() == m.to_obj()
+    m._check()
+
+
+def test_a_heartbeat_or_fence_whose_reply_was_lost_is_resolved_not_raised(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """A lost reply to a beat (or a fence) is looked up in the attribute, as a lost append in the log.
+
+    (Before: the ``ConnectionLostError`` of a beat whose reply was lost, as in a server
+    restart, came out of ``read_next_event``.)
+    """
+    a, b, ra, rb, written = _lease_setup(clock, client)
+    real = client.update_attributes
+    lost = {"n": 0}
+
+    def flaky(name: str, updates: Any) -> Any:
+        out = real(name, updates)
+        if name == state_segment("g") and lost["n"] < 3:
+            lost["n"] += 1
+            raise ConnectionLostError("reply lost")
+        return out
+
+    client.update_attributes = flaky  # type: ignore[method-assign]
+    try:
+        got = _drain(ra, rb)
+        clock.advance(300)  # a beat is due: its reply is lost, it landed
+        got += [e.payload for e in (ra.read_next_event(), rb.read_next_event()) if e.payload is not None]
+        assert lost["n"] >= 2
+        got += _drain(ra, rb)
+        assert sorted(got) == sorted(written)
+        assert a.online_readers() == ["ra", "rb"]
+        lost["n"] = 0
+        for _ in range(8):  # rb is gone; ra's fence of it loses its reply
+            clock.advance(200)
+            ra.read_next_event()
+        assert a.online_readers() == ["ra"] and lost["n"] >= 1
+    finally:
+        client.update_attributes = real  # type: ignore[method-assign]
+    with pytest.raises(ReaderNotInGroupError):
+        rb.read_next_event()
+    a._check()
+    b._check()
+
+
+def test_a_release_naming_a_segment_twice_is_rejected() -> None:
+    """(Before: accepted, the segment was unassigned twice and could be acquired twice.)"""
+    m = GroupModel.initial("g", "id", _config(), [(_SEG, 0, 5)])
+    assert m.apply(AddReader("r"), 100) and m.apply(Acquire("r", 100, 0), 200)
+    before = m.to_obj()
+    assert not m.apply(Release("r", 100, 0, (_SEG.name, _SEG.name)), 300)
+    assert m.to_obj() == before
     m._check()
 
 

@@ -270,6 +270,31 @@ def test_truncated_data_fails_or_is_skipped() -> None:
     assert len(warnings) == 1 and seg in warnings[0]
 
 
+def test_a_segment_truncated_under_the_first_batch_still_bounds_its_watermark() -> None:
+    """With failOnDataLoss=false the events left after a truncation are read; the watermark of the
+    batch before (the query's first) must not pass them. (Before: the truncated segment was left
+    out of the minimum, so its remaining events came after a watermark above them: late.)"""
+    clock, _, c = make()
+    c.create_stream("s/a", 2)
+    old, new = (s.name for s in c.get_stream("s/a").active_segments)
+    frame = encode_event("k", bytes(10), None)
+    for _ in range(10):
+        clock.advance(1)
+        c.append(old, frame)
+    clock.advance(100)
+    for _ in range(3):
+        clock.advance(1)
+        c.append(new, frame)
+    p = planner(c, failOnDataLoss="false")
+    p._warn = lambda _m: None
+    start = p.initial_offset()
+    c.truncate(old, 4 * len(frame))
+    first = p.next_offset(start, READ_ALL, None)
+    end = p.next_offset(first, READ_ALL, None)
+    times = [c.ingestion_time_at(r.segment, r.begin) for r in p.ranges(first, end)]
+    assert len(times) == 2 and first.watermark < min(times)
+
+
 @given(st.lists(st.integers(0, 1000), max_size=12), st.integers(0, 5000))
 @settings(max_examples=200, deadline=None)
 def test_water_fill_is_fair_and_exact(avail: list[int], budget: int) -> None:

@@ -11,7 +11,7 @@ from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_
 
 from readergroup.events import decode_frames
 from readergroup.transaction import TransactionalEventWriter
-from segmentstore import ManualClock, SegmentStore
+from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from spark_source.errors import SinkError
 from spark_source.sink import CountMessage, SinkState, TransactionMessage
@@ -74,6 +74,76 @@ def test_a_commit_interrupted_by_a_crash_is_finished_by_the_replay(client: Embed
     assert not state.commit(5, replay)
     assert sorted(p for _, p, _ in stream_payloads(client, "out/s")) == [b"x1", b"x2"]
     assert state.last_committed() == 5
+
+
+def _leased() -> tuple[SegmentStore, ManualClock, EmbeddedClient]:
+    clock = ManualClock(1_000)
+    store = SegmentStore(clock=clock, config=StoreConfig(transaction_lease_ms=5_000))
+    c = EmbeddedClient(store)
+    c.create_stream("out/s", 2)
+    return store, clock, c
+
+
+def test_a_recorded_batch_whose_transactions_the_lease_aborted_is_written_by_the_replay() -> None:
+    """The driver recorded batch 5's transactions and died before committing them; the restart came
+    after their lease ran out (the store aborted them). The replay must write batch 5, not skip it.
+
+    (Before: the recorded transactions no longer existed, which passed for "committed before
+    the crash": batch 5 was marked committed and the replay's transactions aborted: lost.)
+    """
+    store, clock, c = _leased()
+    try:
+        state = SinkState(c, "out/s", "q1")
+        state.record(5, [open_txn(c, "out/s", [b"x1"]), open_txn(c, "out/s", [b"x2"])])
+        clock.advance(5_000)
+        store.advance_idle_watermarks()  # the lease runs out: both aborted
+        replay = [open_txn(c, "out/s", [b"x1"]), open_txn(c, "out/s", [b"x2"])]
+        assert state.commit(5, replay)
+        assert sorted(p for _, p, _ in stream_payloads(c, "out/s")) == [b"x1", b"x2"]
+        assert state.last_committed() == 5
+        assert not state.commit(5, [open_txn(c, "out/s", [b"x1"])])  # and only once
+        assert sorted(p for _, p, _ in stream_payloads(c, "out/s")) == [b"x1", b"x2"]
+    finally:
+        store.close()
+
+
+def test_a_recorded_batch_committed_in_part_before_its_lease_ran_out_fails_clearly() -> None:
+    """One of batch 5's transactions was committed before the crash, the other aborted by its lease:
+    neither skipping nor writing the replay is exactly once, so the commit fails naming the batch."""
+    store, clock, c = _leased()
+    try:
+        state = SinkState(c, "out/s", "q1")
+        t1, t2 = open_txn(c, "out/s", [b"x1"]), open_txn(c, "out/s", [b"x2"])
+        state.record(5, [t1, t2])
+        c.commit_transaction(t1.stream, list(t1.segments))
+        clock.advance(5_000)
+        store.advance_idle_watermarks()
+        replay = [open_txn(c, "out/s", [b"x1"]), open_txn(c, "out/s", [b"x2"])]
+        with pytest.raises(SinkError, match="batch 5"):
+            state.commit(5, replay)
+        assert state.last_committed() == -1
+        assert [p for _, p, _ in stream_payloads(c, "out/s")] == [b"x1"]
+    finally:
+        store.close()
+
+
+def test_timestamps_before_1970_round_down_to_their_millisecond() -> None:
+    """A timestamp event time is the millisecond it falls in (floor, as Spark's ``unix_millis``).
+
+    (Before: -0.5 ms became 0, after the instant; -1.5 ms became -1.)
+    """
+    import pyarrow as pa
+
+    from spark_source.sink import _encoded
+
+    us = [-500, -1_000, -1_500, 0, 1_999, None]
+    batch = pa.record_batch(
+        [pa.array(["k"] * len(us)), pa.array([b"p"] * len(us)), pa.array(us, pa.timestamp("us", tz="UTC"))],
+        names=["routing_key", "payload", "event_time"],
+    )
+    (events,) = list(_encoded(iter([batch]), (0, 1, 2)))
+    frames, _ = decode_frames(events.data, 0)
+    assert [f.event_time for f in frames] == [-1, -1, -2, 0, 1, None]
 
 
 def test_a_failed_commit_names_the_stream(client: EmbeddedClient) -> None:
