@@ -188,8 +188,12 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
     )
 
 
-def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
-    """Validate the sink's options (names case-insensitive); raises ``InvalidOptionError``."""
+def parse_sink_options(options: Mapping[str, str], streaming: bool = True) -> SinkOptions:
+    """Validate the sink's options (names case-insensitive); raises ``InvalidOptionError``.
+
+    ``sinkId`` names a streaming query's exactly-once bookkeeping; a batch write
+    (``streaming=False``) commits its transactions at the end of its job and needs none.
+    """
     opts = _normalise(options, _SINK_OPTIONS, "sink")
     endpoint = _endpoint(opts)
     streams, patterns = _stream_spec(_required(opts, "stream"))
@@ -206,7 +210,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     sink_id = _name(opts, "sinkId", "")
     if not sink_id and "checkpointLocation" in opts:
         sink_id = "ckpt-" + hashlib.sha256(opts["checkpointLocation"].encode()).hexdigest()[:16]
-    if guarantee == EXACTLY_ONCE and not sink_id:
+    if guarantee == EXACTLY_ONCE and not sink_id and streaming:
         raise InvalidOptionError(
             "option sinkId is required with deliveryGuarantee=exactly-once (a name unique to the query "
             "and kept across restarts; it defaults to a hash of option checkpointLocation when that is set)"

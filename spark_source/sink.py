@@ -311,7 +311,7 @@ class IngestBatchWriter(DataSourceArrowWriter):
     """Batch sink (``df.write``): exactly-once commits every task's transaction at the end of the job."""
 
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
-        self._options = parse_sink_options(options)
+        self._options = parse_sink_options(options, streaming=False)
         self._cols = _check_input(schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:

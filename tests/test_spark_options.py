@@ -129,6 +129,8 @@ def test_sink_options() -> None:
     assert from_ckpt.sink_id == again.sink_id != other.sink_id
     with pytest.raises(InvalidOptionError, match="sinkId is required"):
         parse_sink_options({**BASE, "deliveryGuarantee": "exactly-once"})
+    batch = parse_sink_options({**BASE, "deliveryGuarantee": "exactly-once"}, streaming=False)
+    assert batch.delivery_guarantee == "exactly-once"  # a batch write commits at its end: no sinkId
     with pytest.raises(InvalidOptionError, match="deliveryGuarantee"):
         parse_sink_options({**BASE, "deliveryGuarantee": "twice"})
     with pytest.raises(InvalidOptionError, match="stream"):
