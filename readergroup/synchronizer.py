@@ -240,6 +240,13 @@ class StateSynchronizer:
                     raise ReaderGroupNotFoundError(
                         f"reader group state {self.segment!r} does not exist (deleted?)"
                     ) from None
+                except BadOffsetError as e:  # the log is shorter than what this replica applied
+                    raise GroupStateCorruptError(
+                        f"group state {self.segment!r} ends at {e.expected}, below offset {self.revision} "
+                        "that this process has already applied: the store lost updates it had acknowledged "
+                        "(a data directory restored from an older copy, or a crash without sync); reopen "
+                        "the group (ReaderGroup.open) to go on from what the store holds"
+                    ) from None
                 except GroupStateCorruptError:
                     self._check_incarnation()
                     raise

@@ -499,3 +499,53 @@ def test_a_busy_reader_learns_of_another_processs_checkpoint_within_a_quarter_le
     clock.advance(300)  # past a quarter of the lease: it beats, and syncs with the log
     assert any(r.read_next_event().is_checkpoint for _ in range(3))
     assert cp.result(timeout=5).name == "cp"
+
+
+def test_a_log_that_lost_updates_a_replica_applied_is_a_clear_error(tmp_path: Any) -> None:
+    """A data directory restored from an older copy under a running group: the replica is ahead of
+    the log. The reader says what happened instead of a raw ``BadOffsetError``, and a reopened
+    group goes on from what the store holds."""
+    import shutil
+
+    from segmentstore import SegmentStore, StoreConfig
+    from segmentstore.client import RemoteClient
+    from segmentstore.net.server import SegmentStoreServer
+
+    clock = ManualClock(1_000_000)
+    config = StoreConfig(advancer_thread=False)
+    data, backup = tmp_path / "data", tmp_path / "backup"
+    store = SegmentStore(clock=clock, config=config, data_dir=data)
+    server = SegmentStoreServer(store)
+    port = server.start()
+    client = RemoteClient(("127.0.0.1", port), timeout_s=20)
+    try:
+        client.create_stream(S, 2)
+        group = ReaderGroup("g", _config(), client, clock)
+        reader = group.create_reader("r")
+        written = _write(client, clock, 20)
+        assert sorted(_drain(reader)) == sorted(written)
+        server.stop()
+        store.close()
+        shutil.copytree(data, backup)  # the copy an operator will restore
+        store = SegmentStore(clock=clock, config=config, data_dir=data)
+        server = SegmentStoreServer(store, port=port)
+        server.start()
+        more = _write(client, clock, 20, "more")
+        assert sorted(_drain(reader)) == sorted(more)  # the group's log grew past the copy
+        server.stop()
+        store.close()
+        shutil.rmtree(data)
+        shutil.copytree(backup, data)  # restored: the log is shorter than the replica
+        store = SegmentStore(clock=clock, config=config, data_dir=data)
+        server = SegmentStoreServer(store, port=port)
+        server.start()
+        with pytest.raises(GroupStateCorruptError, match="lost updates it had acknowledged"):
+            for _ in range(5):
+                group.refresh()
+                _drain(reader)
+        again = ReaderGroup.open("g", client, clock)
+        assert again.state.readers() == ["r"]  # the state as the restored store holds it
+    finally:
+        client.close()
+        server.stop()
+        store.close()
