@@ -42,6 +42,7 @@ from segmentstore.client import SegmentStoreClient
 from .checkpoint import Checkpoint, ReaderPosition
 from .config import ReaderGroupConfig
 from .errors import (
+    GroupStateError,
     InvalidPositionError,
     InvalidReaderGroupConfigError,
     ReaderGroupExistsError,
@@ -317,13 +318,21 @@ class ReaderGroupManager:
         return self.get_reader_group(group).create_reader(reader_id)
 
     def delete_reader_group(self, name: str) -> None:
-        """Delete the group from the store; its readers fail on their next read (elsewhere: next sync)."""
-        group = self.get_reader_group(name)
+        """Delete the group from the store; its readers fail on their next read (elsewhere: next sync).
+
+        Also a group whose state log cannot be read any more (``GroupStateError``: a corrupt
+        batch, updates the store lost): its log goes without the offline declarations.
+        """
+        try:
+            group: ReaderGroup | None = self.get_reader_group(name)
+        except GroupStateError:
+            group = None
         with self._lock:
             self._groups.pop(name, None)
-        for rid in group.online_readers():
-            with contextlib.suppress(ReaderNotInGroupError):
-                group.reader_offline(rid)
+        if group is not None:
+            for rid in group.online_readers():
+                with contextlib.suppress(ReaderNotInGroupError, GroupStateError):
+                    group.reader_offline(rid)
         with contextlib.suppress(SegmentNotFoundError):
             self.client.delete(state_segment(name))
         with contextlib.suppress(SegmentStoreError):

@@ -241,6 +241,7 @@ class StateSynchronizer:
                         f"reader group state {self.segment!r} does not exist (deleted?)"
                     ) from None
                 except BadOffsetError as e:  # the log is shorter than what this replica applied
+                    self._check_incarnation()  # another group of the same name: deleted, made again
                     raise GroupStateCorruptError(
                         f"group state {self.segment!r} ends at {e.expected}, below offset {self.revision} "
                         "that this process has already applied: the store lost updates it had acknowledged "

@@ -1,4 +1,4 @@
-"""``ingestwm group list|describe|offline`` against a served store (issue 16)."""
+"""``ingestwm group list|describe|offline|delete`` against a served store (issue 16)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 from bench.cli import main
 from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.errors import ReaderGroupNotFoundError
 from readergroup.group import ReaderGroup
+from readergroup.state import state_segment
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient
@@ -38,9 +40,10 @@ def served(store: SegmentStore, clock: ManualClock) -> Iterator[tuple[str, Reade
         yield f"127.0.0.1:{srv.port}", group
 
 
-@pytest.mark.parametrize(
-    "args", [["group", "--help"], *(["group", c, "--help"] for c in ("list", "describe", "offline"))]
-)
+_COMMANDS = ("list", "describe", "offline", "delete")
+
+
+@pytest.mark.parametrize("args", [["group", "--help"], *(["group", c, "--help"] for c in _COMMANDS)])
 def test_help(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(args) == 0
     assert "Usage:" in capsys.readouterr().out
@@ -75,3 +78,24 @@ def test_list_describe_and_offline(
     assert main(["group", "describe", "nope", "--endpoint", endpoint]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not online" in err[0] and "does not exist" in err[1]
+
+
+def test_a_group_with_a_corrupt_log_can_be_deleted_and_made_again(
+    served: tuple[str, ReaderGroup], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A garbage append makes the log unreadable for good: the operator's way out is ``delete``."""
+    endpoint, group = served
+    group.client.append(state_segment("g1"), b"\x00garbage that is no batch")
+    assert main(["group", "describe", "g1", "--endpoint", endpoint]) == 1
+    assert "_system/_rg/g1" in capsys.readouterr().err  # the error names the log
+    assert main(["group", "delete", "g1", "--endpoint", endpoint]) == 0
+    assert "deleted" in capsys.readouterr().out
+    assert main(["group", "list", "--endpoint", endpoint]) == 0
+    assert capsys.readouterr().out.split() == []
+    cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=0)
+    again = ReaderGroup("g1", cfg, group.client, ManualClock(2_000_000))
+    reader = again.create_reader("a")
+    reads = [reader.read_next_event() for _ in range(5)]
+    assert any(r.is_event for r in reads)  # a fresh group reads from the head
+    with pytest.raises(ReaderGroupNotFoundError):
+        group.refresh()  # the old replica learns its group is gone

@@ -201,3 +201,20 @@ def offline_cmd(name: str, reader: str, endpoint: str, token: str | None) -> Non
     except _errors() as e:
         raise click.ClickException(str(e)) from None
     click.echo(f"reader {reader} of group {name} is offline")
+
+
+@group.command("delete")
+@click.argument("name")
+@_ENDPOINT
+@_TOKEN
+def delete_cmd(name: str, endpoint: str, token: str | None) -> None:
+    """Delete group NAME (also one whose state log is corrupt): its readers stop at their next sync."""
+    from readergroup.group import ReaderGroupManager
+    from segmentstore import WallClock
+
+    try:
+        with _client(endpoint, token) as c:
+            ReaderGroupManager(c, WallClock()).delete_reader_group(name)
+    except _errors() as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(f"reader group {name} is deleted")
