@@ -18,8 +18,11 @@ from typing import Any
 
 import msgpack
 import pytest
+from faults import CuttingProxy
 
 from segmentstore import (
+    AttributeUpdate,
+    AttributeUpdateType,
     InvalidArgumentError,
     ReadTimeoutError,
     SegmentStore,
@@ -513,3 +516,43 @@ def test_kill_9_and_restart_loses_nothing_acknowledged(tmp_path: Path) -> None:
                 assert data[r.offset : r.offset + _REC] == _rec(1, i)
     server.send_signal(signal.SIGTERM)
     assert server.wait(30) == 0
+
+
+@pytest.mark.parametrize(
+    ("update", "sent_again"),
+    [
+        (AttributeUpdate(7, 5), True),  # a plain replacement gives the same state twice
+        (AttributeUpdate(7, 5, AttributeUpdateType.ACCUMULATE), False),  # would add twice
+        (AttributeUpdate(7, 5, AttributeUpdateType.REPLACE_IF_GREATER), False),  # would be refused twice
+    ],
+    ids=["replace", "accumulate", "replace-if-greater"],
+)
+def test_attribute_replacements_are_sent_again_after_a_lost_reply_others_are_not(
+    store: SegmentStore, update: AttributeUpdate, sent_again: bool
+) -> None:
+    """The reply is lost after the store applied the update (the connection is cut right then)."""
+    store.create_segment("s")
+    applied = []
+    original = store.update_attributes
+
+    def update_then_cut(name: str, updates: Any) -> int:
+        ts = original(name, updates)
+        applied.append(ts)
+        if len(applied) == 1:
+            proxy.cut()  # the first reply never reaches the client
+        return ts
+
+    with SegmentStoreServer(store) as srv:
+        proxy = CuttingProxy(srv.port)
+        store.update_attributes = update_then_cut  # type: ignore[method-assign]
+        try:
+            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=10) as c:
+                if sent_again:
+                    c.update_attributes("s", [update])
+                    assert len(applied) == 2 and store.get_attributes("s", [7]) == {7: 5}
+                else:
+                    with pytest.raises(ConnectionLostError):
+                        c.update_attributes("s", [update])
+                    assert len(applied) == 1 and store.get_attributes("s", [7]) == {7: 5}  # applied once
+        finally:
+            proxy.close()

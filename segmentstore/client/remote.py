@@ -29,7 +29,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import numpy as np
 
-from ..attributes import AttributeUpdate, as_updates, check_attribute_keys
+from ..attributes import AttributeUpdate, AttributeUpdateType, as_updates, check_attribute_keys
 from ..clock import monotonic_s
 from ..errors import (
     AppendTooLargeError,
@@ -167,10 +167,19 @@ class RemoteClient(SegmentStoreClient):
 
     # ------------------------------------------------------------------ plumbing
     def _invoke(
-        self, command: str, args: dict[str, Any], extra_s: float = 0.0, copy_payload: bool = False
+        self,
+        command: str,
+        args: dict[str, Any],
+        extra_s: float = 0.0,
+        copy_payload: bool = False,
+        idempotent: bool | None = None,
     ) -> tuple[Any, bytes]:
+        """Send ``command``; after a lost connection send it again as the error's retry policy says,
+        ``idempotent`` being the command's (or this call's, when given)."""
         self._after_fork()
         cmd = COMMANDS[command]
+        if idempotent is None:
+            idempotent = cmd.idempotent
         try:
             hargs, payload = encode_args(cmd, args)
             packed = pack(hargs)
@@ -185,7 +194,7 @@ class RemoteClient(SegmentStoreClient):
                 conn = self._pool.get()
                 return conn.call(command, packed, payload, deadline, copy_payload)
             except SegmentStoreError as e:  # the error class says whether to send it again
-                if not retriable(e, cmd.idempotent) or self._closed or monotonic_s() + delay >= deadline:
+                if not retriable(e, idempotent) or self._closed or monotonic_s() + delay >= deadline:
                     raise
             time.sleep(delay)
             delay = min(2 * delay, 0.5)
@@ -378,7 +387,12 @@ class RemoteClient(SegmentStoreClient):
 
     # ------------------------------------------------------------------ attributes
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
-        return self._call(SegmentClient.update_attributes, name=name, updates=list(as_updates(name, updates)))
+        """Plain replacements leave the same values however often they apply, so a call of only
+        those is sent again after a lost reply; conditional or accumulating ones are not."""
+        ups = list(as_updates(name, updates))
+        again = all(u.update_type is AttributeUpdateType.REPLACE for u in ups)
+        result = self._invoke("update_attributes", {"name": name, "updates": ups}, idempotent=again)[0]
+        return cast(int, result)
 
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
         keys = None if keys is None else list(check_attribute_keys(name, keys))
