@@ -556,3 +556,22 @@ def test_attribute_replacements_are_sent_again_after_a_lost_reply_others_are_not
                     assert len(applied) == 1 and store.get_attributes("s", [7]) == {7: 5}  # applied once
         finally:
             proxy.close()
+
+
+def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: SegmentStore) -> None:
+    """Threads sharing a client put one writer's appends and plain ones into one frame; with the
+    writer's first event stored already (a resend), every item still gets a single append's result
+    (the server failed the whole connection on this mix)."""
+    from segmentstore.client import EmbeddedClient
+    from segmentstore.net.handlers import _apply_appends
+
+    store.create_segment("s")
+    store.append("s", b"w1", writer_id=5, event_number=1)
+    items = [b"w1", b"w2", b"p1", b"p2"]
+    payload = memoryview(b"".join(items))
+    wids, evs = [5, 5, None, None], [1, 2, None, None]
+    out = _apply_appends(EmbeddedClient(store), 1 << 20, "s", payload, [2, 2, 2, 2], None, wids, evs)
+    assert store.read("s", 0, 100).data == b"w1w2p1p2"  # the resent w1 once, the rest in order
+    entries = [e for e in out if len(e) == 4]
+    assert entries[0][3] is True  # w1: acknowledged as a duplicate
+    assert sum(e[2] if len(e) == 3 else 1 for e in out) == 4  # a result for every item

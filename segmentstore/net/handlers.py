@@ -188,14 +188,21 @@ def _apply_appends(
             out.append([r.offset, r.timestamp, j - i])  # a run: the items back to back
 
     def first_new(i: int, w: Any) -> int:
-        """Skip (as single, duplicate) items from ``i`` whose event number the writer stored already."""
+        """Skip (as single, duplicate) items from ``i`` whose event number the writer stored already.
+
+        Only the items from ``i`` of writer ``w`` with strictly increasing event numbers are
+        searched: a frame may hold other writers' items (or none's) after them.
+        """
         try:
             last = client.get_attributes(name, [w]).get(w)
         except Exception:
             return i
-        if last is None or evs is None:
+        if last is None or evs is None or wids is None:
             return i
-        k = bisect.bisect_right(evs, last, i)
+        hi = i + 1
+        while hi < n and wids[hi] == w and type(evs[hi]) is int and evs[hi] > evs[hi - 1]:
+            hi += 1
+        k = bisect.bisect_right(evs, last, i, hi)
         for d in range(i, k):
             single(d)
         return k
