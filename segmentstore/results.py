@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["SegmentInfo", "AppendResult", "SegmentRead", "MergeResult"]
+__all__ = ["SegmentInfo", "AppendResult", "SegmentRead", "MergeResult", "RecordScan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +70,17 @@ class SegmentRead:
     @property
     def end_offset(self) -> int:
         return self.offset + len(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordScan:
+    """What ``scan_records`` found: ``records`` whole length-prefixed records in ``[offset, end)``.
+
+    ``end`` is a record boundary (``offset`` if there are none); a scan that found as
+    many records as asked for, or none, is complete; one that found fewer may have
+    stopped at its per-call bound: go on from ``end``.
+    """
+
+    offset: int
+    end: int
+    records: int

@@ -18,7 +18,7 @@ from .core.container import SegmentContainer
 from .core.eviction import EvictionStats, Evictor, MemoryColdStore
 from .errors import InvalidArgumentError
 from .future_read import FutureRead
-from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
+from .results import AppendResult, MergeResult, RecordScan, SegmentInfo, SegmentRead
 from .wait_any import ReadyFuture, WaitRequest
 
 if TYPE_CHECKING:
@@ -150,6 +150,12 @@ class SegmentStore:
     def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
         """Read without waiting; the result carries ``watermark_at(offset + len(data))``."""
         return self._reads.read(name, offset, max_length)
+
+    def scan_records(
+        self, name: str, offset: int, max_length: int, max_records: int | None = None
+    ) -> RecordScan:
+        """Where the whole length-prefixed records from ``offset`` end (``core.records``). O(bytes)."""
+        return self._reads.scan_records(name, offset, max_length, max_records)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None

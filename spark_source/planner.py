@@ -8,7 +8,8 @@ complete (Pravega's order, so per-routing-key order holds across scaling), and t
 it is *done*. Streams matching a pattern join at their head when they appear.
 Admission control (``maxEventsPerTrigger``, ``maxBytesPerTrigger``) shares the budget
 evenly among segments with data, ends at frame boundaries, and always admits at least
-one frame; finding the boundaries reads about the admitted bytes (``_admit``). A
+one frame; the store finds the boundaries where the bytes are (``scan_records``: event
+frames are length-prefixed records), so planning moves no event bytes (``_admit``). A
 ``target`` bounds a run (``availableNow``, batch reads): segments of the target cut
 never pass it and never hand over to successors, no stream joins, and the watermark
 never passes the target's.
@@ -26,7 +27,7 @@ late in event time if their event time is at or below the event-time watermark.
 
 Costs per micro-batch: one ``get_info`` and one ``watermark_at`` per frontier segment,
 one ``get_successors`` per newly complete segment (cached), one ``list_streams`` with
-a pattern; with a limit, reads of up to the admitted bytes per segment.
+a pattern; with a limit, a ``scan_records`` per segment and round (one per 16 MiB).
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ import fnmatch
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from readergroup.event_time import ProducerWatermarks
 from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
@@ -49,9 +48,7 @@ from segmentstore.stream_metadata import StreamSegment
 from .errors import DataLossError, InvalidOptionError
 from .offsets import SourceOffset, StreamOffset
 from .options import EVENT, Position, SourceOptions
-from .reading import frame_ends
-
-_NONE = np.empty(0, np.int64)
+from .reading import frame_ends, frame_span
 
 __all__ = ["Limit", "SegmentRange", "Planner", "READ_ALL", "water_fill", "NO_WATERMARK"]
 
@@ -292,8 +289,10 @@ class Planner:
         ``maxBytesPerTrigger`` is shared by ``water_fill`` over the bytes available;
         ``maxEventsPerTrigger`` in rounds: each segment still open scans for its even
         share of the events left (the first ones take what division leaves over), and
-        a segment that has fewer closes. So the scans read about the admitted frames,
-        not ``maxEventsPerTrigger`` frames of every segment.
+        a segment that has fewer closes. So the store walks about the admitted frames,
+        not ``maxEventsPerTrigger`` frames of every segment. A segment with bytes but no
+        whole frame before its cap (which is at a frame boundary) is read and validated
+        here, so that malformed data fails the query rather than stalling it.
         """
         keys = sorted(caps)
         if limit.unlimited:
@@ -304,25 +303,33 @@ class Planner:
         if limit.max_bytes is not None:
             avail = water_fill(avail, limit.max_bytes)
         if limit.max_events is None:
-            found = [
-                frame_ends(self._client, seg, ends[stream][seg], a) if a > 0 else _NONE
+            spans = [
+                frame_span(self._client, seg, ends[stream][seg], a) if a > 0 else (0, 0)
                 for (stream, seg), a in zip(keys, avail, strict=True)
             ]
-            new_ends = [int(f[-1]) if len(f) else None for f in found]
+            new_ends = [end if n else None for end, n in spans]
         else:
-            new_ends = self._share_events(keys, ends, avail, limit.max_events)
+            new_ends = self._share_events(keys, ends, avail, limit.max_events, limit.max_bytes is None)
         if keys and all(e is None for e in new_ends):  # always progress: one frame of the first segment
             stream, seg = keys[0]
             one = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
-            new_ends[0] = int(one[-1]) if len(one) else None
+            new_ends[0] = int(one[-1]) if len(one) else None  # (validated: malformed bytes raise)
         for (stream, seg), e in zip(keys, new_ends, strict=True):
             if e is not None:
                 ends[stream][seg] = e
 
     def _share_events(
-        self, keys: list[tuple[str, str]], ends: dict[str, dict[str, int]], avail: list[int], budget: int
+        self,
+        keys: list[tuple[str, str]],
+        ends: dict[str, dict[str, int]],
+        avail: list[int],
+        budget: int,
+        at_frames: bool,
     ) -> list[int | None]:
-        """Each segment's new end for ``budget`` events over ``avail`` bytes each, shared evenly (or None)."""
+        """Each segment's new end for ``budget`` events over ``avail`` bytes each, shared evenly (or None).
+
+        ``at_frames``: each ``avail`` ends at a frame boundary (no byte limit cut it).
+        """
         pos = [ends[stream][seg] for stream, seg in keys]
         stop = [p + a for p, a in zip(pos, avail, strict=True)]
         moved: list[int | None] = [None] * len(keys)
@@ -333,11 +340,13 @@ class Planner:
                 if share == 0:
                     still.append(i)
                     continue
-                got = frame_ends(self._client, keys[i][1], pos[i], stop[i] - pos[i], share)
-                if len(got):
-                    pos[i] = moved[i] = int(got[-1])
-                    budget -= len(got)
-                if len(got) == share:
+                end, n = frame_span(self._client, keys[i][1], pos[i], stop[i] - pos[i], share)
+                if n:
+                    pos[i] = moved[i] = end
+                    budget -= n
+                elif at_frames and pos[i] < stop[i]:  # bytes up to a frame boundary, yet no frame:
+                    frame_ends(self._client, keys[i][1], pos[i], stop[i] - pos[i], 1)  # raises if malformed
+                if n == share:
                     still.append(i)  # may have more
             open_ = still
         return moved

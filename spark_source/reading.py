@@ -55,6 +55,7 @@ __all__ = [
     "ingestion_times",
     "watermark_batch",
     "frame_ends",
+    "frame_span",
     "connect",
 ]
 
@@ -286,6 +287,32 @@ def watermark_batch(meta: BatchMeta) -> pa.RecordBatch:
     arrays[COLUMNS.index("event_time_watermark")] = pa.array([meta.event_time_watermark_us], _TS)
     arrays[COLUMNS.index("kind")] = pa.array([KIND_WATERMARK_NAME], pa.string())
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def frame_span(
+    client: SegmentStoreClient,
+    segment: str,
+    begin: int,
+    max_bytes: int,
+    max_frames: int | None = None,
+) -> tuple[int, int]:
+    """``(end, frames)``: the whole frames in ``[begin, begin + max_bytes)``, at most ``max_frames``.
+
+    ``begin`` must be a frame boundary. Frames are length-prefixed records, so the store
+    walks their headers where the bytes are (``scan_records``) and no event byte
+    travels: one call per 16 MiB. Nothing is validated (``frame_ends`` does that).
+    """
+    pos = begin
+    found = 0
+    limit = begin + max_bytes
+    while max_frames is None or found < max_frames:
+        want = None if max_frames is None else max_frames - found
+        scan = client.scan_records(segment, pos, limit - pos, want)
+        if scan.records == 0:
+            break
+        found += scan.records
+        pos = scan.end
+    return pos, found
 
 
 def frame_ends(

@@ -119,6 +119,7 @@ CASES: list[tuple[str, _Call, str, tuple[str, ...]]] = [
     ("watermark-unknown", lambda s, n: s.watermark_at(MISSING, 0), MISSING, ()),
     ("ingestion-unknown", lambda s, n: s.ingestion_time_at(MISSING, 0), MISSING, ()),
     ("watermarks-unknown", lambda s, n: s.watermarks_at(MISSING, np.arange(1)), MISSING, ()),
+    ("scan-unknown", lambda s, n: s.scan_records(MISSING, 0, 10), MISSING, ()),
     ("txn-of-unknown", lambda s, n: s.create_transaction(MISSING), MISSING, ()),
     ("merge-unknown", lambda s, n: s.merge_transaction(MISSING), MISSING, ()),
     ("info-unhashable-name", lambda s, n: s.get_info(["x"]), "['x']", ()),
@@ -209,6 +210,13 @@ CASES: list[tuple[str, _Call, str, tuple[str, ...]]] = [
     ("watermark-truncated", lambda s, n: s.watermark_at(TRUNC, 4), TRUNC, ("4", "5")),
     ("ingestion-truncated", lambda s, n: s.ingestion_time_at(TRUNC, 1), TRUNC, ("1", "5")),
     ("watermarks-truncated", lambda s, n: s.watermarks_at(TRUNC, np.array([6, 3])), TRUNC, ("3", "5")),
+    ("scan-truncated", lambda s, n: s.scan_records(TRUNC, 2, 10), TRUNC, ("2", "5")),
+    ("scan-beyond", lambda s, n: s.scan_records(MAIN, MAIN_LEN + 1, 10), MAIN, (str(MAIN_LEN + 1),)),
+    ("scan-negative-offset", lambda s, n: s.scan_records(MAIN, -3, 10), MAIN, ("-3",)),
+    ("scan-float-length", lambda s, n: s.scan_records(MAIN, 0, 2.5), MAIN, ("2.5",)),
+    ("scan-negative-length", lambda s, n: s.scan_records(MAIN, 0, -4), MAIN, ("-4",)),
+    ("scan-negative-records", lambda s, n: s.scan_records(MAIN, 0, 9, -1), MAIN, ("max_records", "-1")),
+    ("scan-float-records", lambda s, n: s.scan_records(MAIN, 0, 9, 1.0), MAIN, ("max_records", "1.0")),
     # attribute updates
     (
         "attr-creation-time",

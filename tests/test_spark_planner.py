@@ -15,11 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from readergroup.errors import FrameFormatError
 from readergroup.events import encode_event
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient
 from segmentstore.errors import ConnectionLostError, ReadTimeoutError, StoreClosedError
+from segmentstore.results import SegmentRead
 from spark_source.errors import DataLossError
 from spark_source.offsets import SourceOffset
 from spark_source.options import parse_source_options
@@ -436,4 +438,53 @@ def test_a_transient_store_error_after_a_scale_never_drops_events(error: type[Ex
         start = end
     assert failures == 1
     assert Counter(got) == Counter(written), "events after the scale were dropped"
+    store.close()
+
+
+class _CountingReads(EmbeddedClient):
+    """An embedded client that counts the bytes its ``read`` returns."""
+
+    bytes_read = 0
+
+    def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
+        r = super().read(name, offset, max_length, wait_ms)
+        self.bytes_read += len(r.data)
+        return r
+
+
+@pytest.mark.parametrize("limit", [Limit(max_events=300), Limit(max_bytes=5_000), Limit(300, 5_000)])
+def test_planning_with_a_limit_moves_no_event_bytes(limit: Limit) -> None:
+    """The store finds the frame boundaries (``scan_records``): the planner reads no event, only cuts."""
+    clock, store, _ = make()
+    c = _CountingReads(store)
+    c.create_stream("s/a", 3)
+    write(clock, c, "s/a", [f"k{i % 11}" for i in range(2_000)])
+    c.bytes_read = 0
+    p = planner(c)
+    start = p.initial_offset()
+    start = p.next_offset(start, limit, None)  # the first batch only carries the watermark
+    end = p.next_offset(start, limit, None)
+    assert c.bytes_read == 0
+    events = sum(len(b) for b in drain(p, c, start, limit)[1])
+    assert events == 2_000
+    ranges = p.ranges(start, end)
+    rows = sum(
+        b.num_rows
+        for r in ranges
+        for b in read_range(c, r.stream, r.segment, r.begin, r.end, BatchMeta(end.watermark, 0))
+    )
+    assert 0 < rows <= (limit.max_events or rows)
+    store.close()
+
+
+def test_malformed_bytes_fail_the_planning_not_stall_it() -> None:
+    """A segment whose bytes are not frames fails ``maxEventsPerTrigger`` planning with FrameFormatError."""
+    _, store, c = make()
+    c.create_stream("s/a", 1)
+    seg = c.get_stream("s/a").active_segments[0].name
+    c.append(seg, b"\xff\x00\x00\x00\x09" + b"x" * 20)  # 255 bytes announced, 21 there, kind 9
+    p = planner(c)
+    start = p.next_offset(p.initial_offset(), Limit(max_events=10), None)
+    with pytest.raises(FrameFormatError, match="offset 0: unknown kind 9"):
+        p.next_offset(start, Limit(max_events=10), None)
     store.close()

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
-from ..results import AppendResult, SegmentInfo, SegmentRead
+from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms
@@ -84,6 +84,11 @@ class EmbeddedClient(SegmentStoreClient):
         check_wait_ms("wait_any", wait_ms)
         fut = self.store.wait_any(requests)
         return fut.wait(wait_ms / 1000.0) if wait_ms else fut.wait(0)
+
+    def scan_records(
+        self, name: str, offset: int, max_length: int, max_records: int | None = None
+    ) -> RecordScan:
+        return self.store.scan_records(name, offset, max_length, max_records)
 
     def watermark_at(self, name: str, offset: int) -> int:
         return self.store.watermark_at(name, offset)

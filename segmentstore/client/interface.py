@@ -21,7 +21,7 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..errors import SegmentStoreError
-from ..results import AppendResult, SegmentInfo, SegmentRead
+from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 
 __all__ = [
@@ -138,6 +138,18 @@ class SegmentClient(Protocol):
     @idempotent
     def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
         """Read at ``offset``; at the tail wait up to ``wait_ms`` for data or a watermark increase."""
+        ...
+
+    @idempotent
+    def scan_records(
+        self, name: str, offset: int, max_length: int, max_records: int | None = None
+    ) -> RecordScan:
+        """Where the whole length-prefixed records from ``offset`` end, counted where the bytes are.
+
+        Records are a u32 little-endian length and that many bytes; ``offset`` must be a
+        record boundary. At most ``max_records`` records ending within ``max_length``
+        bytes; one call may stop early (``RecordScan``): go on from its ``end``.
+        """
         ...
 
     @idempotent

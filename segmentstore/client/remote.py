@@ -42,7 +42,7 @@ from ..errors import (
 )
 from ..net.commands import COMMANDS, decode_read, encode_args
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
-from ..results import AppendResult, SegmentInfo, SegmentRead
+from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import AppendPipeline, Chunk
@@ -431,6 +431,17 @@ class RemoteClient(SegmentStoreClient):
         except SegmentStoreError:
             return  # the read itself will try (and report)
         self._ahead.put((name, offset, max_length), fetch)
+
+    def scan_records(
+        self, name: str, offset: int, max_length: int, max_records: int | None = None
+    ) -> RecordScan:
+        return self._call(
+            SegmentClient.scan_records,
+            name=name,
+            offset=offset,
+            max_length=max_length,
+            max_records=max_records,
+        )
 
     def watermark_at(self, name: str, offset: int) -> int:
         return self._call(SegmentClient.watermark_at, name=name, offset=offset)

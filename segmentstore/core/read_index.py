@@ -20,9 +20,11 @@ import numpy as np
 from ..clock import Clock
 from ..errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
 from ..future_read import FutureRead
-from ..results import SegmentRead
+from ..limits import INT64_MAX
+from ..results import RecordScan, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
+from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, walk_records
 from .segment import Segment
 from .validation import check_offset, quote
 
@@ -152,6 +154,45 @@ class ReadIndex:
             self._check_position(seg, offset, "read offset")
             self._check_length(seg, max_length)
             return read_locked(seg, offset, max_length)
+
+    def scan_records(
+        self, name: str, offset: int, max_length: int, max_records: int | None = None
+    ) -> RecordScan:
+        """Where the whole length-prefixed records from ``offset`` end, within ``max_length`` bytes.
+
+        ``offset`` must be a record boundary; at most ``max_records`` records (None: no
+        limit) that end at or before ``offset + max_length`` and the segment's length
+        are counted. One call examines at most ``SCAN_MAX_BYTES`` (``records``). O(bytes).
+        """
+        if max_records is not None and (type(max_records) is not int or max_records < 0):
+            raise InvalidArgumentError(
+                f"segment {quote(name)}: max_records must be an int >= 0 or None, got {max_records!r}"
+            )
+        with self._lock:
+            seg = self._table.segment(name)
+            self._check_position(seg, offset, "scan offset")
+            self._check_length(seg, max_length)
+        want = INT64_MAX if max_records is None else max_records
+        limit = offset + max_length
+        pos = offset
+        count = 0
+        while count < want and pos - offset < SCAN_MAX_BYTES:
+            with self._lock:  # per chunk: appends go on meanwhile (the bytes below the length never change)
+                seg = self._table.segment(name)
+                self._check_position(seg, pos, "scan offset")  # truncated meanwhile: raises
+                stop = min(limit, seg.length)
+                if stop - pos < RECORD_PREFIX_BYTES:
+                    break
+                chunk = seg.data.read(pos, min(SCAN_CHUNK_BYTES, stop - pos))
+            n, used = walk_records(chunk, want - count)
+            if n == 0:  # one record longer than the chunk: its prefix says whether it fits
+                used = RECORD_PREFIX_BYTES + int.from_bytes(chunk[:RECORD_PREFIX_BYTES], "little")
+                if pos + used > stop:
+                    break
+                n = 1
+            count += n
+            pos += used
+        return RecordScan(offset, pos, count)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None

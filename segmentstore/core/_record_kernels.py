@@ -1,0 +1,27 @@
+"""Numba kernel of ``records``: the walk over length-prefixed records; imported lazily on first big scan."""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["walk_records"]
+
+
+@numba.njit(cache=True, nogil=True)
+def walk_records(buf: npt.NDArray[np.uint8], max_records: int) -> tuple[int, int]:
+    """(records, bytes) of the whole records at the start of ``buf``, at most ``max_records``. O(records)."""
+    n = buf.shape[0]
+    pos = 0
+    count = 0
+    while count < max_records and pos + 4 <= n:
+        length = (
+            int(buf[pos]) | (int(buf[pos + 1]) << 8) | (int(buf[pos + 2]) << 16) | (int(buf[pos + 3]) << 24)
+        )
+        end = pos + 4 + length
+        if end > n:
+            break
+        pos = end
+        count += 1
+    return count, pos

@@ -1,0 +1,65 @@
+"""Length-prefixed records: finding their boundaries inside the store, without sending the bytes.
+
+A *record* is a u32 little-endian length ``L`` followed by ``L`` bytes (the store needs
+nothing else of it; ``readergroup``'s event frames are such records). A client that
+must cut a segment range at record boundaries (the Spark source's planner admitting
+``maxEventsPerTrigger`` events) would otherwise read every byte of the range only to
+walk the length prefixes; ``scan_records`` walks them where the bytes are and answers
+with where the records end and how many there are: two integers instead of the range.
+
+The store does not know whether a segment holds records: a scan of other bytes walks
+whatever lengths it finds, and whoever reads the range validates it.
+
+Costs: O(bytes examined) copying (chunks of ``SCAN_CHUNK_BYTES``, the container's lock
+held per chunk only) plus a few ns per record (a numba kernel, loaded on first use,
+for chunks of at least ``_NUMBA_MIN_BYTES``; plain Python below). One call examines at
+most ``SCAN_MAX_BYTES`` (plus one record if a record is larger), so that a server
+thread is never held long; the caller goes on from ``RecordScan.end``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RECORD_PREFIX_BYTES", "SCAN_CHUNK_BYTES", "SCAN_MAX_BYTES", "walk_records"]
+
+RECORD_PREFIX_BYTES = 4
+"""The length prefix: u32 little-endian, the number of bytes after it."""
+SCAN_CHUNK_BYTES = 1 << 20
+"""Bytes copied out of a segment per step (the lock is held for one step)."""
+SCAN_MAX_BYTES = 16 << 20
+"""Bytes one ``scan_records`` call examines at most (it always completes a record that fits)."""
+_NUMBA_MIN_BYTES = 1 << 15
+_U32 = struct.Struct("<I")
+
+_kernel: Callable[[Any, int], tuple[int, int]] | None = None
+
+
+def _walk_py(buf: bytes, max_records: int) -> tuple[int, int]:
+    n = len(buf)
+    pos = count = 0
+    unpack = _U32.unpack_from
+    while count < max_records and pos + 4 <= n:
+        end = pos + 4 + unpack(buf, pos)[0]
+        if end > n:
+            break
+        pos = end
+        count += 1
+    return count, pos
+
+
+def walk_records(buf: bytes, max_records: int) -> tuple[int, int]:
+    """``(records, bytes)``: the whole records at the start of ``buf``, at most ``max_records``."""
+    global _kernel
+    if len(buf) < _NUMBA_MIN_BYTES:
+        return _walk_py(buf, max_records)
+    if _kernel is None:
+        from ._record_kernels import walk_records as kernel
+
+        _kernel = kernel
+    count, used = _kernel(np.frombuffer(buf, np.uint8), max_records)
+    return int(count), int(used)
