@@ -50,6 +50,7 @@ def dump(s: SegmentStore) -> dict[str, Any]:
             s.read(name, start, length - start).data,
             [s.watermark_at(name, p) for p in range(start, length + 1)],
             s.watermarks_at(name, np.arange(start, length + 1)).tolist(),  # the batch kernels agree
+            s.scan_records(name, start, length - start),  # walks file-backed data like memory
         )
     return out
 

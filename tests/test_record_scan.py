@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import struct
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 
 import segmentstore.core.read_index as read_index
 from readergroup.events import encode_event
-from segmentstore import SegmentStore, TickingClock
+from segmentstore import ManualClock, SegmentStore, StoreConfig, TickingClock
 from segmentstore.client import SegmentStoreClient
 from segmentstore.core.records import _walk_py, walk_records
 from segmentstore.errors import BadOffsetError, InvalidArgumentError, SegmentTruncatedError
@@ -215,3 +216,34 @@ def test_a_store_without_records_is_walked_but_not_judged() -> None:
     assert store.scan_records("raw", 0, 14) == RecordScan(0, 0, 0)
     store._check()
     store.close()
+
+
+def test_scans_read_file_backed_and_evicted_segments(tmp_path: Path) -> None:
+    """A durable store, small cache, the segment evicted: the same answers from disk, and after a restart."""
+    clock = ManualClock(1_000_000)
+    cfg = StoreConfig(
+        max_watermark_lag_ms=1_000,
+        polling_period_ms=100,
+        eviction_age_ms=500,
+        cache_bytes=4096,
+        advancer_thread=False,
+    )
+    sizes = [(i * 37) % 700 for i in range(400)]
+    data = b"".join(record(n, i) for i, n in enumerate(sizes))
+    ends = boundaries(sizes)
+    with SegmentStore(clock, cfg, data_dir=tmp_path / "d") as s:
+        s.create_segment("cold")
+        for k in range(0, len(data), 5_000):
+            clock.advance(1)
+            s.append("cold", data[k : k + 5_000])
+        for _ in range(20):
+            clock.advance(100)
+            s.advance_idle_watermarks()
+        assert s.eviction_stats.cold == 1
+        assert s.scan_records("cold", ends[3], ends[-1]) == RecordScan(ends[3], ends[-1], len(sizes) - 3)
+        end, n = expected(ends, 10, 10_000, 50)
+        assert 0 < n < 50 and s.scan_records("cold", ends[10], 10_000, 50) == RecordScan(ends[10], end, n)
+        assert s.scan_records("cold", ends[10], 10**6, 50) == RecordScan(ends[10], ends[60], 50)
+    with SegmentStore(clock, cfg, data_dir=tmp_path / "d") as s:
+        assert s.scan_records("cold", 0, ends[-1] - 1) == RecordScan(0, ends[-2], len(sizes) - 1)
+        s._check()

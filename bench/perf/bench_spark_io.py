@@ -34,7 +34,7 @@ from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .bench_spark import PARTITIONS, ceiling_batches, preload
+from .bench_spark import PARTITIONS, ceiling_batches, check_ceiling, preload
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "SLOW"]
@@ -45,17 +45,21 @@ _BOUNDED_RUNS = 3
 _SINK_ROUNDS = 2
 
 
-def _ceiling_reader(rows: int) -> type:
+def _ceiling_reader(rows: int, stream: str, segments: list[str]) -> type:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     from spark_source.reading import SPARK_SCHEMA
 
     class Reader(DataSourceReader):
         def partitions(self) -> list[InputPartition]:
-            return [InputPartition(rows // PARTITIONS) for _ in range(PARTITIONS)]
+            return [
+                InputPartition((rows // PARTITIONS, stream, segments[p % len(segments)]))
+                for p in range(PARTITIONS)
+            ]
 
         def read(self, partition: InputPartition) -> Iterator[Any]:
-            return ceiling_batches(int(partition.value))
+            n, name, segment = partition.value
+            return ceiling_batches(n, name, segment)
 
     class Ceiling(DataSource):
         @classmethod
@@ -204,7 +208,9 @@ def run(size: Size = "full") -> list[Row]:
         if got != rows:
             raise AssertionError(f"the bounded read returned {got} events of {rows}")
         ours_df = spark.read.format("ingestwm").option("endpoint", endpoint).option("stream", "bench/bounded")
-        spark.dataSource.register(_ceiling_reader(rows))
+        segments = [seg.name for seg in client.get_stream("bench/bounded").active_segments]
+        check_ceiling(client, "bench/bounded", segments)
+        spark.dataSource.register(_ceiling_reader(rows, "bench/bounded", segments))
         ceiling_df = spark.read.format("ingestwm_bench_batch_ceiling")
         distinct = ours_df.load().where("kind = 'event'").select("segment", "offset").distinct().count()
         if distinct != rows:
