@@ -176,6 +176,10 @@ class SegmentStore:
         """The timestamp of the append or merge that wrote byte ``offset``."""
         return self._reads.ingestion_time_at(name, offset)
 
+    def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
+        """Bytes ``[begin, end)`` as runs of one ingestion time: ``(2, k)`` last offsets and times."""
+        return self._reads.ingestion_runs(name, begin, end)
+
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         """``watermark_at`` for a numpy array of offsets, in one numba call."""
         return self._reads.watermarks_at(name, offsets)

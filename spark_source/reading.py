@@ -48,7 +48,6 @@ __all__ = [
     "READ_CHUNK_BYTES",
     "FETCH_AHEAD",
     "SCAN_CHUNK_BYTES",
-    "INGESTION_SAMPLE",
     "BatchMeta",
     "WATERMARK_COLUMN_SLACK_US",
     "read_range",
@@ -96,8 +95,6 @@ ARROW_SCHEMA = pa.schema(
 KIND_EVENT_NAME = "event"
 KIND_WATERMARK_NAME = "watermark"
 SCAN_CHUNK_BYTES = 1 << 20
-INGESTION_SAMPLE = 64
-"""``ingestion_times`` asks the store for one event's time in this many, and the rest where needed."""
 
 
 def connect(endpoint: str, timeout_ms: int, read_ahead: bool = True) -> SegmentStoreClient:
@@ -189,32 +186,18 @@ def read_range(
 
 
 def ingestion_times(client: SegmentStoreClient, segment: str, offsets: np.ndarray) -> np.ndarray:
-    """``watermark_at(o) + 1`` for each offset ``o`` (ascending, below the length): the ingestion times.
+    """The ingestion time of the byte at each offset (ascending, below the length): one store call.
 
-    ``watermark_at`` never decreases with the offset (DESIGN §1), so a block of events
-    whose first and last have the same time has it throughout: one ``watermarks_at``
-    call for every ``INGESTION_SAMPLE``-th offset (and the last), one more for the
-    events inside blocks whose ends differ. O(n) numpy work, at most two store calls.
+    The store answers with the runs of bytes written at one time between the first
+    offset and the last (``ingestion_runs``: a few per append, not per event); each
+    offset takes its run's time. O(n + k log n) numpy work for n offsets over k runs.
     """
-    n = len(offsets)
-    if n <= 2 * INGESTION_SAMPLE:
-        return np.asarray(client.watermarks_at(segment, offsets), dtype=np.int64) + 1
-    picks = np.arange(0, n, INGESTION_SAMPLE)
-    if picks[-1] != n - 1:
-        picks = np.append(picks, n - 1)
-    sampled = np.asarray(client.watermarks_at(segment, offsets[picks]), dtype=np.int64)
-    sizes = np.diff(picks)
-    out = np.empty(n, np.int64)
-    out[: n - 1] = np.repeat(sampled[:-1], sizes)  # each block takes its first event's time ...
-    out[n - 1] = sampled[-1]
-    differ = sampled[:-1] != sampled[1:]
-    if differ.any():  # ... unless its ends differ: then ask for the events inside it
-        inside = np.repeat(differ, sizes)
-        inside[picks[:-1]] = False
-        ask = np.flatnonzero(inside)
-        if len(ask):
-            out[ask] = client.watermarks_at(segment, offsets[ask])
-    return out + 1
+    if len(offsets) == 0:
+        return np.empty(0, np.int64)
+    runs = np.asarray(client.ingestion_runs(segment, int(offsets[0]), int(offsets[-1]) + 1), dtype=np.int64)
+    upto = np.searchsorted(offsets, runs[0], side="right")  # offsets in runs 0..k; the last: all
+    times: np.ndarray = np.repeat(runs[1], np.diff(upto, prepend=0))
+    return times
 
 
 class _SharedColumns:

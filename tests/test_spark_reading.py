@@ -141,7 +141,7 @@ def test_read_range_over_the_wire() -> None:
 def test_ingestion_times_are_one_watermark_at_per_event(
     steps: list[tuple[int, int]], picks: list[int]
 ) -> None:
-    """Sampled lookups give every offset ``watermark_at + 1``, however times change within a block."""
+    """One ``ingestion_runs`` call gives every offset ``watermark_at + 1``, however times change."""
     clock = ManualClock(1_000_000)
     with SegmentStore(clock=clock) as store:
         c = EmbeddedClient(store)
@@ -152,16 +152,17 @@ def test_ingestion_times_are_one_watermark_at_per_event(
         length = c.get_info("seg").length
         offsets = np.unique(np.array([0, *picks], np.int64) % length)
         calls = []
-        real = c.watermarks_at
+        real = c.ingestion_runs
 
-        def counting(name: str, offs: Any) -> np.ndarray:
-            calls.append(len(offs))
-            return real(name, offs)
+        def counting(name: str, begin: int, end: int) -> np.ndarray:
+            calls.append((begin, end))
+            return real(name, begin, end)
 
-        c.watermarks_at = counting  # type: ignore[method-assign]
+        c.ingestion_runs = counting  # type: ignore[method-assign]
         got = ingestion_times(c, "seg", offsets)
         assert got.tolist() == [c.watermark_at("seg", int(o)) + 1 for o in offsets]
-        assert len(calls) <= 2
+        assert got.tolist() == [c.ingestion_time_at("seg", int(o)) for o in offsets]
+        assert calls == [(int(offsets[0]), int(offsets[-1]) + 1)]
 
 
 def test_a_range_truncated_under_the_reader_follows_fail_on_data_loss() -> None:

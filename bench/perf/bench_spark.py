@@ -239,7 +239,7 @@ def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str,
     """Seconds per row of (a)'s executor work, phase by phase, on one thread over the whole stream.
 
     The phases of ``spark_source.reading.read_range`` run without its fetch thread:
-    ``client.read`` (fetch), ``decode_events`` (decode), ``watermarks_at`` (ingestion
+    ``client.read`` (fetch), ``decode_events`` (decode), ``ingestion_runs`` (ingestion
     times) and the rest (arrow: columns and the record batch), measured by running
     ``read_range`` with those calls wrapped. ``pipelined``: the same ranges read with
     the fetch thread, nothing wrapped.
@@ -272,7 +272,7 @@ def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str,
     setattr(reading, "decode_events", timed("decode", decode_events))  # noqa: B010
     try:
         remote.read = timed("fetch", remote.read)  # type: ignore[method-assign]
-        remote.watermarks_at = timed("ingestion", remote.watermarks_at)  # type: ignore[method-assign]
+        remote.ingestion_runs = timed("ingestion", remote.ingestion_runs)  # type: ignore[method-assign]
         t0 = monotonic_s()
         rows = read_all(remote, 0)
         total = monotonic_s() - t0
@@ -370,7 +370,7 @@ def run(size: Size = "full") -> list[Row]:
         row("(b) driver planning per micro-batch", b_planning_ms, "ms"),
         row("(a) fetch bytes, 1 thread", per_row_us["fetch"], "us/row"),
         row("(a) decode frames, 1 thread", per_row_us["decode"], "us/row"),
-        row("(a) ingestion times (watermarks_at), 1 thread", per_row_us["ingestion"], "us/row"),
+        row("(a) ingestion times (ingestion_runs), 1 thread", per_row_us["ingestion"], "us/row"),
         row("(a) build Arrow, 1 thread", per_row_us["arrow"], "us/row"),
         row("(a) read path, 1 thread", one_thread, "rows/s", "(a) spark ingestwm source", one_thread / a),
         row(

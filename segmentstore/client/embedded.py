@@ -96,6 +96,9 @@ class EmbeddedClient(SegmentStoreClient):
     def ingestion_time_at(self, name: str, offset: int) -> int:
         return self.store.ingestion_time_at(name, offset)
 
+    def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
+        return self.store.ingestion_runs(name, begin, end)
+
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         return self.store.watermarks_at(name, offsets)
 

@@ -174,6 +174,16 @@ class SegmentClient(Protocol):
         ...
 
     @idempotent
+    def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
+        """Bytes ``[begin, end)`` as runs of one ingestion time.
+
+        A ``(2, k)`` int64 array: row 0 each run's last offset (the last one ``end - 1``),
+        row 1 its ingestion time. The byte at ``o`` has the time of the first run whose
+        last offset is ``>= o`` (``np.searchsorted(runs[0], offsets)``).
+        """
+        ...
+
+    @idempotent
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         """``watermark_at`` for an array of offsets."""
         ...

@@ -449,6 +449,9 @@ class RemoteClient(SegmentStoreClient):
     def ingestion_time_at(self, name: str, offset: int) -> int:
         return self._call(SegmentClient.ingestion_time_at, name=name, offset=offset)
 
+    def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
+        return self._call(SegmentClient.ingestion_runs, name=name, begin=begin, end=end)
+
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         if not isinstance(offsets, np.ndarray):
             offsets = np.asarray(offsets)

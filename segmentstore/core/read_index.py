@@ -330,6 +330,22 @@ class ReadIndex:
             o = self._check_position(seg, offset, "offset", end_ok=False)
             return seg.windex.ingestion_time_at(o)
 
+    def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
+        """Bytes ``[begin, end)`` as runs of one ingestion time (``WatermarkIndex.ingestion_runs``).
+
+        ``(2, k)`` int64: each run's last offset and its time; empty if ``begin == end``.
+        One call answers what ``ingestion_time_at`` would for every byte of the range. O(log n + k).
+        """
+        with self._lock:
+            seg = self._table.segment(name, use=False)
+            b = self._check_position(seg, begin, "begin")
+            e = self._check_position(seg, end, "end")
+            if e < b:
+                raise InvalidArgumentError(f"segment {quote(name)}: end {e} is below begin {b}")
+            if e == b:
+                return np.empty((2, 0), np.int64)
+            return seg.windex.ingestion_runs(b, e)
+
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         """Batch ``watermark_at`` over an integer array of offsets (numba). O(q log n) or O(q + n)."""
         arr = np.asarray(offsets)

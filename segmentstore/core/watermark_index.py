@@ -330,6 +330,23 @@ class WatermarkIndex:
             return self._wv[bisect_left(self._om, p, h, n)] + 1  # type: ignore[no-any-return]
         return _scalar(self._store, h, n, p) + 1
 
+    def ingestion_runs(self, begin: int, end: int) -> npt.NDArray[np.int64]:
+        """The runs of bytes ``[begin, end)`` written at one ingestion time: a ``(2, k)`` array.
+
+        Row 0 holds each run's last offset (the last clipped to ``end - 1``), row 1 its
+        ingestion time, in offset order: the byte at ``o`` has the time of the first run
+        whose last offset is ``>= o``. ``start_offset <= begin < end <= length`` (checked
+        by the caller). O(log n + k).
+        """
+        h, n = self._h, self._n
+        i = bisect_left(self._om, begin, h, n)
+        j = bisect_left(self._om, end - 1, i, n)
+        out = np.empty((2, j + 1 - i), np.int64)
+        out[0] = self._offs[i : j + 1]
+        out[0, -1] = end - 1
+        np.add(self._wms[i : j + 1], 1, out=out[1])
+        return out
+
     def watermarks_at(
         self,
         offsets: npt.ArrayLike,
