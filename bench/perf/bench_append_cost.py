@@ -9,7 +9,9 @@ times and the ``AppendResult``. The last rung is the real ``store.append``. The
 rungs run in turns on chunks of the same events (``bench_store``'s race), so load
 slows them alike; each figure is ns per append and its ratio to the bare
 ``bytearray.extend`` + ``list.append`` loop (issue 14's goal: the real append within
-6x of it). The difference between two rungs is what that step costs.
+6x of it). The difference between two rungs is what that step costs. Beside them, the
+floor: a minimal append (checks, a lock, a clock reading, the extend, a tuple) with no
+segment object, index or result type, the least a validating, atomic append costs here.
 
 The ladder is an instrument that mirrors the container's code: before timing, the
 fullest stand-in rung must leave its store exactly as ``store.append`` leaves its own
@@ -21,6 +23,7 @@ Run ``python -m bench.perf.bench_append_cost [--quick | --tiny]``.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
@@ -113,6 +116,45 @@ def _rung(level: int, store: SegmentStore) -> _Runner:
     return go
 
 
+def _minimal(stack: ExitStack) -> _Runner:
+    """The floor: a minimal append that validates, locks, stamps, appends and returns a tuple.
+
+    No segment object, no watermark index, no result type: a list for the length, two
+    lists for the offsets and times. What any validating, atomic append in CPython costs.
+    """
+    clock = ManualClock(1)
+    now = clock.now
+    buf = bytearray()
+    ends: list[int] = []
+    times: list[int] = []
+    lock = threading.Lock()
+    segments = {"bench": [0]}
+
+    def append(name: str, data: bytes) -> tuple[int, int, int]:
+        if type(data) is not bytes:
+            raise BenchmarkError("the minimal append takes bytes")
+        n = len(data)
+        if not 0 < n <= 1 << 20:
+            raise BenchmarkError("bad length")
+        with lock:
+            seg = segments.get(name)
+            if seg is None:
+                raise BenchmarkError(f"no segment {name!r}")
+            ts = now()
+            offset = seg[0]
+            buf.extend(data)
+            seg[0] = end = offset + n
+            ends.append(end)
+            times.append(ts)
+        return (offset, n, ts)
+
+    def go(events: list[bytes]) -> None:
+        for e in events:
+            append("bench", e)
+
+    return go
+
+
 def _factory(level: int) -> Callable[[ExitStack], _Runner]:
     def make(stack: ExitStack) -> _Runner:
         store = _store(stack, ManualClock(1))
@@ -162,13 +204,22 @@ def run(size: Size = "full") -> list[Row]:
     """The ladder's rows: ns per append of each rung and of ``store.append``, ratios to the bare loop."""
     n, rounds = sized(size, tiny=(4_000, 1), quick=(100_000, 3), full=(400_000, 5))
     _check(_events(1_000))
-    contenders: dict[str, Callable[[ExitStack], _Runner]] = {"bare": _bare}
+    contenders: dict[str, Callable[[ExitStack], _Runner]] = {"bare": _bare, "minimal": _minimal}
     for level in range(1, len(RUNGS) + 2):
         contenders[str(level)] = _factory(level)
     best = _race(contenders, _events(n), chunk=BATCH_EVENTS, rounds=rounds)
     bare = best["bare"]
     vs = f"bare bytearray.extend+list.append loop ({bare * 1e9:.0f} ns); x slower"
-    rows = [row("bare loop: bytearray.extend + list.append", bare * 1e9, "ns/append", "itself", 1.0)]
+    rows = [
+        row("bare loop: bytearray.extend + list.append", bare * 1e9, "ns/append", "itself", 1.0),
+        row(
+            "minimal append: checks, lock, clock, extend, tuple (the floor)",
+            best["minimal"] * 1e9,
+            "ns/append",
+            vs,
+            best["minimal"] / bare,
+        ),
+    ]
     for level, name in enumerate(RUNGS, start=1):
         rows.append(
             row(f"ladder {level}: {name}", best[str(level)] * 1e9, "ns/append", vs, best[str(level)] / bare)
@@ -184,14 +235,16 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``python -m bench.perf.bench_append_cost [--quick | --tiny]`` and print the ladder."""
     rows = module_main(run, argv, __doc__, "about 4x less work")
     real = rows[-1]
-    steps = [(r["name"], r["value"] - p["value"]) for p, r in itertools.pairwise(rows[1:])]
+    ladder = rows[2:]
+    steps = [(r["name"], r["value"] - p["value"]) for p, r in itertools.pairwise(ladder)]
     print(
         f"\nstore.append: {real['ratio']:.1f}x the bare loop (goal <= {GOAL_SLOWDOWN:.0f}x: "
         f"{'met' if real['ratio'] <= GOAL_SLOWDOWN else 'NOT met'}); step costs (ns):"
     )
-    print(f"  {rows[1]['name']}: {rows[1]['value']:.0f}")
+    print(f"  {ladder[0]['name']}: {ladder[0]['value']:.0f}")
     for name, cost in steps:
         print(f"  {name}: {cost:+.0f}")
+    print(f"  (the minimal append alone: {rows[1]['ratio']:.1f}x)")
     return 0
 
 
