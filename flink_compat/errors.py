@@ -27,4 +27,3 @@ class MissingTimestampError(FlinkCompatError):
 
 class CheckpointError(FlinkCompatError):
     """A checkpoint cannot be taken or restored (malformed state, wrong operator, ...)."""
-

@@ -66,7 +66,6 @@ DEFAULT_MAX_EVENT_TIME_LAG = 60_000
 """The prototype's default ``maxEventTimeLag``: one minute."""
 
 
-
 def _payload(read: EventRead) -> Any:
     return read.payload
 

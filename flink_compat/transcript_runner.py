@@ -67,8 +67,15 @@ class _ScriptedReader:
             e = step.event
             self._reads.append(
                 EventRead(
-                    ReadKind.EVENT, 0, f"transcript/{self.index}", self._position, 1,
-                    e.key, e.payload, e.event_time, e.ingestion_time,
+                    ReadKind.EVENT,
+                    0,
+                    f"transcript/{self.index}",
+                    self._position,
+                    1,
+                    e.key,
+                    e.payload,
+                    e.event_time,
+                    e.ingestion_time,
                 )
             )
             self._position += 1

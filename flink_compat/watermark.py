@@ -226,4 +226,3 @@ class StatusWatermarkValve:
             f"StatusWatermarkValve(channels={len(self._channels)}, "
             f"last_output={self._last_output_watermark}, status={self._last_output_status.value})"
         )
-

@@ -60,9 +60,7 @@ def waiting_for(predecessors: Iterable[str], done: Collection[str]) -> set[str]:
     return {p for p in predecessors if p not in done}
 
 
-def ready_successors(
-    successors: Sequence[tuple[str, Sequence[str]]], done: Collection[str]
-) -> list[str]:
+def ready_successors(successors: Sequence[tuple[str, Sequence[str]]], done: Collection[str]) -> list[str]:
     """Names of the successors ``(name, predecessors)`` whose predecessors are all done. O(s x p)."""
     return [name for name, preds in successors if not waiting_for(preds, done)]
 

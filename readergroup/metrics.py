@@ -88,8 +88,15 @@ def collect_metrics(
         unread += u
         segs.append(
             SegmentMetrics(
-                r.segment.name, r.segment.stream, r.owner, r.status, r.position, r.watermark,
-                now - r.watermark, length, u,
+                r.segment.name,
+                r.segment.stream,
+                r.owner,
+                r.status,
+                r.position,
+                r.watermark,
+                now - r.watermark,
+                length,
+                u,
             )
         )
     wm = state.group_watermark

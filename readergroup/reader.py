@@ -136,8 +136,14 @@ class EventReader:
     def stats(self) -> ReaderStats:
         """Counters: events, bytes read, watermarks, late events (event time and ingestion time)."""
         return ReaderStats(
-            self.reader_id, self._epoch, self._events, self._bytes, self._wm_count,
-            None if self._emitted == INT64_MIN else self._emitted, self._late, self._late_ingestion,
+            self.reader_id,
+            self._epoch,
+            self._events,
+            self._bytes,
+            self._wm_count,
+            None if self._emitted == INT64_MIN else self._emitted,
+            self._late,
+            self._late_ingestion,
             tuple(sorted(self._segs)),
         )
 
@@ -261,8 +267,7 @@ class EventReader:
             self._segs.clear()
             self._cur = None
             raise ReaderNotInGroupError(
-                f"reader {self.reader_id!r} lost its lease in group {self._state.group!r} "
-                "(declared offline)"
+                f"reader {self.reader_id!r} lost its lease in group {self._state.group!r} (declared offline)"
             )
         self._state.sweep(now)
         self._state_moved = True
@@ -356,8 +361,15 @@ class EventReader:
             pays.append(p.pays)
         if parts:
             batch = EventBatch(
-                self._epoch, wm, checkpoint, tuple(names), _cat(seg_idx, np.int32), _cat(off, np.int64),
-                _cat(ln, np.int64), _cat(et, np.int64), _cat(it, np.int64),
+                self._epoch,
+                wm,
+                checkpoint,
+                tuple(names),
+                _cat(seg_idx, np.int32),
+                _cat(off, np.int64),
+                _cat(ln, np.int64),
+                _cat(et, np.int64),
+                _cat(it, np.int64),
                 keys[0] if len(keys) == 1 else pa.concat_arrays(keys),
                 pays[0] if len(pays) == 1 else pa.concat_arrays(pays),
             )
@@ -370,8 +382,17 @@ class EventReader:
             return batch
         e64 = np.empty(0, np.int64)
         return EventBatch(
-            self._epoch, wm, checkpoint, (), np.empty(0, np.int32), e64, e64, e64, e64,
-            pa.array([], pa.string()), pa.array([], pa.binary()),
+            self._epoch,
+            wm,
+            checkpoint,
+            (),
+            np.empty(0, np.int32),
+            e64,
+            e64,
+            e64,
+            e64,
+            pa.array([], pa.string()),
+            pa.array([], pa.binary()),
         )
 
     def _refill(self, s: SegmentInput) -> bool:

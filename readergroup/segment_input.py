@@ -51,9 +51,27 @@ class SegmentInput:
     """
 
     __slots__ = (
-        "at_tail", "base_pos", "base_wm", "end_of_segment", "et", "etl", "fetch", "final_wm",
-        "idx", "it", "itl", "keys", "lengths", "lists", "n", "name", "nxt_pos", "nxt_wm", "off",
-        "pays", "seg",
+        "at_tail",
+        "base_pos",
+        "base_wm",
+        "end_of_segment",
+        "et",
+        "etl",
+        "fetch",
+        "final_wm",
+        "idx",
+        "it",
+        "itl",
+        "keys",
+        "lengths",
+        "lists",
+        "n",
+        "name",
+        "nxt_pos",
+        "nxt_wm",
+        "off",
+        "pays",
+        "seg",
     )
 
     def __init__(self, seg: StreamSegment, position: int, watermark: int) -> None:
@@ -99,8 +117,13 @@ class SegmentInput:
     def part(self, a: int, b: int) -> BlockSlice:
         """Events ``[a, b)`` of the block (views; the block may be replaced afterwards)."""
         return BlockSlice(
-            self.name, self.off[a:b], self.lengths[a:b], self.et[a:b], self.it[a:b],
-            self.keys.slice(a, b - a), self.pays.slice(a, b - a),
+            self.name,
+            self.off[a:b],
+            self.lengths[a:b],
+            self.et[a:b],
+            self.it[a:b],
+            self.keys.slice(a, b - a),
+            self.pays.slice(a, b - a),
         )
 
     def make_lists(self) -> None:

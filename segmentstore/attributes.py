@@ -77,8 +77,7 @@ class AttributeUpdate:
         _check_int64(f"value of attribute {self.key}", self.value)
         if not isinstance(self.update_type, AttributeUpdateType):
             raise InvalidArgumentError(
-                f"attribute {self.key}: update_type must be an AttributeUpdateType, "
-                f"got {self.update_type!r}"
+                f"attribute {self.key}: update_type must be an AttributeUpdateType, got {self.update_type!r}"
             )
         if self.comparison is not None:
             _check_int64(f"comparison value of attribute {self.key}", self.comparison)
@@ -109,8 +108,7 @@ def plan_attribute_updates(
         if not allow_core and is_core_attribute(u.key):
             name = CORE_ATTRIBUTE_NAMES.get(u.key, str(u.key))
             raise BadAttributeUpdateError(
-                f"segment {segment!r}: attribute {name} is a core attribute and cannot be "
-                "updated by a user"
+                f"segment {segment!r}: attribute {name} is a core attribute and cannot be updated by a user"
             )
         old = planned.get(u.key, current.get(u.key))
         t = u.update_type

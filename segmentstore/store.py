@@ -38,6 +38,7 @@ class _Append(Protocol):
         event_number: int | None = None,
     ) -> AppendResult: ...
 
+
 class SegmentStore:
     """A Pravega-style segment store with ingestion-time watermarks.
 

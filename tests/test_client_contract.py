@@ -459,8 +459,17 @@ def test_same_error_class(client: SegmentStoreClient, case: tuple[str, Any, type
         (lambda c: c.watermarks_at("s", ["x"]), "<U1"),
     ],
     ids=[
-        "updates-none", "updates-int", "updates-map-str", "keys-int", "keys-str", "truncate-below",
-        "wait-int64-max", "wait-beyond-int64", "batch-none", "batch-int", "offsets-str",
+        "updates-none",
+        "updates-int",
+        "updates-map-str",
+        "keys-int",
+        "keys-str",
+        "truncate-below",
+        "wait-int64-max",
+        "wait-beyond-int64",
+        "batch-none",
+        "batch-int",
+        "offsets-str",
     ],
 )
 def test_bad_arguments_get_the_same_store_error_embedded_and_remote(

@@ -79,18 +79,54 @@ TINY = {
 #   WM S+3000 releases it and fires W1 (1 event) at S+3000, latency 1000; W2 never fires.
 #   Lags: 0, 1000, 0, 1000, 2000, 3000 -> mean 1167, max 3000; 1 event held at most.
 EXPECTED = {
-    "ingestion": dict(late=0, late_fraction=0.0, completeness=1.0, windows_fired=2, wm_lag_mean_ms=501,
-                      wm_lag_max_ms=501, result_latency_p50_ms=1000, result_latency_max_ms=1000,
-                      buffer_peak_events=2, buffer_peak_bytes=64),
-    "producer": dict(late=1, late_fraction=0.3333, completeness=0.6667, windows_fired=2, wm_lag_mean_ms=1,
-                     wm_lag_max_ms=1, result_latency_p50_ms=0, result_latency_max_ms=0,
-                     buffer_peak_events=1, buffer_peak_bytes=32),
-    "flink": dict(late=1, late_fraction=0.3333, completeness=0.3333, windows_fired=1, wm_lag_mean_ms=1168,
-                  wm_lag_max_ms=3001, result_latency_p50_ms=1000, result_latency_max_ms=1000,
-                  buffer_peak_events=2, buffer_peak_bytes=64),
-    "spark": dict(late=1, late_fraction=0.3333, completeness=0.3333, windows_fired=1, wm_lag_mean_ms=1167,
-                  wm_lag_max_ms=3000, result_latency_p50_ms=1000, result_latency_max_ms=1000,
-                  buffer_peak_events=1, buffer_peak_bytes=32),
+    "ingestion": dict(
+        late=0,
+        late_fraction=0.0,
+        completeness=1.0,
+        windows_fired=2,
+        wm_lag_mean_ms=501,
+        wm_lag_max_ms=501,
+        result_latency_p50_ms=1000,
+        result_latency_max_ms=1000,
+        buffer_peak_events=2,
+        buffer_peak_bytes=64,
+    ),
+    "producer": dict(
+        late=1,
+        late_fraction=0.3333,
+        completeness=0.6667,
+        windows_fired=2,
+        wm_lag_mean_ms=1,
+        wm_lag_max_ms=1,
+        result_latency_p50_ms=0,
+        result_latency_max_ms=0,
+        buffer_peak_events=1,
+        buffer_peak_bytes=32,
+    ),
+    "flink": dict(
+        late=1,
+        late_fraction=0.3333,
+        completeness=0.3333,
+        windows_fired=1,
+        wm_lag_mean_ms=1168,
+        wm_lag_max_ms=3001,
+        result_latency_p50_ms=1000,
+        result_latency_max_ms=1000,
+        buffer_peak_events=2,
+        buffer_peak_bytes=64,
+    ),
+    "spark": dict(
+        late=1,
+        late_fraction=0.3333,
+        completeness=0.3333,
+        windows_fired=1,
+        wm_lag_mean_ms=1167,
+        wm_lag_max_ms=3000,
+        result_latency_p50_ms=1000,
+        result_latency_max_ms=1000,
+        buffer_peak_events=1,
+        buffer_peak_bytes=32,
+    ),
 }
 
 
@@ -145,8 +181,14 @@ def test_scenario_errors_name_the_field() -> None:
 
 def test_shipped_scenarios_load() -> None:
     names = lab_scenarios()
-    shipped = ("iot-sensors", "idle-producers", "slow-readers", "catch-up", "transactions",
-               "false-assertions")
+    shipped = (
+        "iot-sensors",
+        "idle-producers",
+        "slow-readers",
+        "catch-up",
+        "transactions",
+        "false-assertions",
+    )
     for want in shipped:
         assert want in names
         load_lab_scenario(want)

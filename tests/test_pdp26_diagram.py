@@ -78,7 +78,18 @@ def test_the_reader_sees_the_diagrams_watermarks_in_the_diagrams_places(
     seen += [_label(reader.read_next_event()) for _ in range(2)]
 
     assert seen == [
-        "W(11:55)", "1A", "2A", "1B", "2B", "2C", "W(12:00)", "chkpt(chkpt)", "1C", "1D", "W(12:01)", "..",
+        "W(11:55)",
+        "1A",
+        "2A",
+        "1B",
+        "2B",
+        "2C",
+        "W(12:00)",
+        "chkpt(chkpt)",
+        "1C",
+        "1D",
+        "W(12:01)",
+        "..",
     ]
     cp = checkpoint.result(timeout=0)
     assert {p.segment: (p.offset, p.watermark) for p in cp.positions} == {

@@ -117,8 +117,11 @@ def test_the_batch_api_returns_the_same_events_as_columns(
     cfg = ReaderGroupConfig((STREAM,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=0)
     one = ReaderGroup("one", cfg, client, clock).create_reader("r")
     many = ReaderGroup("many", cfg, client, clock).create_reader("r")
-    singles = [(r.segment, r.position, r.routing_key, r.payload, r.event_time, r.ingestion_time)
-               for r in _drain(one) if r.is_event]
+    singles = [
+        (r.segment, r.position, r.routing_key, r.payload, r.event_time, r.ingestion_time)
+        for r in _drain(one)
+        if r.is_event
+    ]
     rows = []
     watermarks = []
     for _ in range(100):
@@ -134,10 +137,16 @@ def test_the_batch_api_returns_the_same_events_as_columns(
         assert t.schema.field("payload").type == pa.binary()
         for i in range(len(b)):
             et = int(b.event_time[i])
-            rows.append((
-                b.segments[b.segment_index[i]], int(b.offset[i]), b.routing_key[i].as_py(),
-                b.payload[i].as_py(), None if et == NO_EVENT_TIME else et, int(b.ingestion_time[i]),
-            ))
+            rows.append(
+                (
+                    b.segments[b.segment_index[i]],
+                    int(b.offset[i]),
+                    b.routing_key[i].as_py(),
+                    b.payload[i].as_py(),
+                    None if et == NO_EVENT_TIME else et,
+                    int(b.ingestion_time[i]),
+                )
+            )
             assert t.column("event_time")[i].as_py() == (None if et == NO_EVENT_TIME else et)
     assert sorted(rows, key=str) == sorted(singles, key=str)
     assert len(rows) == 300

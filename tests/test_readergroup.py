@@ -103,8 +103,9 @@ def test_two_readers_share_the_segments_and_read_every_event_once(
     assert sizes == [1, 1, 2]
     _write(client, clock, 50, prefix="f")
     t.drain(a, b, c)
-    assert sorted(t.payloads()) == sorted([f"e{i}".encode() for i in range(200)] +
-                                          [f"f{i}".encode() for i in range(50)])
+    assert sorted(t.payloads()) == sorted(
+        [f"e{i}".encode() for i in range(200)] + [f"f{i}".encode() for i in range(50)]
+    )
     group._check()
 
 

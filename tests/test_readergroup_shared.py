@@ -129,8 +129,11 @@ class SharedGroupMachine(InOperationMachine):
                     self._watermark(rid, b.epoch, b.watermark)
                 for k in range(len(b)):
                     self._event(
-                        b.epoch, b.segments[b.segment_index[k]], int(b.offset[k]),
-                        int(b.ingestion_time[k]), b.payload[k].as_py(),
+                        b.epoch,
+                        b.segments[b.segment_index[k]],
+                        int(b.offset[k]),
+                        int(b.ingestion_time[k]),
+                        b.payload[k].as_py(),
                     )
                 if not len(b) and b.watermark is None and b.checkpoint_name is None:
                     break

@@ -198,8 +198,13 @@ class ReaderGroupMachine(RuleBasedStateMachine):
                 if b.watermark is not None:
                     self._watermark(reader.reader_id, b.epoch, b.watermark)
                 for k in range(len(b)):
-                    self._event(b.epoch, b.segments[b.segment_index[k]], int(b.offset[k]),
-                                int(b.ingestion_time[k]), b.payload[k].as_py())
+                    self._event(
+                        b.epoch,
+                        b.segments[b.segment_index[k]],
+                        int(b.offset[k]),
+                        int(b.ingestion_time[k]),
+                        b.payload[k].as_py(),
+                    )
                 if not len(b) and b.watermark is None and b.checkpoint_name is None:
                     break
                 got += 1

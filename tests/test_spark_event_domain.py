@@ -93,8 +93,14 @@ def test_the_offset_watermark_is_the_slowest_active_writer() -> None:
         end2, _ = _batch(p, c, end, READ_ALL)
         assert end2.watermark == 999
         seg = c.get_stream(S).active_segments[0]
-        c.scale_stream(S, [seg.name], [(seg.key_low, (seg.key_low + seg.key_high) / 2),
-                                       ((seg.key_low + seg.key_high) / 2, seg.key_high)])
+        c.scale_stream(
+            S,
+            [seg.name],
+            [
+                (seg.key_low, (seg.key_low + seg.key_high) / 2),
+                ((seg.key_low + seg.key_high) / 2, seg.key_high),
+            ],
+        )
         a.note_time(2_000)
         b.note_time(2_500)
         end3, _ = _batch(p, c, end2, READ_ALL)

@@ -415,7 +415,11 @@ def test_back_pressure_blocks_until_room_or_max_block_ms(store: SegmentStore) ->
 
 # ---------------------------------------------------------------------- exactly once across failures
 def _stream_events(
-    w: EventWriter, keys: int, n: int, written: dict[str, list[bytes]], futs: dict[bytes, WriteFuture],
+    w: EventWriter,
+    keys: int,
+    n: int,
+    written: dict[str, list[bytes]],
+    futs: dict[bytes, WriteFuture],
     between: Callable[[int], None] = lambda i: None,
 ) -> None:
     for i in range(len(futs), len(futs) + n):

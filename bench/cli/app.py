@@ -36,8 +36,9 @@ def _sim_errors() -> tuple[type[Exception], ...]:
 
 
 @cli.command()
-@click.option("--out", default=None, metavar="DIR",
-              help="Output directory for series and plots (default ./runs/demo).")
+@click.option(
+    "--out", default=None, metavar="DIR", help="Output directory for series and plots (default ./runs/demo)."
+)
 @click.option("--no-spark", is_flag=True, help="Skip the Spark streaming query (simulation only).")
 def demo(out: str | None, no_spark: bool) -> None:
     """Run the iot-sensors scenario (PDP-26 EventTimeITCase) end to end and print a short report.
@@ -57,11 +58,17 @@ def demo(out: str | None, no_spark: bool) -> None:
 
 @cli.command()
 @click.argument("scenario")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).",
+)
 @click.option("--seed", type=int, default=None, help="Random seed (overrides the scenario's).")
-@click.option("--out", default=None, metavar="DIR",
-              help="Output directory (default ./runs/<scenario>-seed<seed>).")
+@click.option(
+    "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
+)
 def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None) -> None:
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
     from pathlib import Path
@@ -77,11 +84,20 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
 @cli.command("bench")
 @click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
 @click.option("--tiny", is_flag=True, help="Smallest sizes: a smoke run (the figures mean little).")
-@click.option("--only", "modules", multiple=True, metavar="MODULE",
-              help="Run only this bench/perf module, e.g. bench_store (repeatable).")
-@click.option("--pytest", "with_pytest", is_flag=True,
-              help="Run the pytest-benchmark suite instead: save the run under .benchmarks/<size>, compare "
-                   "it with the last one there, fail if a benchmark regressed (best round 25% slower).")
+@click.option(
+    "--only",
+    "modules",
+    multiple=True,
+    metavar="MODULE",
+    help="Run only this bench/perf module, e.g. bench_store (repeatable).",
+)
+@click.option(
+    "--pytest",
+    "with_pytest",
+    is_flag=True,
+    help="Run the pytest-benchmark suite instead: save the run under .benchmarks/<size>, compare "
+    "it with the last one there, fail if a benchmark regressed (best round 25% slower).",
+)
 @click.option("--slow", is_flag=True, help="With --pytest: also the SLOW modules (Spark: minutes).")
 def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bool, slow: bool) -> None:
     """Run every bench/perf/bench_*.py module and print one table of ratios measured side by side."""
@@ -109,8 +125,9 @@ def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bo
 @cli.command()
 @click.argument("sweep")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
-@click.option("--out", default=None, metavar="DIR",
-              help="Output directory (default ./runs/experiment-<sweep>).")
+@click.option(
+    "--out", default=None, metavar="DIR", help="Output directory (default ./runs/experiment-<sweep>)."
+)
 def experiment(sweep: str, master: str, out: str | None) -> None:
     """Run the parameter grid SWEEP (a shipped name or YAML file), one simulation per Spark task."""
     from pathlib import Path
@@ -151,8 +168,13 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
 
 
 @cli.command()
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
-              help="TOML file with [store] and [server] settings; flags override it.")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="TOML file with [store] and [server] settings; flags override it.",
+)
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None, help="Durable store directory.")
 @click.option("--host", default=None, help="Address to bind.  [default: 127.0.0.1]")
 @click.option("--port", type=int, default=None, help="Port (0 picks a free one).  [default: 12345]")
@@ -160,22 +182,68 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
 @click.option("--certfile", type=click.Path(dir_okay=False), default=None, help="TLS certificate.")
 @click.option("--keyfile", type=click.Path(dir_okay=False), default=None, help="TLS private key.")
 @click.option("--sync", type=click.Choice(["always", "interval", "none"]), default=None, help="Log sync.")
-@click.option("--max-watermark-lag", "max_watermark_lag_ms", type=int, default=None, metavar="MS",
-              help="PDP-26 max watermark lag: idle segments' watermarks advance after it.  [default: 10000]")
-@click.option("--polling-period", "polling_period_ms", type=int, default=None, metavar="MS",
-              help="How often the watermark advancer runs.  [default: 1000]")
-@click.option("--eviction-age", "eviction_age_ms", type=int, default=None, metavar="MS",
-              help="Segments unused this long leave memory.  [default: 600000]")
-@click.option("--snapshot-every", "snapshot_every_ops", type=int, default=None, metavar="OPS",
-              help="Snapshot and truncate the log every so many operations.  [default: 100000]")
-@click.option("--transaction-lease", "transaction_lease_ms", type=int, default=None, metavar="MS",
-              help="Open transactions unwritten this long are aborted.  [default: 600000]")
-@click.option("--max-connections", type=int, default=None,
-              help="Connections held at once; more are refused.  [default: 1024]")
-@click.option("--handshake-timeout", "handshake_timeout_s", type=float, default=None, metavar="S",
-              help="Close connections without a hello after this long.  [default: 5]")
-@click.option("--idle-timeout", "idle_timeout_s", type=float, default=None, metavar="S",
-              help="Close connections idle this long.  [default: 600]")
+@click.option(
+    "--max-watermark-lag",
+    "max_watermark_lag_ms",
+    type=int,
+    default=None,
+    metavar="MS",
+    help="PDP-26 max watermark lag: idle segments' watermarks advance after it.  [default: 10000]",
+)
+@click.option(
+    "--polling-period",
+    "polling_period_ms",
+    type=int,
+    default=None,
+    metavar="MS",
+    help="How often the watermark advancer runs.  [default: 1000]",
+)
+@click.option(
+    "--eviction-age",
+    "eviction_age_ms",
+    type=int,
+    default=None,
+    metavar="MS",
+    help="Segments unused this long leave memory.  [default: 600000]",
+)
+@click.option(
+    "--snapshot-every",
+    "snapshot_every_ops",
+    type=int,
+    default=None,
+    metavar="OPS",
+    help="Snapshot and truncate the log every so many operations.  [default: 100000]",
+)
+@click.option(
+    "--transaction-lease",
+    "transaction_lease_ms",
+    type=int,
+    default=None,
+    metavar="MS",
+    help="Open transactions unwritten this long are aborted.  [default: 600000]",
+)
+@click.option(
+    "--max-connections",
+    type=int,
+    default=None,
+    help="Connections held at once; more are refused.  [default: 1024]",
+)
+@click.option(
+    "--handshake-timeout",
+    "handshake_timeout_s",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Close connections without a hello after this long.  [default: 5]",
+)
+@click.option(
+    "--idle-timeout",
+    "idle_timeout_s",
+    type=float,
+    default=None,
+    metavar="S",
+    help="Close connections idle this long.  [default: 600]",
+)
 def serve(
     config_file: str | None,
     data_dir: str | None,

@@ -23,7 +23,10 @@ import click
 __all__ = ["group", "describe_group", "format_description"]
 
 _ENDPOINT = click.option(
-    "--endpoint", default="127.0.0.1:12345", show_default=True, metavar="HOST:PORT",
+    "--endpoint",
+    default="127.0.0.1:12345",
+    show_default=True,
+    metavar="HOST:PORT",
     help="Address of `ingestwm serve`.",
 )
 _TOKEN = click.option(
@@ -48,14 +51,16 @@ def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
     readers = []
     for rid, token in sorted(members.items()):
         beat = beats.get(token)
-        readers.append({
-            "reader": rid,
-            "token": token,
-            "heartbeat": None if beat is None or beat == FENCED else beat,
-            "heartbeat_age_ms": None if beat is None or beat == FENCED else now - beat,
-            "fenced": beat == FENCED,
-            "segments": sorted(m.segments_of(rid)),
-        })
+        readers.append(
+            {
+                "reader": rid,
+                "token": token,
+                "heartbeat": None if beat is None or beat == FENCED else beat,
+                "heartbeat_age_ms": None if beat is None or beat == FENCED else now - beat,
+                "fenced": beat == FENCED,
+                "segments": sorted(m.segments_of(rid)),
+            }
+        )
     return {
         "group": name,
         "streams": list(m.streams),
@@ -76,8 +81,13 @@ def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
         "readers": readers,
         "segments": [
             {
-                "segment": s.segment, "status": s.status, "owner": s.owner, "position": s.position,
-                "tail": s.length, "lag_bytes": s.unread_bytes, "watermark": s.watermark,
+                "segment": s.segment,
+                "status": s.status,
+                "owner": s.owner,
+                "position": s.position,
+                "tail": s.length,
+                "lag_bytes": s.unread_bytes,
+                "watermark": s.watermark,
                 "watermark_lag_ms": s.watermark_lag_ms,
             }
             for s in metrics.segments
@@ -111,8 +121,13 @@ def format_description(d: dict[str, Any]) -> list[str]:
         out += _table(
             [["reader", "token", "heartbeat", "age ms", "segments"]]
             + [
-                [r["reader"], r["token"], "fenced" if r["fenced"] else r["heartbeat"], r["heartbeat_age_ms"],
-                 len(r["segments"])]
+                [
+                    r["reader"],
+                    r["token"],
+                    "fenced" if r["fenced"] else r["heartbeat"],
+                    r["heartbeat_age_ms"],
+                    len(r["segments"]),
+                ]
                 for r in d["readers"]
             ]
         )

@@ -61,8 +61,9 @@ class LabResult:
 class _Writer:
     """One producer: generates events per tick, writes them, asserts its watermark."""
 
-    def __init__(self, spec: LabWriter, index: int, sc: LabScenario, client: EmbeddedClient,
-                 clock: ManualClock) -> None:
+    def __init__(
+        self, spec: LabWriter, index: int, sc: LabScenario, client: EmbeddedClient, clock: ManualClock
+    ) -> None:
         self.spec = spec
         self.index = index
         self.start = sc.start_time_ms
@@ -237,8 +238,12 @@ def _drain(reader: EventReader, strat: Strategy, budget: list[float], i: int, li
             p = r.payload or b""
             assert r.event_time is not None
             strat.on_event(
-                stream, seg, int.from_bytes(p[:4], "little"), int.from_bytes(p[4:8], "little"),
-                r.event_time, r.length,
+                stream,
+                seg,
+                int.from_bytes(p[:4], "little"),
+                int.from_bytes(p[4:8], "little"),
+                r.event_time,
+                r.length,
             )
         elif r.kind is ReadKind.WATERMARK:
             assert r.watermark is not None
@@ -319,7 +324,9 @@ def _percentile(values: list[int], q: float) -> int | None:
 
 
 def summarise(
-    st: Strategy, truth: list[tuple[int, int, int]], series: list[tuple[int, int | None, int, int]],
+    st: Strategy,
+    truth: list[tuple[int, int, int]],
+    series: list[tuple[int, int | None, int, int]],
     sc: LabScenario,
 ) -> dict[str, Any]:
     """One table row: lag, late fraction, completeness, result latency, reordering memory."""

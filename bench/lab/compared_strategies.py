@@ -72,7 +72,6 @@ class _WindowSink(DiscardingOutput):
         self.firings.append((self.clock.now(), r.window.start, r.window.end, int(r.value)))
 
 
-
 class _OrderingSink(DiscardingOutput):
     __slots__ = ("pipeline",)
 
@@ -85,7 +84,6 @@ class _OrderingSink(DiscardingOutput):
 
     def emit_watermark(self, watermark: Watermark) -> None:
         self.pipeline.windows.process_watermark(watermark)
-
 
 
 class StrategyPipeline:

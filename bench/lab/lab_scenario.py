@@ -120,8 +120,9 @@ class LabWriter:
             _low(self, f, 1)
         _low(self, "payload_bytes", 8)
         if self.when_idle not in WHEN_IDLE:
-            raise LabScenarioError(f"must be one of {', '.join(WHEN_IDLE)}; got {self.when_idle!r}",
-                                   "when_idle")
+            raise LabScenarioError(
+                f"must be one of {', '.join(WHEN_IDLE)}; got {self.when_idle!r}", "when_idle"
+            )
         if self.schedule_offsets_ms and len(self.schedule_offsets_ms) != len(self.schedule_ms):
             raise LabScenarioError(
                 f"has {len(self.schedule_offsets_ms)} values for {len(self.schedule_ms)} schedule_ms",

@@ -93,8 +93,9 @@ def plot(result: LabResult, path: Path) -> Path:
     for name in names:
         pts = [(t / 1000, (start + t - wm) / 1000) for t, wm, _, _ in result.series[name] if wm is not None]
         ax[0][0].plot([p[0] for p in pts], [p[1] for p in pts], label=name)
-        ax[0][1].plot([t / 1000 for t, *_ in result.series[name]], [b for _, _, b, _ in result.series[name]],
-                      label=name)
+        ax[0][1].plot(
+            [t / 1000 for t, *_ in result.series[name]], [b for _, _, b, _ in result.series[name]], label=name
+        )
     ax[0][0].set(title="watermark lag (now - watermark)", xlabel="time (s)", ylabel="lag (s)")
     ax[0][1].set(title="reordering buffer", xlabel="time (s)", ylabel="events held")
     x = range(len(names))

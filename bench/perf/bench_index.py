@@ -331,17 +331,30 @@ def _batch(n: int, nq: int, repeats: int) -> list[Row]:
     ]
 
 
-
-
 def _sizes(size: Size) -> dict[str, Any]:
     return sized(
         size,
-        tiny={"appends": 2_000, "single": [1_000, 10_000], "nq": 2_000, "batch": (10_000, 20_000),
-              "rounds": 1},
-        quick={"appends": 200_000, "single": [1_000, 100_000], "nq": 100_000, "batch": (100_000, 1_000_000),
-               "rounds": 3},
-        full={"appends": 1_000_000, "single": [1_000, 100_000, 1_000_000], "nq": 300_000,
-              "batch": (1_000_000, 10_000_000), "rounds": 5},
+        tiny={
+            "appends": 2_000,
+            "single": [1_000, 10_000],
+            "nq": 2_000,
+            "batch": (10_000, 20_000),
+            "rounds": 1,
+        },
+        quick={
+            "appends": 200_000,
+            "single": [1_000, 100_000],
+            "nq": 100_000,
+            "batch": (100_000, 1_000_000),
+            "rounds": 3,
+        },
+        full={
+            "appends": 1_000_000,
+            "single": [1_000, 100_000, 1_000_000],
+            "nq": 300_000,
+            "batch": (1_000_000, 10_000_000),
+            "rounds": 5,
+        },
     )
 
 

@@ -255,4 +255,3 @@ def _index(items: list[Any], part: str, here: str, error: type[SpecError]) -> in
             return i
     names = [str(it.get("name")) for it in items if isinstance(it, Mapping)]
     raise error(f"no item named {part!r} (items: {', '.join(names) or 'none'})", here)
-

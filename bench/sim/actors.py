@@ -62,8 +62,10 @@ class World:
     def __init__(self, scenario: Scenario) -> None:
         sc = scenario
         self.scenario = sc
-        self.env = simpy.rt.RealtimeEnvironment(factor=0.001, strict=False) if sc.group.processes else (
-            simpy.Environment()
+        self.env = (
+            simpy.rt.RealtimeEnvironment(factor=0.001, strict=False)
+            if sc.group.processes
+            else (simpy.Environment())
         )
         self.clock = SimClock(self.env, sc.start_time_ms)
         self.store = SegmentStore(

@@ -44,7 +44,6 @@ WindowFiring = tuple[int, int, int, int, int]
 """(simulated time fired, writer index, window start, window end, count)."""
 
 
-
 class _WindowSink(DiscardingOutput):
     """The window operator's output: firings with their simulated time."""
 
@@ -57,7 +56,6 @@ class _WindowSink(DiscardingOutput):
     def collect(self, record: StreamRecord[Any]) -> None:
         r: WindowResult = record.value
         self.firings.append((self.clock.now(), int(r.key), r.window.start, r.window.end, int(r.value)))
-
 
 
 class _OrderingSink(DiscardingOutput):

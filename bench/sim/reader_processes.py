@@ -62,9 +62,10 @@ def run_reader(spec: ReaderSpec, stop: multiprocessing.synchronize.Event) -> Non
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
 
-    with open(spec.log_path, "a", encoding="utf-8") as log, RemoteClient(
-        spec.endpoint, timeout_s=spec.client_timeout_s
-    ) as client:
+    with (
+        open(spec.log_path, "a", encoding="utf-8") as log,
+        RemoteClient(spec.endpoint, timeout_s=spec.client_timeout_s) as client,
+    ):
 
         def put(rec: dict[str, Any]) -> None:
             log.write(json.dumps(rec, separators=(",", ":")) + "\n")
@@ -75,8 +76,15 @@ def run_reader(spec: ReaderSpec, stop: multiprocessing.synchronize.Event) -> Non
             with contextlib.suppress(ReaderNotInGroupError):
                 group.reader_offline(spec.reader_id)
         reader = group.create_reader(spec.reader_id)
-        put({"k": "start", "reader": spec.reader_id, "token": reader.token, "epoch": reader.epoch,
-             "pid": os.getpid()})
+        put(
+            {
+                "k": "start",
+                "reader": spec.reader_id,
+                "token": reader.token,
+                "epoch": reader.epoch,
+                "pid": os.getpid(),
+            }
+        )
         try:
             while not stop.is_set():
                 if spec.batch:
@@ -96,8 +104,18 @@ def _event(reader: Any, spec: ReaderSpec, put: Any) -> None:
     if r.is_event:
         if spec.work_ms:
             time.sleep(spec.work_ms / 1000.0)
-        put({"k": "e", "ep": r.epoch, "s": r.segment, "o": r.position, "key": r.routing_key,
-             "p": r.payload.decode("utf-8", "replace"), "it": r.ingestion_time, "t": time.time_ns()})
+        put(
+            {
+                "k": "e",
+                "ep": r.epoch,
+                "s": r.segment,
+                "o": r.position,
+                "key": r.routing_key,
+                "p": r.payload.decode("utf-8", "replace"),
+                "it": r.ingestion_time,
+                "t": time.time_ns(),
+            }
+        )
     elif r.is_watermark:
         put({"k": "w", "ep": r.epoch, "w": r.watermark})
     elif r.is_checkpoint:
@@ -111,12 +129,21 @@ def _batch(reader: Any, spec: ReaderSpec, put: Any) -> None:
     if b.checkpoint_name is not None:
         put({"k": "c", "ep": b.epoch, "n": b.checkpoint_name})
     elif len(b) or b.watermark is not None:
-        put({
-            "k": "b", "ep": b.epoch, "w": b.watermark, "segs": list(b.segments),
-            "si": b.segment_index.tolist(), "o": b.offset.tolist(), "it": b.ingestion_time.tolist(),
-            "et": b.event_time.tolist(), "key": b.routing_key.to_pylist(),
-            "p": [p.hex() for p in b.payload.to_pylist()], "t": time.time_ns(),
-        })
+        put(
+            {
+                "k": "b",
+                "ep": b.epoch,
+                "w": b.watermark,
+                "segs": list(b.segments),
+                "si": b.segment_index.tolist(),
+                "o": b.offset.tolist(),
+                "it": b.ingestion_time.tolist(),
+                "et": b.event_time.tolist(),
+                "key": b.routing_key.to_pylist(),
+                "p": [p.hex() for p in b.payload.to_pylist()],
+                "t": time.time_ns(),
+            }
+        )
         if spec.work_ms and len(b):
             time.sleep(len(b) * spec.work_ms / 1000.0)
 
@@ -155,8 +182,14 @@ class ReaderProcesses:
         """
         name = f"{reader_id}@{self._n}"
         self._n += 1
-        spec = ReaderSpec(self.endpoint, self.group, reader_id, str(self.log_dir / f"{name}.jsonl"),
-                          takeover=takeover, **{**self.options, **options})
+        spec = ReaderSpec(
+            self.endpoint,
+            self.group,
+            reader_id,
+            str(self.log_dir / f"{name}.jsonl"),
+            takeover=takeover,
+            **{**self.options, **options},
+        )
         stop = self._ctx.Event()
         proc = self._ctx.Process(target=run_reader, args=(spec, stop), name=name, daemon=True)
         proc.start()

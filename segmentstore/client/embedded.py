@@ -42,9 +42,7 @@ class EmbeddedClient(SegmentStoreClient):
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> AppendResult:
-        return self.store.append(
-            name, data, expected_offset, writer_id=writer_id, event_number=event_number
-        )
+        return self.store.append(name, data, expected_offset, writer_id=writer_id, event_number=event_number)
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None

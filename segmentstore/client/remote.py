@@ -59,6 +59,8 @@ _R = TypeVar("_R")
 @functools.cache
 def _signature(method: Callable[..., Any]) -> inspect.Signature:
     return inspect.signature(method)
+
+
 _BYTES = (bytes, bytearray, memoryview)
 
 
@@ -199,9 +201,7 @@ class RemoteClient(SegmentStoreClient):
             time.sleep(delay)
             delay = min(2 * delay, 0.5)
 
-    def _call(
-        self, method: Callable[Concatenate[Any, _P], _R], /, *args: _P.args, **kwargs: _P.kwargs
-    ) -> _R:
+    def _call(self, method: Callable[Concatenate[Any, _P], _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         """Send the command of interface ``method`` with these arguments, typed as the method. O(args)."""
         bound = _signature(method).bind(self, *args, **kwargs)
         bound.arguments.pop("self")

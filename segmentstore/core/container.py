@@ -104,7 +104,6 @@ class ContainerState:
     segments: tuple[Segment, ...]
 
 
-
 class SegmentContainer:
     """All segments of one store and the operations on them. Thread-safe."""
 
@@ -210,9 +209,7 @@ class SegmentContainer:
         with self._lock:
             p = self._writable(parent)
             if p.parent is not None:
-                raise NotATransactionError(
-                    f"segment {parent!r} is a transaction; transactions cannot nest"
-                )
+                raise NotATransactionError(f"segment {parent!r} is a transaction; transactions cannot nest")
             seq, ts = self._processor.stamp()
             name = f"{parent}{TRANSACTION_SEPARATOR}{seq:016x}"
             self._log(CreateSegment(seq, ts, name, parent))
@@ -273,9 +270,7 @@ class SegmentContainer:
                     return _result(AppendResult, (offset, 0, seg.last_write_time, True))
             seq, ts = self._processor.stamp()
             if self._processor.log is not None:
-                self._processor.log.write(
-                    Append(seq, ts, name, offset, data, writer_id, event_number)
-                )
+                self._processor.log.write(Append(seq, ts, name, offset, data, writer_id, event_number))
             seg.data.append(data)
             seg.length = end = offset + n
             seg.windex.record_write_trusted(end, ts)
@@ -343,15 +338,12 @@ class SegmentContainer:
             if t.parent is None:
                 raise NotATransactionError(f"segment {txn!r} is not a transaction segment")
             if parent is not None and parent != t.parent:
-                raise WrongParentError(
-                    f"transaction {txn!r} belongs to {t.parent!r}, not to {quote(parent)}"
-                )
+                raise WrongParentError(f"transaction {txn!r} belongs to {t.parent!r}, not to {quote(parent)}")
             if not t.sealed:
                 raise SegmentNotSealedError(f"transaction {txn!r} must be sealed before it is merged")
             if t.start_offset != 0:
                 raise SegmentTruncatedError(
-                    f"transaction {txn!r} was truncated (start offset {t.start_offset}); "
-                    "it cannot be merged"
+                    f"transaction {txn!r} was truncated (start offset {t.start_offset}); it cannot be merged"
                 )
             p = self.segment(t.parent)
             if p.sealed:
@@ -383,9 +375,7 @@ class SegmentContainer:
         self._remove(t, wakeups, f"transaction {t.name!r} was merged into {p.name!r}")
 
     # ------------------------------------------------------------------ attributes
-    def update_attributes(
-        self, name: str, updates: Iterable[AttributeUpdate], *, use: bool = True
-    ) -> int:
+    def update_attributes(self, name: str, updates: Iterable[AttributeUpdate], *, use: bool = True) -> int:
         """Apply attribute updates atomically (all or none); return the operation's timestamp.
 
         Temporal: ``LAST_WRITE_TIME`` moves even for an empty list (the watermark

@@ -124,8 +124,7 @@ class ReadIndex:
         o = int(offset)
         if o < seg.start_offset:
             raise SegmentTruncatedError(
-                f"segment {seg.name!r}: {what} {o} is below the start offset {seg.start_offset} "
-                "(truncated)"
+                f"segment {seg.name!r}: {what} {o} is below the start offset {seg.start_offset} (truncated)"
             )
         length = seg.length
         if o > length or (o == length and not end_ok):

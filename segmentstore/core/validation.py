@@ -41,8 +41,7 @@ def check_writer(name: str, writer_id: object, event_number: object) -> None:
     for what, v in (("writer_id", writer_id), ("event_number", event_number)):
         if isinstance(v, bool) or not isinstance(v, int):
             raise InvalidArgumentError(
-                f"segment {name!r}: {what} must be an int when writer_id/event_number is given, "
-                f"got {v!r}"
+                f"segment {name!r}: {what} must be an int when writer_id/event_number is given, got {v!r}"
             )
         if not INT64_MIN <= v <= INT64_MAX:
             raise InvalidArgumentError(f"segment {name!r}: {what} {v} does not fit in 64 bits")
