@@ -253,9 +253,10 @@ def test_scans_read_file_backed_and_evicted_segments(tmp_path: Path) -> None:
 
 def test_lost_replies_are_asked_again() -> None:
     """Both calls change nothing, so a reply lost with its connection is asked for again: same answers."""
+    from faults import CuttingProxy
+
     from segmentstore.client import RemoteClient
     from segmentstore.net.server import SegmentStoreServer
-    from tests.faults import CuttingProxy
 
     clock = TickingClock(1_000)
     store = SegmentStore(clock=clock)

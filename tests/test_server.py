@@ -558,6 +558,53 @@ def test_attribute_replacements_are_sent_again_after_a_lost_reply_others_are_not
             proxy.close()
 
 
+@pytest.mark.parametrize("op", ["seal", "delete", "delete_stream"])
+def test_seal_and_delete_are_sent_again_after_a_lost_reply(store: SegmentStore, op: str) -> None:
+    """The store applied the call and the reply was lost: sent again, "sealed already" or "not found"
+    is the call done, as the caller asked; without a lost reply those errors still reach the caller."""
+    from segmentstore.controller.controller import controller_of
+    from segmentstore.errors import SegmentSealedError, StreamNotFoundError
+
+    controller = controller_of(store)
+    controller.create_stream("sc/st", 1)
+    seg = controller.get_stream("sc/st").active_segments[0].name
+    store.append(seg, b"0123456789")
+    if op == "delete_stream":
+        controller.seal_stream("sc/st")
+    target, name = (controller, "sc/st") if op == "delete_stream" else (store, seg)
+    original = getattr(target, op)
+    calls = []
+
+    def apply_then_cut(arg: str) -> Any:
+        result = original(arg)
+        calls.append(arg)
+        if len(calls) == 1:
+            proxy.cut()  # the first reply never reaches the client
+        return result
+
+    with SegmentStoreServer(store) as srv:
+        proxy = CuttingProxy(srv.port)
+        setattr(target, op, apply_then_cut)
+        try:
+            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=10) as c:
+                result = getattr(c, op)(name)
+                assert len(calls) == 1 and proxy.cuts == 1  # applied once, the resend refused
+                if op == "seal":
+                    assert result == 10 and store.get_info(seg).sealed
+                    with pytest.raises(SegmentSealedError):
+                        c.seal(seg)  # no reply lost: a segment sealed already is an error
+                elif op == "delete":
+                    assert not store.exists(seg)
+                    with pytest.raises(SegmentNotFoundError):
+                        c.delete(seg)
+                else:
+                    assert "sc/st" not in c.list_streams()
+                    with pytest.raises(StreamNotFoundError):
+                        c.delete_stream("sc/st")
+        finally:
+            proxy.close()
+
+
 def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: SegmentStore) -> None:
     """Threads sharing a client put one writer's appends and plain ones into one frame; with the
     writer's first event stored already (a resend), every item still gets a single append's result

@@ -36,8 +36,11 @@ from ..errors import (
     InvalidArgumentError,
     ProtocolError,
     ReadTimeoutError,
+    SegmentNotFoundError,
+    SegmentSealedError,
     SegmentStoreError,
     StoreClosedError,
+    StreamNotFoundError,
     retriable,
 )
 from ..net.commands import COMMANDS, decode_read, encode_args
@@ -52,6 +55,8 @@ from .interface import SegmentClient, SegmentStoreClient, StreamClient
 __all__ = ["RemoteClient", "parse_address"]
 
 _log = logging.getLogger(__name__)
+SETTLED = object()
+"""``_invoke``'s result when a resent command found its state already holding (see ``settled``)."""
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -175,9 +180,15 @@ class RemoteClient(SegmentStoreClient):
         extra_s: float = 0.0,
         copy_payload: bool = False,
         idempotent: bool | None = None,
+        settled: type[SegmentStoreError] | None = None,
     ) -> tuple[Any, bytes]:
         """Send ``command``; after a lost connection send it again as the error's retry policy says,
-        ``idempotent`` being the command's (or this call's, when given)."""
+        ``idempotent`` being the command's (or this call's, when given).
+
+        ``settled``: the command asks for a state (sealed, gone), so it is sent again after a
+        lost reply too, and if the store then answers with this error, saying the state holds
+        already (the lost attempt, or another client, got there), the result is ``SETTLED``.
+        """
         self._after_fork()
         cmd = COMMANDS[command]
         if idempotent is None:
@@ -189,6 +200,7 @@ class RemoteClient(SegmentStoreClient):
             raise InvalidArgumentError(f"{command}: cannot send the arguments: {e}") from None
         deadline = monotonic_s() + self.timeout_s + extra_s
         delay = 0.02
+        resent = False
         while True:
             if self._closed:
                 raise StoreClosedError(f"{command}: the remote client is closed")
@@ -196,8 +208,12 @@ class RemoteClient(SegmentStoreClient):
                 conn = self._pool.get()
                 return conn.call(command, packed, payload, deadline, copy_payload)
             except SegmentStoreError as e:  # the error class says whether to send it again
-                if not retriable(e, idempotent) or self._closed or monotonic_s() + delay >= deadline:
+                if resent and settled is not None and isinstance(e, settled):
+                    return SETTLED, b""
+                again = retriable(e, idempotent or settled is not None)
+                if not again or self._closed or monotonic_s() + delay >= deadline:
                     raise
+                resent = True
             time.sleep(delay)
             delay = min(2 * delay, 0.5)
 
@@ -369,15 +385,18 @@ class RemoteClient(SegmentStoreClient):
         return self._call(SegmentClient.merge_transaction, txn_name=txn_name, parent=parent)
 
     def seal(self, name: str) -> int:
-        return self._call(SegmentClient.seal, name=name)
+        """Sent again after a lost reply: a segment found sealed then is the seal done (its length)."""
+        result = self._invoke("seal", {"name": name}, settled=SegmentSealedError)[0]
+        return self.get_info(name).length if result is SETTLED else cast(int, result)
 
     def truncate(self, name: str, offset: int) -> None:
         self._ahead.clear()
         self._call(SegmentClient.truncate, name=name, offset=offset)
 
     def delete(self, name: str) -> None:
+        """Sent again after a lost reply: a segment not found then is the delete done."""
         self._ahead.clear()
-        self._call(SegmentClient.delete, name=name)
+        self._invoke("delete", {"name": name}, settled=SegmentNotFoundError)
 
     def get_info(self, name: str) -> SegmentInfo:
         return self._call(SegmentClient.get_info, name=name)
@@ -492,8 +511,9 @@ class RemoteClient(SegmentStoreClient):
         self._call(StreamClient.seal_stream, stream=stream)
 
     def delete_stream(self, stream: str) -> None:
+        """Sent again after a lost reply: a stream not found then is the delete done."""
         self._ahead.clear()
-        self._call(StreamClient.delete_stream, stream=stream)
+        self._invoke("delete_stream", {"stream": stream}, settled=StreamNotFoundError)
 
     def begin_transaction(self, stream: str) -> TransactionInfo:
         return self._call(StreamClient.begin_transaction, stream=stream)
