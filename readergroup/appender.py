@@ -387,7 +387,8 @@ class AppendEngine:
                 if app.blocks and not self.paused:
                     nxt = self._start(app)  # the next block is judged on its own
             else:
-                cbs = self.fail_appender(app, self._error(b, exc))
+                err = self._error(b, exc)
+                cbs = self.fail_appender(app, err, self._unsent(app, err))
             self._notify()
             if self.work and foreign:
                 self._wake()
@@ -440,6 +441,18 @@ class AppendEngine:
             return err
         return exc
 
+    def _unsent(self, app: SegmentAppender, err: BaseException) -> BaseException | None:
+        """(lock held) The error of the blocks queued behind ``app``'s failed one: never sent, not stored."""
+        events = sum(len(q.frames) for q in app.blocks)
+        if not events:
+            return None
+        unsent = WriterError(
+            f"segment {app.segment!r}: {events} events queued behind a failed append were not sent; "
+            f"they are not stored ({err})"
+        )
+        unsent.__cause__ = err
+        return unsent
+
     def _complete(self, b: Block, result: AppendResult | None, error: BaseException | None) -> list[Settled]:
         """(lock held) Settle ``b``; returns its callbacks to run outside the lock."""
         b.done = True
@@ -450,11 +463,16 @@ class AppendEngine:
         cbs, b.callbacks = b.callbacks or [], None
         return cbs
 
-    def fail_appender(self, app: SegmentAppender, exc: BaseException) -> list[Settled]:
-        """(lock held) Fail the block in flight and every queued block of ``app``; returns the callbacks."""
+    def fail_appender(
+        self, app: SegmentAppender, exc: BaseException, queued: BaseException | None = None
+    ) -> list[Settled]:
+        """(lock held) Fail the block in flight and every queued block of ``app``; returns the callbacks.
+
+        ``queued``: the queued blocks' error where it differs (they were never sent).
+        """
         cbs: list[Settled] = []
         for b in app.all_blocks():
-            cbs += self._complete(b, None, exc)
+            cbs += self._complete(b, None, exc if queued is None or b is app.inflight else queued)
         app.inflight = None
         app.trouble = None
         app.blocks.clear()

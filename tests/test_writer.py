@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -213,6 +214,37 @@ def test_exhausted_retries_fail_the_future_and_flush_and_numbers_are_not_reused(
     with pytest.raises(WriterError, match="failed 1 times"):
         sync.write_event("k", b"3")  # the synchronous writer raises from the write itself ...
     sync.close()  # ... and only there
+
+
+def test_events_queued_behind_a_failed_append_are_said_not_stored(store: SegmentStore) -> None:
+    """Resends run out for the append in flight: its events may or may not be stored; the events
+    queued behind it were never sent, and their error says they are not stored."""
+    gate = threading.Event()
+
+    class Gated(FlakyClient):
+        def append(
+            self, name: str, data: bytes, expected_offset: int | None = None, **kw: Any
+        ) -> AppendResult:
+            gate.wait(10)  # the first append waits until events queue up behind it
+            return super().append(name, data, expected_offset, **kw)
+
+    c = Gated(store)
+    c.create_stream(S)
+    w = EventWriter(c, S, config=WriterConfig(retry_attempts=1, max_batch_events=1))
+    c.fail = 2  # both attempts of the first append fail before the store
+    first = w.write_event("k", b"0")
+    queued = [w.write_event("k", b"%d" % i) for i in range(1, 5)]
+    gate.set()
+    with pytest.raises(WriterError, match="failed 2 times; they may or may not be stored"):
+        first.result(10)
+    for f in queued:
+        with pytest.raises(
+            WriterError, match="events queued behind a failed append were not sent; they are not"
+        ):
+            f.result(10)
+    with pytest.raises(WriterError):
+        w.close()
+    assert read_stream(c, S) == {}
 
 
 def test_restarted_writer_with_same_id_continues_numbering(client: FlakyClient) -> None:
