@@ -176,6 +176,29 @@ def test_a_commit_sent_again_after_it_landed_is_answered_ok_and_merges_once(
         client.commit_transaction(S, aborted.segment_names)
 
 
+def test_the_commits_remembered_for_resends_are_bounded(
+    store: SegmentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller recognises a resent commit among the latest COMMITS_REMEMBERED transaction
+    segments, and forgets older ones (memory stays bounded however many transactions commit)."""
+    import segmentstore.controller.controller as ctl
+
+    monkeypatch.setattr(ctl, "COMMITS_REMEMBERED", 3)
+    client = EmbeddedClient(store)
+    client.create_stream(S, 1)
+    txns = []
+    for i in range(4):
+        info = client.begin_transaction(S)
+        client.append(info.segment_names[0], encode_event("k", b"%d" % i))
+        client.commit_transaction(S, info.segment_names)
+        txns.append(info.segment_names)
+    client.commit_transaction(S, txns[1])  # among the latest three: answered as before
+    with pytest.raises(SegmentNotFoundError):
+        client.commit_transaction(S, txns[0])  # forgotten, and merged long ago: gone
+    assert read_stream(client, S) == {"k": [b"0", b"1", b"2", b"3"]}
+    StreamController(store).commit_transaction(S, txns[3])  # a replayed controller: the latest too
+
+
 def test_a_transaction_commits_over_a_connection_lost_after_the_commit(store: SegmentStore) -> None:
     from segmentstore import ConnectionLostError
     from segmentstore.client import RemoteClient

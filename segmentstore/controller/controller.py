@@ -31,7 +31,7 @@ import fnmatch
 import itertools
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..checks import checked
@@ -75,12 +75,20 @@ from .model import (
 if TYPE_CHECKING:
     from ..store import SegmentStore
 
-__all__ = ["StreamController", "STREAMS_SEGMENT", "MAX_INITIAL_SEGMENTS", "controller_of"]
+__all__ = [
+    "StreamController",
+    "STREAMS_SEGMENT",
+    "MAX_INITIAL_SEGMENTS",
+    "COMMITS_REMEMBERED",
+    "controller_of",
+]
 
 STREAMS_SEGMENT = "_system/_streams"
 """The system segment holding the controller's records."""
 
 MAX_INITIAL_SEGMENTS = 4096
+COMMITS_REMEMBERED = 65_536
+"""Transaction segments whose commit a resent ``commit_transaction`` is recognised by (the latest)."""
 
 _ROLL_WRITER_ID = -(2**62)
 """Writer id of the transaction-data copies of a rolled commit (dedupes a copy redone after a crash)."""
@@ -98,9 +106,9 @@ class StreamController:
         self._lock = threading.RLock()
         self._meta = StreamMetadata()
         self._log_length = 0
-        # transaction segments committed (from the commit and roll records): a commit sent
-        # again after its reply was lost is answered as the first was
-        self._committed: set[str] = set()
+        # transaction segments committed lately (from the commit and roll records): a commit
+        # sent again after its reply was lost is answered as the first was
+        self._committed = _RecentNames(COMMITS_REMEMBERED)
         with self._lock:
             self._open()
 
@@ -232,7 +240,7 @@ class StreamController:
         """
         with self._lock:
             names = _names(stream, txn_segments)
-            if names and self._committed.issuperset(names):
+            if names and self._committed.holds(names):
                 self._get(stream)
                 return
             st = self._get_open(stream, "committed to")
@@ -256,7 +264,7 @@ class StreamController:
                             "the transaction cannot be merged into it"
                         )
                 self._write({"op": "commit", "stream": stream, "txns": [t for t, _, _ in txns]})
-                self._committed.update(t for t, _, _ in txns)
+                self._committed.add(t for t, _, _ in txns)
                 for t, p, _ in txns:
                     self._merge(t, p)
             else:
@@ -379,7 +387,7 @@ class StreamController:
         """Commit a transaction of an older epoch: active -> duplicates of its epoch -> active ranges."""
         with_data = [(t, p) for t, p, n in txns if n > 0]
         if not with_data:  # nothing to commit: the transaction was empty
-            self._committed.update(t for t, _, _ in txns)
+            self._committed.add(t for t, _, _ in txns)
             for t, _, _ in txns:
                 _ignore_missing(self._store.delete, t)
             return
@@ -394,7 +402,7 @@ class StreamController:
             [(p.key_low, p.key_high) for p in parents],
             {"op": "roll", "txns": mapping, "restore": restore, "drop": [t for t, _, _ in txns]},
         )
-        self._committed.update(t for t, _, _ in txns)
+        self._committed.add(t for t, _, _ in txns)
         self._finish_roll(st, mapping, [t for t, _, _ in txns], restore, epoch)
 
     def _finish_roll(
@@ -490,10 +498,10 @@ class StreamController:
             last[rec["stream"]] = pos
             if rec["op"] == "commit":
                 commits.append(rec)
-                self._committed.update(rec["txns"])
+                self._committed.add(rec["txns"])
             elif rec["op"] == "roll":
                 rolls.append({**rec, "pos": pos})
-                self._committed.update(rec["drop"])
+                self._committed.add(rec["drop"])
         for roll in rolls:
             roll["last"] = last[roll["stream"]] == roll["pos"]
         self._recover(garbage, commits, rolls)
@@ -558,6 +566,29 @@ def _ignore_missing(fn: Any, name: str) -> None:
 
 _CONTROLLERS: weakref.WeakKeyDictionary[SegmentStore, StreamController] = weakref.WeakKeyDictionary()
 _CONTROLLERS_LOCK = threading.Lock()
+
+
+class _RecentNames:
+    """The last ``cap`` names added, oldest dropped first. O(1) per name; memory O(cap)."""
+
+    __slots__ = ("_cap", "_names")
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._names: dict[str, None] = {}
+
+    def add(self, names: Iterable[str]) -> None:
+        for n in names:
+            self._names.pop(n, None)
+            self._names[n] = None
+        while len(self._names) > self._cap:
+            del self._names[next(iter(self._names))]
+
+    def holds(self, names: Iterable[str]) -> bool:
+        return all(n in self._names for n in names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def controller_of(store: SegmentStore) -> StreamController:
