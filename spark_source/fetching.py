@@ -21,6 +21,8 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
+import numpy as np
+
 from readergroup.frame_batch import walk_frames
 from segmentstore.client import SegmentStoreClient
 
@@ -47,6 +49,8 @@ class FrameChunk:
     base: int
     data: bytes
     whole: int
+    runs: np.ndarray | None = None
+    """``ingestion_runs`` of the whole frames' bytes, when asked for (``whole_frame_reads(runs=True)``)."""
 
 
 def whole_frame_reads(
@@ -56,11 +60,14 @@ def whole_frame_reads(
     begin: int,
     end: int,
     chunk_bytes: int = READ_CHUNK_BYTES,
+    runs: bool = False,
 ) -> Iterator[FrameChunk]:
     """``[begin, end)`` of ``segment`` (``begin`` a frame boundary) as reads that start at frame boundaries.
 
     O(bytes): one read per ``chunk_bytes`` (plus re-reading each cut-off frame), one
-    header walk per read.
+    header walk per read. ``runs``: each chunk also carries the ingestion runs of its
+    whole frames (one ``ingestion_runs`` call after each read, on the fetching thread,
+    so that the decoder never waits for the store).
     """
     pos = begin  # the next byte to read
     carry = b""  # the start of a frame longer than the reads so far
@@ -80,7 +87,8 @@ def whole_frame_reads(
             carry, need = data, (nxt or 0)
             pos += len(r.data)
             continue
-        yield FrameChunk(base, data, whole)
+        times = client.ingestion_runs(segment, base, base + whole) if runs and whole else None
+        yield FrameChunk(base, data, whole, times)
         if bad:
             return  # the decoder raises on the malformed frame
         carry, need = b"", 0

@@ -52,6 +52,7 @@ __all__ = [
     "WATERMARK_COLUMN_SLACK_US",
     "read_range",
     "ingestion_times",
+    "times_in_runs",
     "watermark_batch",
     "frame_ends",
     "frame_span",
@@ -154,22 +155,30 @@ def read_range(
     """The events of ``segment`` in ``[begin, end)`` as record batches of ``ARROW_SCHEMA``, one per read.
 
     ``begin`` and ``end`` are frame boundaries. Reads of up to ``chunk_bytes``, ``ahead``
-    of them fetched ahead on a background thread (0: none, every read on this thread). O(bytes).
+    of them fetched, decoded and given their ingestion times ahead on a background thread
+    (0: none, all on this thread); this thread only assembles and yields the batches. O(bytes).
     """
     warn = warn or _log.warning
     shared = _SharedColumns(stream, segment, meta)
+
+    def decoded(start: int) -> Iterator[tuple[int, EventColumns, np.ndarray]]:
+        """(position after, events, their ingestion times) per read; on the fetch thread if any."""
+        for chunk in whole_frame_reads(client, stream, segment, start, end, chunk_bytes, runs=True):
+            cols, consumed = decode_events(chunk.data, chunk.base)
+            times = _NO_TIMES
+            if len(cols):
+                assert chunk.runs is not None  # events come from whole frames, whose runs came with them
+                times = times_in_runs(cols.offsets, chunk.runs)
+            yield chunk.base + consumed, cols, times
+
     pos = begin
     while pos < end:
-        chunks = fetched_ahead(
-            functools.partial(whole_frame_reads, client, stream, segment, pos, end, chunk_bytes),
-            ahead if end - pos > chunk_bytes else 0,
-        )
+        chunks = fetched_ahead(functools.partial(decoded, pos), ahead if end - pos > chunk_bytes else 0)
         try:
-            for chunk in chunks:
-                cols, consumed = decode_events(chunk.data, chunk.base)
-                pos = chunk.base + consumed
+            for after, cols, times in chunks:
+                pos = after
                 if len(cols):
-                    yield _event_batch(client, segment, shared, cols)
+                    yield _event_batch(shared, cols, times)
             return
         except (SegmentTruncatedError, SegmentNotFoundError) as e:
             lost = f"segment {segment!r} of stream {stream!r}: data at offset {pos} is gone ({e})"
@@ -194,9 +203,16 @@ def ingestion_times(client: SegmentStoreClient, segment: str, offsets: np.ndarra
     """
     if len(offsets) == 0:
         return np.empty(0, np.int64)
-    runs = np.asarray(client.ingestion_runs(segment, int(offsets[0]), int(offsets[-1]) + 1), dtype=np.int64)
-    upto = np.searchsorted(offsets, runs[0], side="right")  # offsets in runs 0..k; the last: all
+    return times_in_runs(offsets, client.ingestion_runs(segment, int(offsets[0]), int(offsets[-1]) + 1))
+
+
+def times_in_runs(offsets: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """Each offset's ingestion time (offsets ascending) from ``ingestion_runs`` covering them. O(n)."""
+    runs = np.asarray(runs, dtype=np.int64)
+    upto = np.searchsorted(offsets, runs[0], side="right")  # offsets in runs 0..j; the last run covers all
     times: np.ndarray = np.repeat(runs[1], np.diff(upto, prepend=0))
+    if len(times) != len(offsets):
+        raise ValueError(f"the ingestion runs end at {int(runs[0, -1])}, before offset {int(offsets[-1])}")
     return times
 
 
@@ -226,6 +242,8 @@ class _SharedColumns:
         return tuple(a.slice(0, n) for a in self._arrays)
 
 
+_NO_TIMES = np.empty(0, np.int64)
+
 _US_MS_MAX = (2**63 - 1) // 1000
 """The largest whole millisecond whose microseconds fit an int64 (Spark's timestamp type)."""
 
@@ -238,15 +256,13 @@ def _ms_to_us(ms: np.ndarray) -> np.ndarray:
     return ms * 1000
 
 
-def _event_batch(
-    client: SegmentStoreClient, segment: str, shared: _SharedColumns, cols: EventColumns
-) -> pa.RecordBatch:
+def _event_batch(shared: _SharedColumns, cols: EventColumns, ingestion_ms: np.ndarray) -> pa.RecordBatch:
     n = len(cols)
     times = cols.event_times
     no_time = times == NO_EVENT_TIME
     has_none = bool(no_time.any())
     event_us = _ms_to_us(np.where(no_time, 0, times) if has_none else times)
-    ingestion_us = ingestion_times(client, segment, cols.offsets) * 1000
+    ingestion_us = ingestion_ms * 1000
     stream_col, segment_col, watermark_col, et_watermark_col, kind_col = shared.of(n)
     arrays = [
         stream_col,
