@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import struct
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 import segmentstore.core.read_index as read_index
 from readergroup.events import encode_event
 from segmentstore import ManualClock, SegmentStore, StoreConfig, TickingClock
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 from segmentstore.core.records import _walk_py, walk_records
 from segmentstore.errors import BadOffsetError, InvalidArgumentError, SegmentTruncatedError
 from segmentstore.limits import INT64_MAX
@@ -69,6 +70,20 @@ def scan_all(
 
 
 _names = itertools.count()
+
+
+@pytest.fixture(params=["memory", "disk"])
+def where(
+    request: pytest.FixtureRequest, client: SegmentStoreClient, tmp_path: Path
+) -> Iterator[SegmentStoreClient]:
+    """``client`` (embedded and remote, segments in memory), and an embedded client of a durable store."""
+    if request.param == "memory":
+        yield client
+        return
+    with SegmentStore(ManualClock(1_000), data_dir=tmp_path / "d") as durable:
+        yield EmbeddedClient(durable)
+
+
 _SETTINGS = settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -85,7 +100,7 @@ _SETTINGS = settings(
     chunk=st.sampled_from([8, 64, 1 << 20]),
 )
 def test_scan_counts_exactly_the_whole_records_that_fit(
-    client: SegmentStoreClient,
+    where: SegmentStoreClient,
     monkeypatch: pytest.MonkeyPatch,
     sizes: list[int],
     split: list[int],
@@ -94,7 +109,9 @@ def test_scan_counts_exactly_the_whole_records_that_fit(
     max_records: int | None,
     chunk: int,
 ) -> None:
-    """Over any appends (records spanning them), copy chunks and per-call bounds (embedded and remote)."""
+    """Over any appends (records spanning them), chunks and per-call bounds; in memory (walked in place,
+    embedded and remote) and on disk (copied out)."""
+    client = where
     monkeypatch.setattr(read_index, "SCAN_CHUNK_BYTES", chunk)
     monkeypatch.setattr(read_index, "SCAN_MAX_BYTES", 4 * chunk)
     seg = f"seg-{next(_names)}"

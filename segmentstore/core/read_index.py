@@ -26,6 +26,7 @@ from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
 from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, walk_records
 from .segment import Segment
+from .storage import MemorySegmentData
 from .validation import check_offset, quote
 
 __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
@@ -182,10 +183,18 @@ class ReadIndex:
                 stop = min(limit, seg.length)
                 if stop - pos < RECORD_PREFIX_BYTES:
                     break
-                chunk = seg.data.read(pos, min(SCAN_CHUNK_BYTES, stop - pos))
-            n, used = walk_records(chunk, want - count)
+                size = min(SCAN_CHUNK_BYTES, stop - pos)
+                data = seg.data
+                chunk: bytes | None = None
+                if isinstance(data, MemorySegmentData):  # walked in place, under the lock
+                    n, used = data.walk_records(pos, size, want - count)
+                    head = data.read(pos, RECORD_PREFIX_BYTES) if n == 0 else b""
+                else:  # file-backed: copied out here, walked after the lock
+                    chunk = head = data.read(pos, size)
+            if chunk is not None:
+                n, used = walk_records(chunk, want - count)
             if n == 0:  # one record longer than the chunk: its prefix says whether it fits
-                used = RECORD_PREFIX_BYTES + int.from_bytes(chunk[:RECORD_PREFIX_BYTES], "little")
+                used = RECORD_PREFIX_BYTES + int.from_bytes(head[:RECORD_PREFIX_BYTES], "little")
                 if pos + used > stop:
                     break
                 n = 1

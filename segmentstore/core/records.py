@@ -39,7 +39,7 @@ _U32 = struct.Struct("<I")
 _kernel: Callable[[Any, int], tuple[int, int]] | None = None
 
 
-def _walk_py(buf: bytes, max_records: int) -> tuple[int, int]:
+def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     n = len(buf)
     pos = count = 0
     unpack = _U32.unpack_from
@@ -52,7 +52,7 @@ def _walk_py(buf: bytes, max_records: int) -> tuple[int, int]:
     return count, pos
 
 
-def walk_records(buf: bytes, max_records: int) -> tuple[int, int]:
+def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     """``(records, bytes)``: the whole records at the start of ``buf``, at most ``max_records``."""
     global _kernel
     if len(buf) < _NUMBA_MIN_BYTES:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from .records import walk_records
+
 __all__ = ["SegmentData", "MemorySegmentData"]
 
 
@@ -52,6 +54,16 @@ class MemorySegmentData:
         i = offset - self._base
         with memoryview(self._buf) as view:  # one copy (a bytearray slice would copy twice)
             return bytes(view[i : i + n])
+
+    def walk_records(self, offset: int, n: int, max_records: int) -> tuple[int, int]:
+        """``records.walk_records`` over bytes ``[offset, offset + n)`` in place, without copying them.
+
+        The buffer cannot grow while a view of it exists, so the caller holds the lock that
+        appends take, and the view is gone when this returns. O(records).
+        """
+        i = offset - self._base
+        with memoryview(self._buf) as view, view[i : i + n] as part:
+            return walk_records(part, max_records)
 
     def truncate(self, offset: int) -> None:
         self._start = offset
