@@ -24,7 +24,7 @@ from ..limits import INT64_MAX
 from ..results import RecordScan, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
-from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, walk_records
+from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare, walk_records
 from .segment import Segment
 from .storage import MemorySegmentData
 from .validation import check_offset, quote
@@ -174,6 +174,7 @@ class ReadIndex:
             self._check_length(seg, max_length)
         want = INT64_MAX if max_records is None else max_records
         limit = offset + max_length
+        prepare(min(max_length, SCAN_CHUNK_BYTES))  # a walk in place holds the lock: load numba first
         pos = offset
         count = 0
         while count < want and pos - offset < SCAN_MAX_BYTES:

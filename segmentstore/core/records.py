@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RECORD_PREFIX_BYTES", "SCAN_CHUNK_BYTES", "SCAN_MAX_BYTES", "walk_records"]
+__all__ = ["RECORD_PREFIX_BYTES", "SCAN_CHUNK_BYTES", "SCAN_MAX_BYTES", "walk_records", "prepare"]
 
 RECORD_PREFIX_BYTES = 4
 """The length prefix: u32 little-endian, the number of bytes after it."""
@@ -52,14 +52,20 @@ def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     return count, pos
 
 
-def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
-    """``(records, bytes)``: the whole records at the start of ``buf``, at most ``max_records``."""
+def prepare(size: int) -> None:
+    """Load the kernel now if walks of ``size`` bytes use it (numba's import: never under a lock)."""
     global _kernel
-    if len(buf) < _NUMBA_MIN_BYTES:
-        return _walk_py(buf, max_records)
-    if _kernel is None:
+    if size >= _NUMBA_MIN_BYTES and _kernel is None:
         from ._record_kernels import walk_records as kernel
 
         _kernel = kernel
+
+
+def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
+    """``(records, bytes)``: the whole records at the start of ``buf``, at most ``max_records``."""
+    if len(buf) < _NUMBA_MIN_BYTES:
+        return _walk_py(buf, max_records)
+    prepare(len(buf))
+    assert _kernel is not None
     count, used = _kernel(np.frombuffer(buf, np.uint8), max_records)
     return int(count), int(used)
