@@ -1,12 +1,19 @@
-"""Fault injection for the tests: a TCP proxy that cuts every connection it carries, on demand."""
+"""Fault injection for the tests: a TCP proxy that cuts every connection it carries, on demand,
+and a remote client whose first reply of chosen calls is lost that way."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
-__all__ = ["CuttingProxy"]
+from segmentstore import SegmentStore
+from segmentstore.client import RemoteClient
+from segmentstore.net.server import SegmentStoreServer
+
+__all__ = ["CuttingProxy", "replies_lost_once"]
 
 
 class CuttingProxy:
@@ -59,3 +66,40 @@ class CuttingProxy:
     def close(self) -> None:
         self.listener.close()
         self.cut()
+
+
+@contextlib.contextmanager
+def replies_lost_once(
+    store: SegmentStore, target: object, *methods: str
+) -> Iterator[tuple[RemoteClient, CuttingProxy, dict[str, list[Any]]]]:
+    """A client of ``store`` served through a ``CuttingProxy`` that cuts every connection right
+    after the first call of each of ``target``'s ``methods`` applied, so that its reply is lost.
+
+    Yields the client, the proxy and, per method, the results of the calls that reached
+    ``target`` (the server calls ``store`` or its controller: pass the one to watch).
+    """
+    applied: dict[str, list[Any]] = {m: [] for m in methods}
+    proxy: CuttingProxy | None = None
+
+    def cutting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            applied[name].append(result)
+            if len(applied[name]) == 1 and proxy is not None:
+                proxy.cut()  # the first reply never reaches the client
+            return result
+
+        return call
+
+    originals = {m: getattr(target, m) for m in methods}
+    with SegmentStoreServer(store) as srv:
+        proxy = CuttingProxy(srv.port)
+        for m, fn in originals.items():
+            setattr(target, m, cutting(m, fn))
+        try:
+            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=10) as client:
+                yield client, proxy, applied
+        finally:
+            proxy.close()
+            for m, fn in originals.items():
+                setattr(target, m, fn)

@@ -14,7 +14,6 @@ import struct
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -270,13 +269,9 @@ def test_scans_read_file_backed_and_evicted_segments(tmp_path: Path) -> None:
 
 def test_lost_replies_are_asked_again() -> None:
     """Both calls change nothing, so a reply lost with its connection is asked for again: same answers."""
-    from faults import CuttingProxy
+    from faults import replies_lost_once
 
-    from segmentstore.client import RemoteClient
-    from segmentstore.net.server import SegmentStoreServer
-
-    clock = TickingClock(1_000)
-    store = SegmentStore(clock=clock)
+    store = SegmentStore(clock=TickingClock(1_000))
     store.create_segment("f")
     frames = [encode_event(f"k{i % 9}", bytes(i % 150), i) for i in range(20_000)]
     for k in range(0, len(frames), 500):
@@ -284,29 +279,8 @@ def test_lost_replies_are_asked_again() -> None:
     want_scan = store.scan_records("f", 0, 1 << 30, 15_000)
     length = store.get_info("f").length
     want_runs = store.ingestion_runs("f", 0, length)
-    calls = {"scan_records": 0, "ingestion_runs": 0}
-
-    def cutting(name: str) -> Any:
-        original = getattr(store, name)
-
-        def call(*args: Any) -> Any:
-            result = original(*args)
-            calls[name] += 1
-            if calls[name] == 1:
-                proxy.cut()  # the first reply never reaches the client
-            return result
-
-        return call
-
-    with SegmentStoreServer(store) as srv:
-        proxy = CuttingProxy(srv.port)
-        store.scan_records = cutting("scan_records")  # type: ignore[method-assign]
-        store.ingestion_runs = cutting("ingestion_runs")  # type: ignore[method-assign]
-        try:
-            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=10) as c:
-                assert frame_span(c, "f", 0, 1 << 30, 15_000) == (want_scan.end, 15_000)
-                assert np.array_equal(c.ingestion_runs("f", 0, length), want_runs)
-                assert calls == {"scan_records": 2, "ingestion_runs": 2} and proxy.cuts == 2
-        finally:
-            proxy.close()
+    with replies_lost_once(store, store, "scan_records", "ingestion_runs") as (c, proxy, applied):
+        assert frame_span(c, "f", 0, 1 << 30, 15_000) == (want_scan.end, 15_000)
+        assert np.array_equal(c.ingestion_runs("f", 0, length), want_runs)
+        assert [len(applied[m]) for m in ("scan_records", "ingestion_runs")] == [2, 2] and proxy.cuts == 2
     store.close()

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from faults import CuttingProxy
+from faults import replies_lost_once
 
 from segmentstore import (
     AttributeUpdate,
@@ -532,30 +532,15 @@ def test_attribute_replacements_are_sent_again_after_a_lost_reply_others_are_not
 ) -> None:
     """The reply is lost after the store applied the update (the connection is cut right then)."""
     store.create_segment("s")
-    applied = []
-    original = store.update_attributes
-
-    def update_then_cut(name: str, updates: Any) -> int:
-        ts = original(name, updates)
-        applied.append(ts)
-        if len(applied) == 1:
-            proxy.cut()  # the first reply never reaches the client
-        return ts
-
-    with SegmentStoreServer(store) as srv:
-        proxy = CuttingProxy(srv.port)
-        store.update_attributes = update_then_cut  # type: ignore[method-assign]
-        try:
-            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=10) as c:
-                if sent_again:
-                    c.update_attributes("s", [update])
-                    assert len(applied) == 2 and store.get_attributes("s", [7]) == {7: 5}
-                else:
-                    with pytest.raises(ConnectionLostError):
-                        c.update_attributes("s", [update])
-                    assert len(applied) == 1 and store.get_attributes("s", [7]) == {7: 5}  # applied once
-        finally:
-            proxy.close()
+    with replies_lost_once(store, store, "update_attributes") as (c, _, applied):
+        if sent_again:
+            c.update_attributes("s", [update])
+            assert len(applied["update_attributes"]) == 2 and store.get_attributes("s", [7]) == {7: 5}
+        else:
+            with pytest.raises(ConnectionLostError):
+                c.update_attributes("s", [update])
+            assert len(applied["update_attributes"]) == 1  # applied once
+            assert store.get_attributes("s", [7]) == {7: 5}
 
 
 @pytest.mark.parametrize("op", ["seal", "delete", "delete_stream"])
@@ -572,37 +557,21 @@ def test_seal_and_delete_are_sent_again_after_a_lost_reply(store: SegmentStore, 
     if op == "delete_stream":
         controller.seal_stream("sc/st")
     target, name = (controller, "sc/st") if op == "delete_stream" else (store, seg)
-    original = getattr(target, op)
-    calls = []
-
-    def apply_then_cut(arg: str) -> Any:
-        result = original(arg)
-        calls.append(arg)
-        if len(calls) == 1:
-            proxy.cut()  # the first reply never reaches the client
-        return result
-
-    with SegmentStoreServer(store) as srv:
-        proxy = CuttingProxy(srv.port)
-        setattr(target, op, apply_then_cut)
-        try:
-            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=10) as c:
-                result = getattr(c, op)(name)
-                assert len(calls) == 1 and proxy.cuts == 1  # applied once, the resend refused
-                if op == "seal":
-                    assert result == 10 and store.get_info(seg).sealed
-                    with pytest.raises(SegmentSealedError):
-                        c.seal(seg)  # no reply lost: a segment sealed already is an error
-                elif op == "delete":
-                    assert not store.exists(seg)
-                    with pytest.raises(SegmentNotFoundError):
-                        c.delete(seg)
-                else:
-                    assert "sc/st" not in c.list_streams()
-                    with pytest.raises(StreamNotFoundError):
-                        c.delete_stream("sc/st")
-        finally:
-            proxy.close()
+    with replies_lost_once(store, target, op) as (c, proxy, applied):
+        result = getattr(c, op)(name)
+        assert len(applied[op]) == 1 and proxy.cuts == 1  # applied once, the resend refused
+        if op == "seal":
+            assert result == 10 and store.get_info(seg).sealed
+            with pytest.raises(SegmentSealedError):
+                c.seal(seg)  # no reply lost: a segment sealed already is an error
+        elif op == "delete":
+            assert not store.exists(seg)
+            with pytest.raises(SegmentNotFoundError):
+                c.delete(seg)
+        else:
+            assert "sc/st" not in c.list_streams()
+            with pytest.raises(StreamNotFoundError):
+                c.delete_stream("sc/st")
 
 
 def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: SegmentStore) -> None:
