@@ -22,6 +22,7 @@ Run over the embedded client and over ``RemoteClient`` against a served store.
 
 from __future__ import annotations
 
+from batches import event_rows
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
@@ -127,14 +128,8 @@ class SharedGroupMachine(InOperationMachine):
                 self._epoch_ok(rid, b.epoch, bool(len(b)) or b.watermark is not None)
                 if b.watermark is not None:
                     self._watermark(rid, b.epoch, b.watermark)
-                for k in range(len(b)):
-                    self._event(
-                        b.epoch,
-                        b.segments[b.segment_index[k]],
-                        int(b.offset[k]),
-                        int(b.ingestion_time[k]),
-                        b.payload[k].as_py(),
-                    )
+                for row in event_rows(b):
+                    self._event(b.epoch, *row)
                 if not len(b) and b.watermark is None and b.checkpoint_name is None:
                     break
                 got += 1

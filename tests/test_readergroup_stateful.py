@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import Future
 
+from batches import event_rows
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -197,14 +198,8 @@ class ReaderGroupMachine(RuleBasedStateMachine):
                 assert b.epoch == self.group.epoch, "a batch of an older epoch was delivered"
                 if b.watermark is not None:
                     self._watermark(reader.reader_id, b.epoch, b.watermark)
-                for k in range(len(b)):
-                    self._event(
-                        b.epoch,
-                        b.segments[b.segment_index[k]],
-                        int(b.offset[k]),
-                        int(b.ingestion_time[k]),
-                        b.payload[k].as_py(),
-                    )
+                for row in event_rows(b):
+                    self._event(b.epoch, *row)
                 if not len(b) and b.watermark is None and b.checkpoint_name is None:
                     break
                 got += 1
