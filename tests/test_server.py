@@ -574,6 +574,53 @@ def test_seal_and_delete_are_sent_again_after_a_lost_reply(store: SegmentStore, 
                 c.delete_stream("sc/st")
 
 
+@pytest.mark.parametrize("op", ["create_segment", "create_stream"])
+def test_creates_are_sent_again_after_a_lost_reply(store: SegmentStore, op: str) -> None:
+    """The create landed and its reply was lost: sent again, the name found existing as the create
+    left it is the create done; one found otherwise (data, another shape) is still an error."""
+    from segmentstore.controller.controller import controller_of
+    from segmentstore.errors import SegmentExistsError, StreamExistsError
+
+    controller = controller_of(store)
+    target = controller if op == "create_stream" else store
+    with replies_lost_once(store, target, op) as (c, proxy, applied):
+        if op == "create_segment":
+            assert c.create_segment("fresh").length == 0
+            store.create_segment("used")
+            store.append("used", b"x")
+            with pytest.raises(SegmentExistsError, match="'used'"):
+                c.create_segment("used")  # no reply lost: the plain error
+        else:
+            info = c.create_stream("sc/fresh", 3)
+            assert (info.epoch, len(info.active_segments)) == (0, 3)
+            with pytest.raises(StreamExistsError, match="'sc/fresh'"):
+                c.create_stream("sc/fresh", 3)  # no reply lost: the plain error
+        made = [getattr(r, "name", None) for r in applied[op]]  # the resend's refusal applied nothing
+        assert made == (["fresh", "used"] if op == "create_segment" else ["sc/fresh"]) and proxy.cuts == 1
+
+
+def test_a_resent_create_that_finds_another_shape_says_so(store: SegmentStore) -> None:
+    """A stream of another shape found by the resend was not made by this call: StreamExistsError."""
+    from segmentstore.controller.controller import controller_of
+    from segmentstore.errors import StreamExistsError
+
+    controller = controller_of(store)
+    original = controller.create_stream
+
+    def with_two_segments(stream: str, initial_segments: int = 1) -> Any:
+        return original(stream, 2)  # as if another client's create of the name landed first
+
+    controller.create_stream = with_two_segments  # type: ignore[method-assign]
+    try:
+        with replies_lost_once(store, controller, "create_stream") as (c, _, applied):
+            with pytest.raises(StreamExistsError, match=r"2 segments.*not created by this call"):
+                c.create_stream("sc/other", 3)
+            assert len(applied["create_stream"]) == 1
+    finally:
+        controller.create_stream = original  # type: ignore[method-assign]
+    assert len(controller.get_stream("sc/other").active_segments) == 2
+
+
 def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: SegmentStore) -> None:
     """Threads sharing a client put one writer's appends and plain ones into one frame; with the
     writer's first event stored already (a resend), every item still gets a single append's result

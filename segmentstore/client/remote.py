@@ -36,10 +36,12 @@ from ..errors import (
     InvalidArgumentError,
     ProtocolError,
     ReadTimeoutError,
+    SegmentExistsError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
     StoreClosedError,
+    StreamExistsError,
     StreamNotFoundError,
     retriable,
 )
@@ -229,7 +231,18 @@ class RemoteClient(SegmentStoreClient):
 
     # ------------------------------------------------------------------ segments
     def create_segment(self, name: str) -> SegmentInfo:
-        return self._call(SegmentClient.create_segment, name=name)
+        """Sent again after a lost reply: a segment found existing then, still as a create leaves
+        one (empty, open), is the create done; any other one is ``SegmentExistsError``."""
+        result = self._invoke("create_segment", {"name": name}, settled=SegmentExistsError)[0]
+        if result is not SETTLED:
+            return cast(SegmentInfo, result)
+        info = self.get_info(name)
+        if info.length or info.start_offset or info.sealed:
+            raise SegmentExistsError(
+                f"segment {name!r} exists and holds data or is sealed; it was not created by this call "
+                "(a create sent again after a lost reply found it)"
+            )
+        return info
 
     def create_transaction(self, parent: str) -> str:
         return self._call(SegmentClient.create_transaction, parent=parent)
@@ -482,7 +495,21 @@ class RemoteClient(SegmentStoreClient):
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
-        return self._call(StreamClient.create_stream, stream=stream, initial_segments=initial_segments)
+        """Sent again after a lost reply: a stream found existing then, still as this create leaves
+        one (epoch 0, open, ``initial_segments`` segments), is the create done; any other one is
+        ``StreamExistsError``."""
+        args = {"stream": stream, "initial_segments": initial_segments}
+        result = self._invoke("create_stream", args, settled=StreamExistsError)[0]
+        if result is not SETTLED:
+            return cast(StreamInfo, result)
+        info = self.get_stream(stream)
+        if info.epoch or info.sealed or len(info.active_segments) != initial_segments:
+            raise StreamExistsError(
+                f"stream {stream!r} exists (epoch {info.epoch}, {len(info.active_segments)} segments"
+                f"{', sealed' if info.sealed else ''}); it was not created by this call "
+                "(a create sent again after a lost reply found it)"
+            )
+        return info
 
     def get_stream(self, stream: str) -> StreamInfo:
         return self._call(StreamClient.get_stream, stream=stream)
