@@ -621,6 +621,41 @@ def test_a_resent_create_that_finds_another_shape_says_so(store: SegmentStore) -
     assert len(controller.get_stream("sc/other").active_segments) == 2
 
 
+def test_a_scale_is_sent_again_after_a_lost_reply(store: SegmentStore) -> None:
+    """The scale landed and its reply was lost: sent again, the segments found sealed into exactly
+    the asked ranges give the scale's successors; sealed into others, the store's error stands."""
+    from segmentstore.controller.controller import controller_of
+    from segmentstore.errors import InvalidScaleError
+
+    controller = controller_of(store)
+    controller.create_stream("sc/sc", 2)
+    seal = [s.name for s in controller.get_stream("sc/sc").active_segments]
+    ranges = [(0.5, 1.0), (0.0, 0.25), (0.25, 0.5)]
+    with replies_lost_once(store, controller, "scale_stream") as (c, proxy, applied):
+        made = c.scale_stream("sc/sc", seal, ranges)
+        assert made == applied["scale_stream"][0] and len(applied["scale_stream"]) == 1
+        assert [(m.key_low, m.key_high) for m in made] == sorted(ranges) and proxy.cuts == 1
+        with pytest.raises(InvalidScaleError, match="is sealed already"):
+            c.scale_stream("sc/sc", seal, ranges)  # no reply lost: the plain error
+    original = controller.scale_stream
+
+    def merged_instead(stream: str, seal: Any, new_ranges: Any) -> Any:
+        return original(stream, seal, [(0.0, 0.5)])  # as if another client's scale landed first
+
+    controller.scale_stream = merged_instead  # type: ignore[method-assign]
+    try:
+        with replies_lost_once(store, controller, "scale_stream") as (c, _, applied):
+            with pytest.raises(InvalidScaleError, match="is sealed already"):
+                c.scale_stream("sc/sc", [m.name for m in made[:2]], [(0.0, 0.1), (0.1, 0.5)])
+            assert len(applied["scale_stream"]) == 1
+    finally:
+        controller.scale_stream = original  # type: ignore[method-assign]
+    assert [(m.key_low, m.key_high) for m in controller.get_stream("sc/sc").active_segments] == [
+        (0.0, 0.5),
+        (0.5, 1.0),
+    ]
+
+
 def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: SegmentStore) -> None:
     """Threads sharing a client put one writer's appends and plain ones into one frame; with the
     writer's first event stored already (a resend), every item still gets a single append's result

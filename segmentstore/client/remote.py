@@ -34,6 +34,7 @@ from ..clock import monotonic_s
 from ..errors import (
     AppendTooLargeError,
     InvalidArgumentError,
+    InvalidScaleError,
     ProtocolError,
     ReadTimeoutError,
     SegmentExistsError,
@@ -57,8 +58,17 @@ from .interface import SegmentClient, SegmentStoreClient, StreamClient
 __all__ = ["RemoteClient", "parse_address"]
 
 _log = logging.getLogger(__name__)
-SETTLED = object()
-"""``_invoke``'s result when a resent command found its state already holding (see ``settled``)."""
+
+
+class _Settled:
+    """``_invoke``'s result when a resent command met ``error``, saying its state holds already."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: SegmentStoreError) -> None:
+        self.error = error
+
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -189,7 +199,8 @@ class RemoteClient(SegmentStoreClient):
 
         ``settled``: the command asks for a state (sealed, gone), so it is sent again after a
         lost reply too, and if the store then answers with this error, saying the state holds
-        already (the lost attempt, or another client, got there), the result is ``SETTLED``.
+        already (the lost attempt, or another client, got there), the result is ``_Settled``
+        holding it: the caller checks the state and returns, or raises the error.
         """
         self._after_fork()
         cmd = COMMANDS[command]
@@ -211,7 +222,7 @@ class RemoteClient(SegmentStoreClient):
                 return conn.call(command, packed, payload, deadline, copy_payload)
             except SegmentStoreError as e:  # the error class says whether to send it again
                 if resent and settled is not None and isinstance(e, settled):
-                    return SETTLED, b""
+                    return _Settled(e), b""
                 again = retriable(e, idempotent or settled is not None)
                 if not again or self._closed or monotonic_s() + delay >= deadline:
                     raise
@@ -234,14 +245,14 @@ class RemoteClient(SegmentStoreClient):
         """Sent again after a lost reply: a segment found existing then, still as a create leaves
         one (empty, open), is the create done; any other one is ``SegmentExistsError``."""
         result = self._invoke("create_segment", {"name": name}, settled=SegmentExistsError)[0]
-        if result is not SETTLED:
+        if not isinstance(result, _Settled):
             return cast(SegmentInfo, result)
         info = self.get_info(name)
         if info.length or info.start_offset or info.sealed:
             raise SegmentExistsError(
                 f"segment {name!r} exists and holds data or is sealed; it was not created by this call "
                 "(a create sent again after a lost reply found it)"
-            )
+            ) from result.error
         return info
 
     def create_transaction(self, parent: str) -> str:
@@ -400,7 +411,7 @@ class RemoteClient(SegmentStoreClient):
     def seal(self, name: str) -> int:
         """Sent again after a lost reply: a segment found sealed then is the seal done (its length)."""
         result = self._invoke("seal", {"name": name}, settled=SegmentSealedError)[0]
-        return self.get_info(name).length if result is SETTLED else cast(int, result)
+        return self.get_info(name).length if isinstance(result, _Settled) else cast(int, result)
 
     def truncate(self, name: str, offset: int) -> None:
         self._ahead.clear()
@@ -500,7 +511,7 @@ class RemoteClient(SegmentStoreClient):
         ``StreamExistsError``."""
         args = {"stream": stream, "initial_segments": initial_segments}
         result = self._invoke("create_stream", args, settled=StreamExistsError)[0]
-        if result is not SETTLED:
+        if not isinstance(result, _Settled):
             return cast(StreamInfo, result)
         info = self.get_stream(stream)
         if info.epoch or info.sealed or len(info.active_segments) != initial_segments:
@@ -508,7 +519,7 @@ class RemoteClient(SegmentStoreClient):
                 f"stream {stream!r} exists (epoch {info.epoch}, {len(info.active_segments)} segments"
                 f"{', sealed' if info.sealed else ''}); it was not created by this call "
                 "(a create sent again after a lost reply found it)"
-            )
+            ) from result.error
         return info
 
     def get_stream(self, stream: str) -> StreamInfo:
@@ -520,7 +531,25 @@ class RemoteClient(SegmentStoreClient):
     def scale_stream(
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
     ) -> tuple[StreamSegment, ...]:
-        return self._call(StreamClient.scale_stream, stream=stream, seal=seal, new_ranges=new_ranges)
+        """Sent again after a lost reply: ``seal`` found sealed by one scale into exactly
+        ``new_ranges`` is the scale done (its successors); anything else is the store's error."""
+        args = {"stream": stream, "seal": seal, "new_ranges": new_ranges}
+        result = self._invoke("scale_stream", args, settled=InvalidScaleError)[0]
+        if not isinstance(result, _Settled):
+            return cast(tuple[StreamSegment, ...], result)
+        successors: dict[str, SuccessorInfo] = {}
+        for name in seal:
+            for info in self.get_successors(name):
+                successors[info.segment.name] = info
+        made = sorted((i.segment for i in successors.values()), key=lambda s: s.key_low)
+        if (
+            made
+            and all(set(i.predecessors) <= set(seal) for i in successors.values())
+            and {p for i in successors.values() for p in i.predecessors} == set(seal)
+            and [(s.key_low, s.key_high) for s in made] == sorted((float(a), float(b)) for a, b in new_ranges)
+        ):
+            return tuple(made)
+        raise result.error
 
     def get_segment(self, segment_name: str) -> StreamSegment:
         return self._call(StreamClient.get_segment, segment_name=segment_name)
