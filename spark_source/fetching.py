@@ -28,7 +28,7 @@ from segmentstore.client import SegmentStoreClient
 
 from .errors import DataLossError
 
-__all__ = ["READ_CHUNK_BYTES", "FETCH_AHEAD", "FrameChunk", "whole_frame_reads", "fetched_ahead"]
+__all__ = ["READ_CHUNK_BYTES", "FETCH_AHEAD", "FrameChunk", "whole_frame_reads", "fetched_ahead", "runs_of"]
 
 READ_CHUNK_BYTES = 2 << 20
 """Bytes asked for per read of a range: 2 MiB read and decode faster here than 4 or 8 (cache)."""
@@ -87,7 +87,7 @@ def whole_frame_reads(
             carry, need = data, (nxt or 0)
             pos += len(r.data)
             continue
-        times = client.ingestion_runs(segment, base, base + whole) if runs and whole else None
+        times = runs_of(client, segment, base, base + whole) if runs and whole else None
         yield FrameChunk(base, data, whole, times)
         if bad:
             return  # the decoder raises on the malformed frame
@@ -98,6 +98,20 @@ def whole_frame_reads(
             f"segment {segment!r} of stream {stream!r}: {len(carry)} bytes before offset {end} are not a "
             "whole frame (the planned end is not a frame boundary)"
         )
+
+
+def runs_of(client: SegmentStoreClient, segment: str, begin: int, end: int) -> np.ndarray:
+    """Every ingestion run of bytes ``[begin, end)`` (``begin < end``): one call, or more for a
+    range of over 65,536 runs (the store answers those in parts). O(runs)."""
+    parts = []
+    pos = begin
+    while True:
+        runs = np.asarray(client.ingestion_runs(segment, pos, end), dtype=np.int64)
+        parts.append(runs)
+        last = int(runs[0, -1])
+        if last >= end - 1:
+            return runs if len(parts) == 1 else np.concatenate(parts, axis=1)
+        pos = last + 1
 
 
 _DONE = object()

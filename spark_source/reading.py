@@ -37,7 +37,7 @@ from segmentstore.client import RemoteClient, SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 
 from .errors import DataLossError
-from .fetching import FETCH_AHEAD, READ_CHUNK_BYTES, fetched_ahead, whole_frame_reads
+from .fetching import FETCH_AHEAD, READ_CHUNK_BYTES, fetched_ahead, runs_of, whole_frame_reads
 
 __all__ = [
     "SPARK_SCHEMA",
@@ -203,7 +203,7 @@ def ingestion_times(client: SegmentStoreClient, segment: str, offsets: np.ndarra
     """
     if len(offsets) == 0:
         return np.empty(0, np.int64)
-    return times_in_runs(offsets, client.ingestion_runs(segment, int(offsets[0]), int(offsets[-1]) + 1))
+    return times_in_runs(offsets, runs_of(client, segment, int(offsets[0]), int(offsets[-1]) + 1))
 
 
 def times_in_runs(offsets: np.ndarray, runs: np.ndarray) -> np.ndarray:

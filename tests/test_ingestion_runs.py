@@ -112,3 +112,28 @@ def test_a_store_with_many_index_entries() -> None:
         offsets = np.arange(1_000, length - 1_000)
         assert np.array_equal(times[np.searchsorted(lasts, offsets)], s.watermarks_at("big", offsets) + 1)
         s._check()
+
+
+@pytest.mark.parametrize("cap", [1, 2, 7])
+def test_a_range_of_many_runs_is_answered_in_parts(
+    client: SegmentStoreClient, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, cap: int
+) -> None:
+    """Over ``MAX_RUNS`` runs, each answer covers a prefix, so no reply grows with the range;
+    asking again from the byte after each (``runs_of``) gives every byte its time."""
+    import segmentstore.core.watermark_index as wi
+    from spark_source.fetching import runs_of
+
+    client.create_segment("many")
+    for i in range(30):
+        clock.advance(1)
+        client.append("many", bytes(1 + i % 4))
+    length = client.get_info("many").length
+    whole = client.ingestion_runs("many", 2, length - 1)  # 29 runs: byte 2 is in the second append
+    monkeypatch.setattr(wi, "MAX_RUNS", cap)
+    first = client.ingestion_runs("many", 2, length - 1)
+    assert np.array_equal(first, whole[:, :cap]) and first[0, -1] < length - 2  # a prefix
+    runs = runs_of(client, "many", 2, length - 1)
+    assert np.array_equal(runs, whole) and runs[0, -1] == length - 2
+    offsets = np.arange(2, length - 1)
+    want = [client.ingestion_time_at("many", int(o)) for o in offsets]
+    assert runs[1][np.searchsorted(runs[0], offsets)].tolist() == want

@@ -121,6 +121,27 @@ def test_read_range_gives_the_per_event_decoders_rows(chunk: int, ahead: int) ->
             assert got == expected_rows(c, "s/a", "s/a/0", begin, end)
 
 
+@pytest.mark.parametrize("ahead", [0, 2])
+def test_read_range_asks_again_for_runs_answered_in_parts(
+    monkeypatch: pytest.MonkeyPatch, ahead: int
+) -> None:
+    """With the store answering 2 ingestion runs per call, every event still gets its own time."""
+    import segmentstore.core.watermark_index as wi
+
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        for i in range(40):  # 40 runs: every append at its own millisecond
+            clock.advance(1)
+            c.append("s/a/0", b"".join(encode_event(f"k{i}", bytes(j), i) for j in range(i % 5 + 1)))
+        length = c.get_info("s/a/0").length
+        monkeypatch.setattr(wi, "MAX_RUNS", 2)
+        got = read_rows(c, "s/a", "s/a/0", 0, length, ahead=ahead, chunk_bytes=1 << 16)
+        assert len({r["ingestion_time"] for r in got}) == 40
+        assert got == expected_rows(c, "s/a", "s/a/0", 0, length)
+
+
 def test_read_range_over_the_wire() -> None:
     clock = ManualClock(1_000_000)
     with SegmentStore(clock=clock) as store, SegmentStoreServer(store) as server:

@@ -179,7 +179,9 @@ class SegmentClient(Protocol):
 
         A ``(2, k)`` int64 array: row 0 each run's last offset (the last one ``end - 1``),
         row 1 its ingestion time. The byte at ``o`` has the time of the first run whose
-        last offset is ``>= o`` (``np.searchsorted(runs[0], offsets)``).
+        last offset is ``>= o`` (``np.searchsorted(runs[0], offsets)``). A range of more
+        than 65,536 runs is answered in parts: a last offset below ``end - 1`` says ask
+        again from the byte after it.
         """
         ...
 

@@ -343,7 +343,8 @@ class ReadIndex:
         """Bytes ``[begin, end)`` as runs of one ingestion time (``WatermarkIndex.ingestion_runs``).
 
         ``(2, k)`` int64: each run's last offset and its time; empty if ``begin == end``.
-        One call answers what ``ingestion_time_at`` would for every byte of the range. O(log n + k).
+        One call answers what ``ingestion_time_at`` would for every byte of the range, or of
+        a prefix of it if it holds over ``MAX_RUNS`` runs (ask again after it). O(log n + k).
         """
         with self._lock:
             seg = self._table.segment(name, use=False)

@@ -31,12 +31,14 @@ import numpy.typing as npt
 
 from ..checks import checked
 
-__all__ = ["WatermarkIndex"]
+__all__ = ["WatermarkIndex", "MAX_RUNS"]
 
 _I64 = np.dtype(np.int64)
 _I64_MAX = int(np.iinfo(np.int64).max)
 _I64_MIN = int(np.iinfo(np.int64).min)
 _MIN_CAP = 16
+MAX_RUNS = 1 << 16
+"""Runs ``ingestion_runs`` answers at most per call (1 MiB of reply); more: a prefix, ask again."""
 _BLOCK = 8  # must equal _kernels.BLOCK (checked on load)
 _SMALL_BATCH = 64  # batches up to this size bisect per query (no parallel region at all)
 _PAR_MIN = 1 << 15  # batches from this size use every numba thread, smaller ones one thread
@@ -330,20 +332,28 @@ class WatermarkIndex:
             return self._wv[bisect_left(self._om, p, h, n)] + 1  # type: ignore[no-any-return]
         return _scalar(self._store, h, n, p) + 1
 
-    def ingestion_runs(self, begin: int, end: int) -> npt.NDArray[np.int64]:
+    def ingestion_runs(self, begin: int, end: int, max_runs: int | None = None) -> npt.NDArray[np.int64]:
         """The runs of bytes ``[begin, end)`` written at one ingestion time: a ``(2, k)`` array.
 
         Row 0 holds each run's last offset (the last clipped to ``end - 1``), row 1 its
         ingestion time, in offset order: the byte at ``o`` has the time of the first run
-        whose last offset is ``>= o``. ``start_offset <= begin < end <= length`` (checked
-        by the caller). O(log n + k).
+        whose last offset is ``>= o``. At most ``max_runs`` runs: if the range holds more,
+        the answer covers a prefix of it (its last offset is below ``end - 1``; ask again
+        from the next byte; None: ``MAX_RUNS``). ``start_offset <= begin < end <= length``
+        and ``max_runs >= 1`` (checked by the caller). O(log n + k).
         """
+        if max_runs is None:
+            max_runs = MAX_RUNS
         h, n = self._h, self._n
         i = bisect_left(self._om, begin, h, n)
         j = bisect_left(self._om, end - 1, i, n)
+        whole = j < i + max_runs
+        if not whole:
+            j = i + max_runs - 1
         out = np.empty((2, j + 1 - i), np.int64)
         out[0] = self._offs[i : j + 1]
-        out[0, -1] = end - 1
+        if whole:
+            out[0, -1] = end - 1
         np.add(self._wms[i : j + 1], 1, out=out[1])
         return out
 
