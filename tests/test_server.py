@@ -18,7 +18,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from faults import replies_lost_once
+from faults import CuttingProxy, replies_lost_once
 
 from segmentstore import (
     AttributeUpdate,
@@ -654,6 +654,62 @@ def test_a_scale_is_sent_again_after_a_lost_reply(store: SegmentStore) -> None:
         (0.0, 0.5),
         (0.5, 1.0),
     ]
+
+
+def test_metadata_calls_survive_connections_cut_at_random(store: SegmentStore) -> None:
+    """A proxy cutting every connection every few ms, before or after calls land: streams are created,
+    scaled, sealed and deleted and segments created, sealed and deleted, each exactly as asked and
+    none failing; the store ends as the calls say."""
+    import random
+
+    rng = random.Random(14)
+    with SegmentStoreServer(store) as srv:
+        proxy = CuttingProxy(srv.port)
+        stop = threading.Event()
+
+        def cutter() -> None:
+            while not stop.wait(rng.uniform(0.001, 0.004)):
+                proxy.cut()
+
+        t = threading.Thread(target=cutter, daemon=True)
+        t.start()
+        try:
+            with RemoteClient(("127.0.0.1", proxy.port), timeout_s=30) as c:
+                for i in range(12):
+                    name = f"cut/s{i}"
+                    info = c.create_stream(name, 2)
+                    assert (info.epoch, len(info.active_segments)) == (0, 2)
+                    low = info.active_segments[0]
+                    made = c.scale_stream(name, [low.name], [(low.key_low, 0.25), (0.25, low.key_high)])
+                    assert [(m.key_low, m.key_high) for m in made] == [(0.0, 0.25), (0.25, 0.5)]
+                    c.seal_stream(name)
+                    if i % 2:
+                        c.delete_stream(name)
+                    seg = f"cut-seg-{i}"
+                    assert c.create_segment(seg).length == 0
+                    assert c.seal(seg) == 0
+                    if i % 3:
+                        c.delete(seg)
+        finally:
+            stop.set()
+            t.join()
+            proxy.close()
+    assert proxy.cuts > 20
+    streams = controller_of_store(store).list_streams("cut/*")
+    assert streams == sorted(f"cut/s{i}" for i in range(12) if i % 2 == 0)
+    for name in streams:
+        st = controller_of_store(store).get_stream(name)
+        assert st.sealed and st.epoch == 1 and len(st.active_segments) == 3
+    assert sorted(n for n in store.list_segments() if n.startswith("cut-seg-")) == [
+        f"cut-seg-{i}" for i in range(12) if i % 3 == 0
+    ]
+    assert all(store.get_info(f"cut-seg-{i}").sealed for i in range(0, 12, 3))
+
+
+def controller_of_store(store: SegmentStore) -> Any:
+    from segmentstore.controller.controller import controller_of
+
+    return controller_of(store)
 
 
 def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: SegmentStore) -> None:
