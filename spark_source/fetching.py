@@ -9,8 +9,11 @@ read is collected over several. ``fetched_ahead`` runs such a generator on a thr
 up to ``ahead`` items ahead of its consumer: socket reads release the GIL and the
 numba kernels run with ``nogil``, so fetching overlaps decoding.
 
-A read that returns nothing below the planned end, or bytes at the end that are not
-a whole frame, raise ``DataLossError``; the store's errors pass through in order.
+With ``runs``, each read also brings the ingestion runs of its whole frames
+(``runs_of``: one ``ingestion_runs`` call, more for over 65,536 runs), so that the
+decoder never waits for the store. A read that returns nothing below the planned end,
+or bytes at the end that are not a whole frame, raise ``DataLossError``; the store's
+errors pass through in order.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import numpy as np
 
 from readergroup.frame_batch import walk_frames
 from segmentstore.client import SegmentStoreClient
+from segmentstore.errors import ProtocolError
 
 from .errors import DataLossError
 
@@ -107,6 +111,10 @@ def runs_of(client: SegmentStoreClient, segment: str, begin: int, end: int) -> n
     pos = begin
     while True:
         runs = np.asarray(client.ingestion_runs(segment, pos, end), dtype=np.int64)
+        if runs.ndim != 2 or runs.shape[0] != 2 or runs.shape[1] == 0 or int(runs[0, -1]) < pos:
+            raise ProtocolError(
+                f"segment {segment!r}: ingestion_runs of [{pos}, {end}) answered no runs from {pos}"
+            )
         parts.append(runs)
         last = int(runs[0, -1])
         if last >= end - 1:

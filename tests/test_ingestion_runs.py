@@ -137,3 +137,20 @@ def test_a_range_of_many_runs_is_answered_in_parts(
     offsets = np.arange(2, length - 1)
     want = [client.ingestion_time_at("many", int(o)) for o in offsets]
     assert runs[1][np.searchsorted(runs[0], offsets)].tolist() == want
+
+
+def test_runs_of_refuses_an_answer_that_makes_no_progress(store: SegmentStore) -> None:
+    """A store answering without runs from the asked byte would loop the reader forever: it is an error."""
+    from segmentstore.client import EmbeddedClient
+    from segmentstore.errors import ProtocolError
+    from spark_source.fetching import runs_of
+
+    class Stuck(EmbeddedClient):
+        def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
+            return np.array([[begin - 1], [5]], np.int64)  # a run ending before the asked byte
+
+    c = Stuck(store)
+    c.create_segment("x")
+    c.append("x", b"abc")
+    with pytest.raises(ProtocolError, match=r"'x'.*\[1, 3\)"):
+        runs_of(c, "x", 1, 3)
