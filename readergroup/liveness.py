@@ -15,11 +15,14 @@ fence fails and nothing happens; once fenced, the reader's next beat fails, so a
 reader that was only slow (paused, partitioned) learns it lost its lease before it
 delivers anything more (it beats before delivering whenever a quarter timeout has
 passed). A fenced value tells every other observer at once that the reader is gone.
-Times come from injected clocks only.
+Once a reader's ``RemoveReader`` is in the log its heartbeat attribute is removed
+(``forget``), so the segment holds one attribute per online reader, not one per reader
+that ever joined. Times come from injected clocks only.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 
 from segmentstore import AttributeUpdate, AttributeUpdateType, BadAttributeUpdateError, SegmentStoreError
@@ -28,7 +31,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import retriable
 from segmentstore.limits import INT64_MIN
 
-__all__ = ["FENCED", "Heartbeat", "LivenessMonitor", "fence", "beat_interval"]
+__all__ = ["FENCED", "Heartbeat", "LivenessMonitor", "fence", "forget", "beat_interval"]
 
 FENCED = INT64_MIN
 """The heartbeat value of a reader declared offline (no clock reads it)."""
@@ -110,6 +113,15 @@ def fence(client: SegmentStoreClient, segment: str, key: int, seen: int | None) 
         if not retriable(e, True):
             raise
     return client.get_attributes(segment, [key]).get(key) == FENCED
+
+
+def forget(client: SegmentStoreClient, segment: str, key: int) -> None:
+    """Remove the heartbeat of reader ``key``, which left the group (its ``RemoveReader`` is in
+    the log): the state segment keeps no attribute per reader that ever joined. One call, best
+    effort: a failure leaves the key behind (harmless). A beat of that reader after it fails, as
+    one after a fence does (the value it compares with is gone)."""
+    with contextlib.suppress(*_TRANSPORT):
+        client.update_attributes(segment, [AttributeUpdate(key, None)])
 
 
 class LivenessMonitor:

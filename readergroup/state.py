@@ -62,7 +62,6 @@ claim, as in Pravega.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -99,7 +98,7 @@ from .group_updates import (
     Reset,
     Update,
 )
-from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence
+from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence, forget
 from .state_records import FUTURE, SegmentState
 from .synchronizer import Applied, StateSynchronizer
 from .update_plans import UpdatePlanner, build_entries, moved_positions
@@ -304,9 +303,13 @@ class ReaderGroupState:
             if positions:
                 m.check_positions(slot, [(n, o, 0) for n, o in positions.items()], "returned")
                 pos = tuple((n, o, self.client.watermark_at(n, o)) for n, o in sorted(positions.items()))
+            removed.append(slot.token)
             return [RemoveReader(reader_id, slot.token, m.epoch, pos)]
 
+        removed: list[int] = []
         self._update(fn)
+        if removed:
+            forget(self.client, self.segment, removed[-1])
 
     # ------------------------------------------------------------------ reader updates
     def sync_reader(
@@ -413,6 +416,7 @@ class ReaderGroupState:
             return out
 
         self._update(fn)
+        forget(self.client, self.segment, token)  # offline now, whoever removed it
 
     # ------------------------------------------------------------------ single updates (tools, tests)
     def _token_of(self, reader_id: str, token: int | None) -> int:
@@ -517,9 +521,11 @@ class ReaderGroupState:
             gone: list[str] = []
             for rid, token, seen in mon.expired(members, values, now):
                 if fence(self.client, self.segment, token, seen):
-                    with contextlib.suppress(ReaderNotInGroupError):
-                        self.remove_reader(rid, token=token)
+                    try:
+                        self.remove_reader(rid, token=token)  # (forgets its heartbeat)
                         gone.append(rid)
+                    except ReaderNotInGroupError:  # another process removed it first
+                        forget(self.client, self.segment, token)
             return gone
 
     # ------------------------------------------------------------------ checkpoints

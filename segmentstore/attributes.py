@@ -65,20 +65,31 @@ class AttributeUpdateType(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class AttributeUpdate:
-    """One attribute update: ``key``, ``value``, how to apply it, and the compare value."""
+    """One attribute update: ``key``, ``value``, how to apply it, and the compare value.
+
+    ``value=None`` removes the attribute (Pravega's null attribute value): with REPLACE
+    always, with REPLACE_IF_EQUALS if the current value equals ``comparison``.
+    """
 
     key: int
-    value: int
+    value: int | None
     update_type: AttributeUpdateType = AttributeUpdateType.REPLACE
     comparison: int | None = None
 
     def __post_init__(self) -> None:
         _check_int64("attribute key", self.key)
-        _check_int64(f"value of attribute {self.key}", self.value)
         if not isinstance(self.update_type, AttributeUpdateType):
             raise InvalidArgumentError(
                 f"attribute {self.key}: update_type must be an AttributeUpdateType, got {self.update_type!r}"
             )
+        if self.value is None:
+            if self.update_type not in _REMOVABLE_BY:
+                raise InvalidArgumentError(
+                    f"attribute {self.key}: value None (remove) goes only with REPLACE or "
+                    f"REPLACE_IF_EQUALS, not {self.update_type.name}"
+                )
+        else:
+            _check_int64(f"value of attribute {self.key}", self.value)
         if self.comparison is not None:
             _check_int64(f"comparison value of attribute {self.key}", self.comparison)
             if self.update_type is not AttributeUpdateType.REPLACE_IF_EQUALS:
@@ -93,13 +104,14 @@ def plan_attribute_updates(
     updates: Iterable[AttributeUpdate],
     *,
     allow_core: bool = False,
-) -> dict[int, int]:
+) -> dict[int, int | None]:
     """Validate ``updates`` against ``current`` and return the new values, changing nothing.
 
     Updates apply in order, so a later update of the same key sees the earlier one.
-    Any failed condition rejects the whole list (``BadAttributeUpdateError``). O(k).
+    Any failed condition rejects the whole list (``BadAttributeUpdateError``). A new
+    value of ``None`` removes the key. O(k).
     """
-    planned: dict[int, int] = {}
+    planned: dict[int, int | None] = {}
     for u in updates:
         if not isinstance(u, AttributeUpdate):
             raise InvalidArgumentError(
@@ -115,6 +127,7 @@ def plan_attribute_updates(
         if t is AttributeUpdateType.REPLACE:
             new = u.value
         elif t is AttributeUpdateType.REPLACE_IF_GREATER:
+            assert u.value is not None  # (AttributeUpdate refuses None here)
             if old is not None and u.value <= old:
                 raise BadAttributeUpdateError(
                     f"segment {segment!r}: attribute {u.key}: replace-if-greater with {u.value} "
@@ -122,6 +135,7 @@ def plan_attribute_updates(
                 )
             new = u.value
         elif t is AttributeUpdateType.ACCUMULATE:
+            assert u.value is not None  # (AttributeUpdate refuses None here)
             new = (old or 0) + u.value
             if not INT64_MIN <= new <= INT64_MAX:
                 raise BadAttributeUpdateError(
@@ -155,11 +169,12 @@ def check_attribute_keys(segment: str, keys: object) -> tuple[int, ...]:
 
 
 def replace_all(segment: str, values: Mapping[object, object]) -> list[AttributeUpdate]:
-    """``{key: value}`` as REPLACE updates (what a user passes for "set these"). O(k)."""
+    """``{key: value}`` as REPLACE updates (what a user passes for "set these"; None: remove). O(k)."""
     out = []
     for k, v in values.items():
         _check_int64(f"segment {segment!r}: attribute key", k)
-        _check_int64(f"segment {segment!r}: value of attribute {k}", v)
+        if v is not None:
+            _check_int64(f"segment {segment!r}: value of attribute {k}", v)
         out.append(AttributeUpdate(k, v))  # type: ignore[arg-type]
     return out
 
@@ -185,6 +200,9 @@ def as_updates(segment: str, updates: object) -> tuple[AttributeUpdate, ...]:
                 f"{type(u).__name__} {u!r:.60}"
             )
     return out
+
+
+_REMOVABLE_BY = (AttributeUpdateType.REPLACE, AttributeUpdateType.REPLACE_IF_EQUALS)
 
 
 def _check_int64(what: str, value: object) -> None:

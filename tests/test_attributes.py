@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from segmentstore import (
@@ -15,6 +17,7 @@ from segmentstore import (
     SegmentStore,
 )
 from segmentstore.attributes import CORE_KEY_MAX, CORE_KEY_MIN
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 R = AttributeUpdateType.REPLACE
@@ -184,3 +187,44 @@ def test_non_update_items_are_rejected(store: SegmentStore) -> None:
     with pytest.raises(InvalidArgumentError, match="AttributeUpdate"):
         store.update_attributes("s", [(1, 2)])  # type: ignore[list-item]
     assert _user(store, "s") == {}
+
+
+def test_a_value_of_none_removes_the_attribute(client: SegmentStoreClient) -> None:
+    """Pravega's null attribute value: REPLACE removes; REPLACE_IF_EQUALS removes only if it matches;
+    a mapping {key: None} removes too; removing an absent key is no error. Embedded and remote."""
+    client.create_segment("s")
+    client.update_attributes("s", [AttributeUpdate(1, 10), AttributeUpdate(2, 20), AttributeUpdate(3, 30)])
+    client.update_attributes("s", [AttributeUpdate(1, None)])
+    assert client.get_attributes("s", [1, 2, 3]) == {2: 20, 3: 30}
+    with pytest.raises(BadAttributeUpdateError, match="expected 99, found 20"):
+        client.update_attributes("s", [AttributeUpdate(2, None, RIE, 99)])
+    client.update_attributes("s", [AttributeUpdate(2, None, RIE, 20)])  # a compare-and-remove
+    client.update_attributes("s", {3: None, 4: 40})
+    client.update_attributes("s", [AttributeUpdate(77, None)])  # absent: nothing to remove
+    assert client.get_attributes("s", [1, 2, 3, 4, 77]) == {4: 40}
+    client.update_attributes("s", [AttributeUpdate(4, None), AttributeUpdate(4, 41, RIE, None)])
+    assert client.get_attributes("s", [4]) == {4: 41}  # in order: removed, then set where absent
+
+
+@pytest.mark.parametrize("kind", [AttributeUpdateType.ACCUMULATE, AttributeUpdateType.REPLACE_IF_GREATER])
+def test_none_goes_only_with_replace_updates(kind: AttributeUpdateType) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"value None.*not {kind.name}"):
+        AttributeUpdate(1, None, kind)
+
+
+def test_removals_survive_a_restart(tmp_path: Path) -> None:
+    """Removed attributes stay removed when the log is replayed, and after a snapshot."""
+    clock = ManualClock(1_000)
+    for snapshot in (False, True):
+        d = tmp_path / f"d{snapshot}"
+        with SegmentStore(clock=clock, data_dir=d) as s:
+            s.create_segment("s")
+            s.update_attributes("s", {1: 1, 2: 2, 3: 3})
+            s.update_attributes("s", [AttributeUpdate(2, None), AttributeUpdate(3, 33)])
+            if snapshot:
+                s.snapshot()
+                s.update_attributes("s", [AttributeUpdate(1, None, RIE, 1)])
+        with SegmentStore(clock=clock, data_dir=d) as s:
+            want = {3: 33} if snapshot else {1: 1, 3: 33}
+            assert s.get_attributes("s", [1, 2, 3]) == want
+            s._check()

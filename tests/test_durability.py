@@ -437,6 +437,13 @@ _ops = st.one_of(
     st.builds(Append, _i64, _i64, _name, _i64, st.binary(max_size=50), st.none() | _i64, st.none() | _i64),
     st.builds(MergeTransaction, _i64, _i64, _name, _name, _i64, _i64),
     st.builds(UpdateAttributes, _i64, _i64, _name, st.lists(st.tuples(_i64, _i64), max_size=5).map(tuple)),
+    st.builds(  # with removals (value None)
+        UpdateAttributes,
+        _i64,
+        _i64,
+        _name,
+        st.lists(st.tuples(_i64, st.none() | _i64), max_size=5).map(tuple),
+    ),
     st.builds(Seal, _i64, _i64, _name),
     st.builds(Truncate, _i64, _i64, _name, _i64),
     st.builds(Delete, _i64, _i64, _name),

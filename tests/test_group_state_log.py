@@ -394,6 +394,40 @@ def test_a_reader_that_stops_beating_is_declared_offline_after_its_timeout(
     a._check()
 
 
+def _heartbeat_keys(client: SegmentStoreClient) -> set[int]:
+    from segmentstore.attributes import is_core_attribute
+
+    return {k for k in client.get_attributes(state_segment("g")) if not is_core_attribute(k)}
+
+
+def test_the_state_segment_keeps_a_heartbeat_per_online_reader_only(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """Readers that closed, were taken offline or expired leave no attribute behind, however many
+    came and went; one taken offline while alive learns at its next beat that its lease is gone."""
+    a, b, ra, rb, _ = _lease_setup(clock, client)
+    _drain(ra, rb)
+    for i in range(6):  # readers come and go
+        r = b.create_reader(f"temp-{i}")
+        r.read_next_event()
+        r.close()
+    assert len(_heartbeat_keys(client)) == 2  # ra and rb
+    a.reader_offline("rb")  # an operator takes a live reader offline
+    assert len(_heartbeat_keys(client)) == 1
+    clock.advance(600)  # past a quarter timeout: rb beats before it delivers again, and fails
+    with pytest.raises(ReaderNotInGroupError):
+        rb.read_next_event()
+    rc = b.create_reader("rc")
+    rc.read_next_event()  # then rc's process stops; ra's replica declares it offline
+    assert a.expire_readers() == []  # (first sight of rc's heartbeat)
+    clock.advance(1_200)
+    ra.read_next_event()  # ra's reads watch the heartbeats too
+    a.expire_readers()
+    assert a.online_readers() == ["ra"]
+    assert len(_heartbeat_keys(client)) == 1
+    a._check()
+
+
 def test_a_slow_reader_within_its_lease_keeps_its_segments(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:

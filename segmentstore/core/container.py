@@ -394,14 +394,19 @@ class SegmentContainer:
             complete(wakeups)
         return ts
 
-    def _update_attributes_locked(self, seg: Segment, planned: dict[int, int]) -> list[Wakeup]:
+    def _update_attributes_locked(self, seg: Segment, planned: dict[int, int | None]) -> list[Wakeup]:
         seq, ts = self._processor.stamp()
         self._log(UpdateAttributes(seq, ts, seg.name, tuple(planned.items())))
         self._apply_attributes(seg, planned, ts)
         return take_wakeups(seg) if seg.futures else []
 
-    def _apply_attributes(self, seg: Segment, values: dict[int, int], ts: int) -> None:
-        seg.attributes.update(values)
+    def _apply_attributes(self, seg: Segment, values: dict[int, int | None], ts: int) -> None:
+        attrs = seg.attributes
+        for key, value in values.items():
+            if value is None:
+                attrs.pop(key, None)  # removed
+            else:
+                attrs[key] = value
         seg.last_write_time = ts
         seg.windex.record_time(ts)
 

@@ -61,10 +61,11 @@ class MergeTransaction(Operation):
 
 @dataclass(frozen=True, slots=True)
 class UpdateAttributes(Operation):
-    """Set resolved attribute ``values`` (key, value) on ``name``. Temporal (also when empty)."""
+    """Set resolved attribute ``values`` (key, value; value None: remove the key) on ``name``. Temporal
+    (also when empty)."""
 
     name: str
-    values: tuple[tuple[int, int], ...]
+    values: tuple[tuple[int, int | None], ...]
 
 
 @dataclass(frozen=True, slots=True)

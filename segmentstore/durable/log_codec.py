@@ -37,12 +37,14 @@ _T_ATTRS = 4
 _T_SEAL = 5
 _T_TRUNCATE = 6
 _T_DELETE = 7
+_T_ATTRS_REMOVING = 8  # attribute values and removed keys (logs without removals keep _T_ATTRS)
 
 _HEAD = struct.Struct("<BBqq")  # version, tag, seq, timestamp
 _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
 _Q = struct.Struct("<q")
 _QQ = struct.Struct("<qq")
+_QBQ = struct.Struct("<qBq")  # attribute key, kept (0: removed), value
 _APPEND_FIXED = struct.Struct("<qB")  # offset, flags
 _WRITER = 1
 _EVENT = 2
@@ -91,9 +93,13 @@ def encode_operation_parts(op: Operation) -> list[bytes]:
     elif t is UpdateAttributes:
         assert isinstance(op, UpdateAttributes)
         parts = [_name(op.name), _U32.pack(len(op.values))]
-        parts.extend(_QQ.pack(k, v) for k, v in op.values)
+        if all(v is not None for _, v in op.values):
+            parts.extend(_QQ.pack(k, v) for k, v in op.values)
+            tag = _T_ATTRS
+        else:  # (key, kept, value): a removed key is kept 0, value 0
+            parts.extend(_QBQ.pack(k, v is not None, v or 0) for k, v in op.values)
+            tag = _T_ATTRS_REMOVING
         body = b"".join(parts)
-        tag = _T_ATTRS
     elif t is Seal:
         assert isinstance(op, Seal)
         body = _name(op.name)
@@ -200,6 +206,20 @@ def _d_attrs(r: _Reader, seq: int, ts: int) -> Operation:
     return UpdateAttributes(seq, ts, name, values)
 
 
+def _d_attrs_removing(r: _Reader, seq: int, ts: int) -> Operation:
+    name = r.name()
+    n = r._take(_U32)[0]
+    if r.pos + n * _QBQ.size > len(r.buf):
+        raise DataCorruptionError(f"attribute count {n} runs past the record")
+    values: list[tuple[int, int | None]] = []
+    for k, kept, v in _QBQ.iter_unpack(r.buf[r.pos : r.pos + n * _QBQ.size]):
+        if kept > 1 or (not kept and v):
+            raise DataCorruptionError(f"attribute {k}: bad removal flag {kept} with value {v}")
+        values.append((k, v if kept else None))
+    r.pos += n * _QBQ.size
+    return UpdateAttributes(seq, ts, name, tuple(values))
+
+
 def _d_seal(r: _Reader, seq: int, ts: int) -> Operation:
     return Seal(seq, ts, r.name())
 
@@ -217,6 +237,7 @@ _DECODERS: dict[int, Callable[[_Reader, int, int], Operation]] = {
     _T_APPEND: _d_append,
     _T_MERGE: _d_merge,
     _T_ATTRS: _d_attrs,
+    _T_ATTRS_REMOVING: _d_attrs_removing,
     _T_SEAL: _d_seal,
     _T_TRUNCATE: _d_truncate,
     _T_DELETE: _d_delete,
