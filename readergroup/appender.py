@@ -278,6 +278,20 @@ class AppendEngine:
                 self.raise_failure([closed])
         return fut
 
+    def dispatch_many(
+        self, sends: list[tuple[SegmentAppender, Block]], filled: list[Block], sync: bool
+    ) -> None:
+        """``dispatch`` after a bulk write (no lock held): send the blocks it opened, do pending
+        work and, in ``sync`` mode, wait for the blocks it filled and closed (raising a failure)."""
+        for app, b in sends:
+            self.send(app, b)
+        if self.work:
+            self.service()
+        if sync:
+            closed = [b for b in filled if b.closed]
+            self.wait_settled(closed)
+            self.raise_failure(closed)
+
     def send(self, app: SegmentAppender, b: Block | None) -> None:
         """Hand ``b`` (and the blocks its acknowledgements start) to the client. No lock held."""
         if self._threaded and threading.current_thread() is not self._sender:

@@ -129,14 +129,7 @@ class Transaction:
                             sends.append((app, send))
                     break
             eng.make_room(len(events.data))
-        for app, send in sends:
-            eng.send(app, send)
-        if eng.work:
-            eng.service()
-        if self._config.sync:
-            closed = [b for b in filled if b.closed]
-            eng.wait_settled(closed)
-            eng.raise_failure(closed)
+        eng.dispatch_many(sends, filled, self._config.sync)
 
     def note_time(self, t: int) -> None:
         """Assert every later event of the writer has event time ``>= t``, effective at commit only."""

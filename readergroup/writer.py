@@ -195,29 +195,46 @@ class EventWriter:
         """
         frame = encode_event(routing_key, payload, event_time)
         h = key_hash(routing_key)
-        n = len(frame)
         eng = self._engine
         eng.check_fork()
+        self._enter(len(frame))
+        try:
+            seg = self._table.segment_for_hash(h)
+            app = eng.appenders.get(seg.name) or self._appender(seg)
+            fut, send = eng.add(app, frame)
+        finally:
+            eng.lock.release()
+        return eng.dispatch(app, send, fut, self._config.sync)
+
+    def _enter(self, n: int) -> None:
+        """Wait until ``n`` more bytes may be queued, and return holding the engine's lock.
+
+        Raises if the writer is closed; re-joins first (its watermark marker broadcast) if
+        the writer was idle; waits for room at ``max_bytes_in_flight`` (or raises, as
+        configured). The caller queues its events, then releases the lock.
+        """
+        eng = self._engine
         while True:
-            with eng.lock:
+            eng.lock.acquire()
+            try:
                 if not self._admitted():
+                    eng.lock.release()
                     continue
                 rejoin = self._idle and self._asserted is not None
-                full = eng.unacked and eng.unacked + n > self._limit
-                if not rejoin and not full:
-                    seg = self._table.segment_for_hash(h)
-                    app = eng.appenders.get(seg.name) or self._appender(seg)
-                    fut, send = eng.add(app, frame)
-                    break
-                if rejoin:  # re-join at the last asserted time before the event
+                if not rejoin and not (eng.unacked and eng.unacked + n > self._limit):
+                    return  # (the lock stays held)
+                if rejoin:  # re-join at the last asserted time before the events
                     self._idle = False
                     assert self._asserted is not None
                     marker = encode_watermark_marker(self.writer_id, self._asserted)
+            except BaseException:
+                eng.lock.release()
+                raise
+            eng.lock.release()
             if rejoin:
                 self._broadcast(marker)
             else:
                 eng.make_room(n)
-        return eng.dispatch(app, send, fut, self._config.sync)
 
     def _admitted(self) -> bool:
         """(lock held) Raise if closed; ``False`` (after waiting a slice) while another thread
@@ -242,39 +259,20 @@ class EventWriter:
         eng = self._engine
         eng.check_fork()
         filled: list[Block] = []
-        while True:
-            with eng.lock:
-                if not self._admitted():
-                    continue
-                rejoin = self._idle and self._asserted is not None
-                full = eng.unacked and eng.unacked + len(events.data) > self._limit
-                if not rejoin and not full:
-                    segments = [self._table.segment_for_hash(h) for h in events.key_hashes.tolist()]
-                    sends = []
-                    for seg, picked in split_by_segment(segments, events.key_index):
-                        app = eng.appenders.get(seg.name) or self._appender(seg)
-                        mine = frames if picked is None else [frames[i] for i in picked]
-                        blocks, send = eng.add_many(app, mine)
-                        filled += blocks
-                        if send is not None:
-                            sends.append((app, send))
-                    break
-                if rejoin:  # re-join at the last asserted time before the events
-                    self._idle = False
-                    assert self._asserted is not None
-                    marker = encode_watermark_marker(self.writer_id, self._asserted)
-            if rejoin:
-                self._broadcast(marker)
-            else:
-                eng.make_room(len(events.data))
-        for app, send in sends:
-            eng.send(app, send)
-        if eng.work:
-            eng.service()
-        if self._config.sync:
-            closed = [b for b in filled if b.closed]
-            eng.wait_settled(closed)
-            eng.raise_failure(closed)
+        sends = []
+        self._enter(len(events.data))
+        try:
+            segments = [self._table.segment_for_hash(h) for h in events.key_hashes.tolist()]
+            for seg, picked in split_by_segment(segments, events.key_index):
+                app = eng.appenders.get(seg.name) or self._appender(seg)
+                mine = frames if picked is None else [frames[i] for i in picked]
+                blocks, send = eng.add_many(app, mine)
+                filled += blocks
+                if send is not None:
+                    sends.append((app, send))
+        finally:
+            eng.lock.release()
+        eng.dispatch_many(sends, filled, self._config.sync)
 
     def flush(self) -> None:
         """Append every buffered event, wait for the acknowledgements; raise the first failure since."""
