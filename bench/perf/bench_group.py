@@ -25,31 +25,17 @@ Run ``python -m bench.perf.bench_group [--quick | --tiny]``; ``run(size)`` retur
 from __future__ import annotations
 
 import multiprocessing
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 from segmentstore.clock import monotonic_s
 
+from .serving import serve_in_process
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main"]
 
-_ROOT = Path(__file__).resolve().parents[2]
 STREAM = "bench/group"
 GROUP = "bench-group"
-
-
-def _serve() -> tuple[subprocess.Popen[str], tuple[str, int]]:
-    args = [sys.executable, "-m", "bench.cli", "serve", "--port", "0"]
-    p = subprocess.Popen(args, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None
-    line = p.stdout.readline().strip()
-    if not line:
-        p.kill()
-        raise RuntimeError("ingestwm serve did not start")
-    return p, ("127.0.0.1", int(line.rsplit(":", 1)[-1]))
 
 
 def _updater(endpoint: tuple[str, int], rid: str, seconds: float, go: Any, out: Any) -> None:
@@ -125,7 +111,8 @@ def run(size: Size = "full") -> list[Row]:
 
     segments = sized(size, 20, 100, 1_000)
     seconds = sized(size, 0.3, 1.0, 3.0)
-    server, endpoint = _serve()
+    server, port = serve_in_process()
+    endpoint = ("127.0.0.1", port)
     try:
         with RemoteClient(endpoint, timeout_s=60) as client:
             client.create_stream(STREAM, segments)

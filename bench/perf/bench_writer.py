@@ -19,10 +19,7 @@ Run ``python -m bench.perf.bench_writer [--quick | --tiny]``; ``run(size)`` retu
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 from readergroup.events import decode_frames, encode_event
 from readergroup.writer import EventWriter, WriterConfig
@@ -30,13 +27,13 @@ from segmentstore import SegmentStore, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
 
+from .serving import serve_in_process
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "PAYLOAD_BYTES"]
 
 PAYLOAD_BYTES = 32
 _KEYS = 100
-_ROOT = Path(__file__).resolve().parents[2]
 _SYNC = WriterConfig(sync=True, max_batch_events=1)
 _streams = iter(range(1_000_000))
 
@@ -107,21 +104,10 @@ def _append_many_rate(c: RemoteClient, n: int) -> float:
     return n / elapsed
 
 
-def _serve() -> tuple[subprocess.Popen[str], int]:
-    args = [sys.executable, "-m", "bench.cli", "serve", "--port", "0"]
-    p = subprocess.Popen(args, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
-    assert p.stdout is not None
-    line = p.stdout.readline().strip()
-    if not line:
-        p.kill()
-        raise RuntimeError("ingestwm serve did not start")
-    return p, int(line.rsplit(":", 1)[-1])
-
-
 def run(size: Size = "full") -> list[Row]:
     """Start ``ingestwm serve``, measure every variant, stop it; return the rows."""
     n, n_sync = sized(size, tiny=(2_000, 200), quick=(50_000, 2_000), full=(200_000, 6_000))
-    server, port = _serve()
+    server, port = serve_in_process()
     try:
         with RemoteClient(("127.0.0.1", port), timeout_s=120) as c:
             sync = _rate(c, _SYNC, n_sync, 1)

@@ -1,0 +1,26 @@
+"""A segment store served by another process, for the benchmarks that measure over the network."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["serve_in_process"]
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def serve_in_process() -> tuple[subprocess.Popen[str], int]:
+    """Start ``ingestwm serve --port 0`` in a new process; the process and the port it listens on.
+
+    The caller stops it (``terminate()``, ``wait()``). Raises ``RuntimeError`` if it did not start.
+    """
+    args = [sys.executable, "-m", "bench.cli", "serve", "--port", "0"]
+    p = subprocess.Popen(args, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    line = p.stdout.readline().strip()
+    if not line:
+        p.kill()
+        raise RuntimeError("ingestwm serve did not start")
+    return p, int(line.rsplit(":", 1)[-1])
