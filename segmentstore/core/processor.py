@@ -23,7 +23,7 @@ __all__ = ["OperationProcessor", "OperationSink", "checked_now"]
 def checked_now(clock: Clock) -> int:
     """``clock.now()``, refused with ``InvalidClockError`` unless it is an int64 of milliseconds. O(1).
 
-    A float (``time.time() * 1000``), ``None`` or a value beyond int64 would be stored
+    A float (seconds times 1000), ``None`` or a value beyond int64 would be stored
     as an ingestion time and break every later operation; refusing it before anything
     is stamped leaves the store as it was, and usable once the clock is fixed.
     """

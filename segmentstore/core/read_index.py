@@ -24,9 +24,8 @@ from ..limits import INT64_MAX
 from ..results import RecordScan, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
-from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare, walk_records
+from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare
 from .segment import Segment
-from .storage import MemorySegmentData
 from .validation import check_offset, quote
 
 __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
@@ -174,7 +173,7 @@ class ReadIndex:
             self._check_length(seg, max_length)
         want = INT64_MAX if max_records is None else max_records
         limit = offset + max_length
-        prepare(min(max_length, SCAN_CHUNK_BYTES))  # a walk in place holds the lock: load numba first
+        prepare(min(max_length, SCAN_CHUNK_BYTES))  # the walks hold the lock: load numba first
         pos = offset
         count = 0
         while count < want and pos - offset < SCAN_MAX_BYTES:
@@ -185,15 +184,8 @@ class ReadIndex:
                 if stop - pos < RECORD_PREFIX_BYTES:
                     break
                 size = min(SCAN_CHUNK_BYTES, stop - pos)
-                data = seg.data
-                chunk: bytes | None = None
-                if isinstance(data, MemorySegmentData):  # walked in place, under the lock
-                    n, used = data.walk_records(pos, size, want - count)
-                    head = data.read(pos, RECORD_PREFIX_BYTES) if n == 0 else b""
-                else:  # file-backed: copied out here, walked after the lock
-                    chunk = head = data.read(pos, size)
-            if chunk is not None:
-                n, used = walk_records(chunk, want - count)
+                n, used = seg.data.walk_records(pos, size, want - count)
+                head = seg.data.read(pos, RECORD_PREFIX_BYTES) if n == 0 else b""
             if n == 0:  # one record longer than the chunk: its prefix says whether it fits
                 used = RECORD_PREFIX_BYTES + int.from_bytes(head[:RECORD_PREFIX_BYTES], "little")
                 if pos + used > stop:

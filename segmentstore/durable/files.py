@@ -21,6 +21,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from ..checks import checked
+from ..core.records import walk_records
 from ..errors import DataCorruptionError, SegmentStoreError
 
 __all__ = ["BLOCK_BYTES", "SegmentCache", "FileSegmentData"]
@@ -225,6 +226,10 @@ class FileSegmentData:
             else:  # pragma: no cover - macOS
                 os.fsync(self._fd)
             self.unsynced = False
+
+    def walk_records(self, offset: int, n: int, max_records: int) -> tuple[int, int]:
+        """``records.walk_records`` over bytes ``[offset, offset + n)``, read from the cache or file."""
+        return walk_records(self.read(offset, n), max_records)
 
     def read(self, offset: int, n: int) -> bytes:
         flushed = self._flushed
