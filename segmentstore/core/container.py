@@ -61,7 +61,7 @@ from .processor import OperationProcessor, OperationSink
 from .read_index import ReadIndex, Wakeup, complete, take_wakeups
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
 from .storage import SegmentData
-from .validation import as_bytes, check_name, check_offset, check_writer, quote
+from .validation import as_bytes, check_name, check_new_name, check_offset, check_writer, quote
 
 __all__ = ["ColdSegments", "ContainerState", "SegmentContainer"]
 
@@ -188,8 +188,11 @@ class SegmentContainer:
 
     # ------------------------------------------------------------------ create
     def create_segment(self, name: str) -> SegmentInfo:
-        """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal."""
-        check_name(name)
+        """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal.
+
+        The name has at most ``limits.MAX_SEGMENT_NAME_CHARS`` characters.
+        """
+        check_new_name(name)
         if TRANSACTION_SEPARATOR in name:
             raise InvalidArgumentError(
                 f"segment name {name!r} contains {TRANSACTION_SEPARATOR!r}, which is reserved "
