@@ -29,6 +29,7 @@ from segmentstore import (
     StoreReadOnlyError,
 )
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
+from segmentstore.controller.controller import controller_of
 from segmentstore.core.operations import CreateSegment
 from segmentstore.durable.log import scan_log
 from segmentstore.net.server import SegmentStoreServer
@@ -128,6 +129,27 @@ def test_appends_merges_and_updates_the_log_refuses_change_nothing(
         finally:
             if s is not store:
                 s.close()
+
+
+def test_stream_changes_the_disk_refuses_leave_no_stream_and_no_transaction(
+    served: tuple[SegmentStore, SegmentStoreClient], tmp_path: Path
+) -> None:
+    store, client = served
+    d = tmp_path / "d"
+    client.create_stream("sc/kept", 2)
+    with disk_fault(d / "log"):
+        with pytest.raises(StorageError, match="operation log file"):
+            client.create_stream("sc/lost", 3)
+        with pytest.raises(StorageError, match="operation log file"):
+            client.begin_transaction("sc/kept")
+    assert client.list_streams() == ["sc/kept"]
+    before = sorted(store.list_segments())
+    store.close()
+    with _open(d) as again:
+        assert sorted(again.list_segments()) == before
+        assert controller_of(again).list_streams() == ["sc/kept"]
+        controller_of(again).create_stream("sc/lost", 3)  # the name is free
+        again._check()
 
 
 # ---------------------------------------------------------------------- kill -9 after a failed create

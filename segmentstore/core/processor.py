@@ -134,3 +134,7 @@ class OperationProcessor:
     @checked
     def _check(self) -> None:
         assert self._seq >= 0, f"sequence number went negative: {self._seq}"
+        refusing = self._now == self._refuse_write
+        assert refusing == (self._read_only is not None), (
+            f"read-only is {self._read_only!r}, but the stamp {'refuses' if refusing else 'takes'} writes"
+        )

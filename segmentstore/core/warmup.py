@@ -4,7 +4,7 @@ The kernels (``_kernels``: the watermark index's batch lookups and bulk appends;
 ``_record_kernels``: the record walk) are imported lazily so that an embedded store that
 never needs them never imports numba. A server must not do that on its event loop: the
 first request needing a kernel would hold every connection while numba imports (about
-0.5 s) and, on a first start after installation (an empty numba cache), compiles (10-30 s).
+0.5 s) and, on a first start after installation (an empty numba cache), compiles (10-40 s).
 So ``SegmentStoreServer.start`` calls ``warm_kernels`` before it accepts a connection.
 
 Every kernel a request can call has explicit signatures, all compiled when its module

@@ -539,7 +539,7 @@ def serve(
         old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
             print(  # stderr: the first line on stdout stays "listening on", which scripts wait for
-                "loading the numba kernels (a first start after installation compiles them: 10-30 s)",
+                "loading the numba kernels (a first start after installation compiles them: 10-40 s)",
                 file=sys.stderr,
                 flush=True,
             )
