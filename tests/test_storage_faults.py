@@ -231,3 +231,27 @@ def test_a_store_on_a_full_disk_starts_read_only_serves_reads_refuses_writes(tmp
         assert s.read_only is None
         s.append("s", b"d")
         assert s.read("s", 0, 10).data == b"abcd"
+
+
+def test_a_disk_that_fills_while_the_store_runs_fails_writes_until_space_is_back(tmp_path: Path) -> None:
+    """Snapshots fall due while the disk is full: they fail (leaving no temporary file), every
+    write fails changing nothing, and once there is space the store writes and restarts whole."""
+    d = tmp_path / "d"
+    cfg = StoreConfig(advancer_thread=False, sync="always", snapshot_every_ops=3)
+    with SegmentStore(ManualClock(T0), cfg, data_dir=d) as s:
+        s.create_segment("s")
+        for i in range(5):
+            s.append("s", bytes([i]))
+        with disk_fault(d):
+            for _ in range(5):
+                with pytest.raises(StorageError) as e:
+                    s.append("s", b"x")
+                assert e.value.errno == errno.ENOSPC and str(d) in e.value.path
+            assert s.read_only is None  # running: no switch, the next write tries again
+        assert not [p for p in d.rglob("*.tmp")], "a failed snapshot left its temporary file"
+        for i in range(5, 10):
+            s.append("s", bytes([i]))
+        s._check()
+    with _open(d) as s:
+        assert s.read("s", 0, 100).data == bytes(range(10))
+        s._check()

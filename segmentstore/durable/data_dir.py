@@ -413,6 +413,8 @@ def _fsync_path(path: Path) -> None:
         return  # deleted since (its segment is gone)
     try:
         os.fsync(fd)
+    except OSError as e:
+        raise StorageError.of("cannot sync", path, e) from e
     finally:
         os.close(fd)
 

@@ -205,11 +205,11 @@ class FileSegmentData:
             return True
         pos = self._flushed - self._base
         try:
-            view = memoryview(tail)
-            done = 0
-            while done < len(tail):
-                done += os.pwrite(self._fd, view[done:], pos + done)
-            view.release()
+            with memoryview(tail) as view:  # released also on failure: the tail must grow again
+                done = 0
+                while done < len(tail):
+                    with view[done:] as part:
+                        done += os.pwrite(self._fd, part, pos + done)
         except OSError as e:
             with contextlib.suppress(OSError):  # drop a partial write; the tail is retried
                 os.ftruncate(self._fd, pos)

@@ -72,12 +72,15 @@ def log_files(directory: Path) -> list[tuple[int, Path]]:
 
 
 def fsync_dir(directory: Path) -> None:
-    """Make created, renamed and deleted directory entries durable."""
-    fd = os.open(directory, os.O_RDONLY)
+    """Make created, renamed and deleted directory entries durable; ``StorageError`` naming it if not."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise StorageError.of("cannot sync directory", directory, e) from e
 
 
 def _datasync(fd: int) -> None:
