@@ -357,6 +357,8 @@ class DiskColdStore:
             raw = path.read_bytes()
         except FileNotFoundError:
             raise DataCorruptionError(f"{where} is missing") from None
+        except OSError as e:
+            raise StorageError.of(f"evicted segment {name!r}: cannot read state file", path, e) from e
         st = decode_segment_state(decode_blob(raw, where), where)
         if st.name != name or st.file_id != ref.file_id:
             raise DataCorruptionError(f"{where} holds segment {st.name!r} (file {st.file_id})")
