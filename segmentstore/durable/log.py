@@ -122,7 +122,10 @@ class OpLog:
         self._interval_s = sync_interval_ms / 1000.0
         self._roll_bytes = roll_bytes
         self._always = sync == "always"
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError.of("cannot create operation log directory", directory, e) from e
         files = log_files(directory)
         self._number = files[-1][0] if files else 0
         self._fd = -1
