@@ -5,7 +5,8 @@ The kernels (``_kernels``: the watermark index's batch lookups and bulk appends;
 never needs them never imports numba. A server must not do that on its event loop: the
 first request needing a kernel would hold every connection while numba imports (about
 0.5 s) and, on a first start after installation (an empty numba cache), compiles (10-40 s).
-So ``SegmentStoreServer.start`` calls ``warm_kernels`` before it accepts a connection.
+So ``SegmentStoreServer.start`` calls ``warm_kernels`` before it accepts a connection; it
+also starts the threads of the parallel kernels (numba does at their first launch).
 
 Every kernel a request can call has explicit signatures, all compiled when its module
 is imported, and numba compiles nothing more for them (a dispatcher with explicit
@@ -69,6 +70,21 @@ def kernel_dispatchers() -> dict[str, Any]:
     return out
 
 
+def _start_thread_pool() -> None:
+    """One batch lookup large enough for the parallel kernels (sorted and not): numba starts its
+    threads at the first parallel launch (about 0.1 s), here rather than under a request."""
+    import numpy as np
+
+    from .watermark_index import _PAR_MIN, WatermarkIndex
+
+    index = WatermarkIndex(0)
+    for i in range(1, 65):
+        index.record_write(i * 16, i)
+    queries = np.arange(_PAR_MIN, dtype=np.int64) % index.length
+    index.watermarks_at(np.sort(queries))
+    index.watermarks_at(queries)
+
+
 def warm_kernels() -> KernelWarmup:
     """Import (load from numba's cache, or compile) every kernel of the store; the first call's report.
 
@@ -84,6 +100,7 @@ def warm_kernels() -> KernelWarmup:
         lazy = sorted(n for n, d in dispatchers.items() if d._can_compile or not d.signatures)
         if lazy:
             raise RuntimeError(f"numba kernels without explicit signatures would compile on a call: {lazy}")
+        _start_thread_pool()
         signatures = sum(len(d.signatures) for d in dispatchers.values())
         compiled = sum(sum(d.stats.cache_misses.values()) for d in dispatchers.values())
         _done = KernelWarmup(monotonic_s() - started, signatures, compiled)
