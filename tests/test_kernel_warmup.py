@@ -107,3 +107,22 @@ def test_every_kernel_a_request_calls_has_explicit_signatures_only() -> None:
         assert d.signatures and not d._can_compile, name
     with pytest.raises(TypeError):  # a new type is refused, not compiled
         kernels["segmentstore.core._record_kernels.walk_records"](bytearray(8), 1)
+
+
+def test_ingestwm_serve_prints_how_long_the_kernels_took() -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "bench.cli", "serve", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    try:
+        assert p.stdout is not None
+        first, second = p.stdout.readline(), p.stdout.readline()
+        assert first.startswith("listening on "), first
+        assert second.startswith("kernels ready in ") and "kernel signatures" in second, second
+    finally:
+        p.terminate()
+        p.wait(30)
