@@ -34,6 +34,8 @@ __all__ = [
     "StoreClosedError",
     "DataCorruptionError",
     "StoreLockedError",
+    "StorageError",
+    "StoreReadOnlyError",
     "ReadTimeoutError",
     "StreamNotFoundError",
     "StreamExistsError",
@@ -150,6 +152,32 @@ class DataCorruptionError(SegmentStoreError):
 
 class StoreLockedError(SegmentStoreError):
     """Another process holds the data directory."""
+
+
+class StorageError(SegmentStoreError):
+    """The file system refused a read or write of the data directory; ``path`` names the file.
+
+    The operation that raised changed nothing (it is not in the log and not applied), also
+    after a restart. ``errno`` is the OS error number (28: no space left on device, 13:
+    permission denied, 30: read-only file system), ``None`` if there was none.
+    """
+
+    def __init__(self, message: str, path: str = "", errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+    @classmethod
+    def of(cls, what: str, path: object, error: OSError) -> StorageError:
+        """``what`` (e.g. "cannot create segment data file") failed on ``path`` with ``error``."""
+        why = error.strerror or str(error)
+        return cls(f"{what} {path}: {why} (errno {error.errno})", str(path), error.errno)
+
+
+class StoreReadOnlyError(StorageError):
+    """The store opened read-only (its data directory could not be written at start-up, e.g. a
+    full disk): it serves reads and refuses every write; ``path`` names the file it could not
+    write. Free space (or fix the permissions) and restart the store."""
 
 
 class ReadTimeoutError(SegmentStoreError, TimeoutError):

@@ -252,7 +252,8 @@ def serve(
     keyfile: str | None,
     **settings: Any,
 ) -> None:
-    """Serve a segment store until SIGINT/SIGTERM; prints ``listening on HOST:PORT``."""
+    """Serve a segment store until SIGINT/SIGTERM; prints ``listening on HOST:PORT``, then how long
+    the numba kernels took to be ready (loaded, or compiled on a first start) and the settings."""
     from segmentstore.errors import SegmentStoreError
     from segmentstore.net.serve_config import load_serve_config
     from segmentstore.net.server import serve as run_server
