@@ -802,15 +802,18 @@ class AppendEngine:
                 self.kick()  # blocks whose linger ran out
 
     def close(self) -> None:
-        """No more worker thread (a flush came first). Idempotent."""
+        """No more worker or sender thread (a flush came first): both have ended when it returns,
+        unless one is busy in a client call, which ends within the client's timeout. Idempotent."""
         with self.lock:
             self._closed = True
             worker = self._worker
             self.cv.notify_all()
         with self._queue_cv:
+            sender = self._sender
             self._queue_cv.notify_all()
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(5.0)
+        for t in (worker, sender):
+            if t is not None and t is not threading.current_thread():
+                t.join(5.0)
 
     @checked
     def _check(self) -> None:
