@@ -19,8 +19,8 @@ for larger ones). An acknowledgement completes the futures of its block's events
   whose resends are exhausted (outcome unknown) fails its events and every later block
   queued for that segment (never sent). The first such error is raised by the next
   ``flush``. Event numbers are not reused, so a block whose outcome was unknown can never
-  make a later one look like a duplicate. A ``TimeoutError`` from the client is not
-  resent: the client's deadline passed (it resent across reconnects meanwhile), so a
+  make a later one look like a duplicate. A ``ReadTimeoutError`` or ``UnreachableError``
+  is not resent: the client's deadline passed (it resent across reconnects meanwhile), so a
   server gone fails a block within the client's ``timeout_s``, and ``flush``,
   ``commit`` and ``result()`` end. A block never sent fails with the client's
   ``NotSentError`` (not stored); one sent fails with a ``WriterError`` saying its events
@@ -54,7 +54,7 @@ from segmentstore import AppendResult, AppendTooLargeError, Clock, SegmentSealed
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
-from segmentstore.errors import NotSentError, retriable
+from segmentstore.errors import NotSentError, ReadTimeoutError, UnreachableError, retriable
 
 from .config import WriterConfig
 from .errors import WriterBufferFullError, WriterError
@@ -391,7 +391,8 @@ class AppendEngine:
                 self.work = True
             elif (
                 retriable(exc, idempotent=True)
-                and not isinstance(exc, TimeoutError)  # the client's deadline passed: it retried already
+                # the client's own deadline passed: it resent across reconnects meanwhile
+                and not isinstance(exc, (ReadTimeoutError, UnreachableError))
                 and b.attempts < self.config.retry_attempts
             ):
                 b.attempts += 1
