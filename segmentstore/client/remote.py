@@ -244,7 +244,7 @@ class RemoteClient(SegmentStoreClient):
                 if monotonic_s() + delay >= deadline:
                     if isinstance(e, NotSentError) and not sent:
                         raise UnreachableError(
-                            f"{command}: not sent within timeout_s={self.timeout_s + extra_s:g} s: {e}"
+                            f"{command}: not sent within its timeout (timeout_s={self.timeout_s:g} s): {e}"
                         ) from e
                     raise
                 resent = True
@@ -473,9 +473,11 @@ class RemoteClient(SegmentStoreClient):
         if wait_ms:  # checked here too: a reply never waited for would hold a request slot
             check_wait_ms(f"segment {name!r}", wait_ms)
         ahead = self.read_ahead and type(name) is str and type(offset) is int and type(max_length) is int
+        start = monotonic_s()
         r = self._ahead.take((name, offset, max_length), self.timeout_s) if ahead else None
-        if r is None:
+        if r is None:  # the read's timeout counts from its start, the wait for a fetch ahead included
             extra = wait_ms / 1000.0 if type(wait_ms) is int and wait_ms > 0 else 0.0
+            extra -= monotonic_s() - start
             args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": wait_ms}
             result, data = self._invoke("read", args, extra, copy_payload=True)
             r = decode_read(result, data)
