@@ -12,6 +12,7 @@ from typing import Any
 
 from segmentstore import SegmentStore
 from segmentstore.client import RemoteClient
+from segmentstore.net.protocol import PROTOCOL_VERSION, REPLY, encode_frame
 from segmentstore.net.server import SegmentStoreServer
 
 __all__ = ["CuttingProxy", "SilentServer", "replies_lost_once"]
@@ -90,9 +91,11 @@ def _swallow(sock: socket.socket) -> None:
 
 class SilentServer:
     """A server that accepts connections, reads what they send and never answers (not even the
-    hello): a process hung, or a port taken by something else. ``close()`` drops it all."""
+    hello): a process hung, or a port taken by something else. With ``hello``, it answers the
+    hello, then nothing (a server stuck after accepting). ``close()`` drops it all."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, hello: bool = False) -> None:
+        self.hello = hello
         self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self.socks: list[socket.socket] = []
@@ -112,6 +115,12 @@ class SilentServer:
 
     def _read(self, sock: socket.socket) -> None:
         with contextlib.suppress(OSError):
+            if self.hello:
+                data = sock.recv(1 << 16)
+                with self.lock:
+                    self.received += len(data)
+                info = {"version": PROTOCOL_VERSION, "max_in_flight": 64}
+                sock.sendall(b"".join(encode_frame([REPLY, 1, info])))
             while data := sock.recv(1 << 16):
                 with self.lock:
                     self.received += len(data)

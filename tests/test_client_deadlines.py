@@ -210,3 +210,25 @@ def test_close_during_a_handshake_that_never_ends_leaves_nothing_behind() -> Non
     assert len(_client_threads()) == baseline, _client_threads()
     assert silent.received < 200  # hellos at most: no append was sent
     silent.close()
+
+
+def test_close_fails_what_it_leaves_saying_what_was_sent() -> None:
+    """Appends pending when close() gives up: those sent may or may not be stored, the others are
+    not (the server here answers the hello, then nothing)."""
+    silent = SilentServer(hello=True)
+    baseline = len(_client_threads())
+    c = RemoteClient(("127.0.0.1", silent.port), timeout_s=30, window=2, max_batch_events=1)
+    futs = [c.append_async("s", b"%d" % i, writer_id=1, event_number=i) for i in range(20)]
+    assert not c.flush(0.3)  # two frames in flight, the rest queued
+    _within(BOUND, lambda: c._pipeline.close(0.1))  # close()'s own wait would be timeout_s: 30 s
+    _within(BOUND, c.close)
+    errs = [f.exception(0) for f in futs]
+    assert all(isinstance(e, ConnectionLostError) and not isinstance(e, NotSentError) for e in errs[:2])
+    assert all("may or may not be stored" in str(e) for e in errs[:2]), errs[0]
+    assert all(isinstance(e, ClientClosedError) and "not stored" in str(e) for e in errs[2:]), errs[2]
+    assert len(_client_threads()) == baseline, _client_threads()
+    c._pipeline._check()
+    received = silent.received
+    threading.Event().wait(0.2)
+    assert silent.received == received  # nothing sent after close
+    silent.close()

@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..checks import checked
 from ..clock import monotonic_s
 from ..errors import (
     ClientClosedError,
@@ -361,6 +362,12 @@ class Connecting:
     @property
     def cancelled(self) -> bool:
         return self._cancelled
+
+    @checked
+    def _check(self) -> None:
+        """Assert only open handshakes are tracked: none is left once they ended."""
+        with self._lock:
+            assert all(s.fileno() >= 0 or self._cancelled for s in self._socks), self._socks
 
 
 def join_all(conns: Iterator[Connection] | list[Connection], deadline: float) -> None:
