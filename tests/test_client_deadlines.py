@@ -112,8 +112,8 @@ def test_appends_fail_in_time_and_say_whether_they_were_sent(gone: _Gone, store:
         sent = [f for f in futs if not isinstance(f.exception(0), NotSentError)]
         if gone.how == "black-hole":  # the connection stayed up: the first frames went out
             assert sent
-        else:  # nothing could be sent: every one says so
-            assert not sent
+        else:  # at most the frames sent on the connection as it died (window 2 x 4 events)
+            assert len(sent) <= 8, len(sent)
         assert _within(BOUND, c.flush)[0] is True
         _, err = _within(BOUND, lambda: c.append("s", b"x", writer_id=7, event_number=99))
         assert isinstance(err, (NotSentError, ReadTimeoutError)), err
@@ -142,6 +142,7 @@ def test_other_calls_fail_in_time(gone: _Gone, store: SegmentStore) -> None:
 
 
 def test_a_writer_and_a_transaction_end_in_time(gone: _Gone, store: SegmentStore) -> None:
+    baseline = len(_client_threads())
     with RemoteClient(("127.0.0.1", gone.port), timeout_s=T) as c:
         c.create_stream(S, 2)
         w = EventWriter(c, S, config=WriterConfig(retry_attempts=3))
@@ -160,10 +161,14 @@ def test_a_writer_and_a_transaction_end_in_time(gone: _Gone, store: SegmentStore
         assert err is not None
         _, err = _within(BOUND, w.close)
         assert err is None or isinstance(err, Exception)
+        _within(BOUND, c.close)
+    left = [t for t in _client_threads() if t.name.startswith(("ingestwm-appends", "ingestwm-conn-"))]
+    assert not left and len(_client_threads()) <= baseline + 1, _client_threads()  # + the txn's worker
 
 
 # ---------------------------------------------------------------------- close() is final
-def test_close_is_final_and_a_server_back_on_the_port_gets_nothing(store: SegmentStore) -> None:
+@pytest.mark.parametrize("back", ["while closing", "after close"])
+def test_close_is_final_and_a_server_back_on_the_port_gets_nothing(store: SegmentStore, back: str) -> None:
     store.create_segment("s")
     baseline = len(_client_threads())
     srv = SegmentStoreServer(store)
@@ -175,11 +180,15 @@ def test_close_is_final_and_a_server_back_on_the_port_gets_nothing(store: Segmen
     futs = [c.append_async("s", p, writer_id=1, event_number=100 + i) for i, p in enumerate(payloads[:2000])]
     futs += [c.append_async("s", p) for p in payloads[2000:]]
     restarted = SegmentStoreServer(store, port=port)
-    threading.Timer(0.2, restarted.start).start()  # back while the client closes
+    if back == "while closing":
+        threading.Timer(0.2, restarted.start).start()
     _within(BOUND, c.close)
     assert all(f.done() for f in futs)  # close failed every one it left
     length = store.get_info("s").length
     assert len(_client_threads()) == baseline, _client_threads()
+    c._pipeline._check()
+    if back == "after close":
+        restarted.start()
     threading.Event().wait(3 * T)  # a thread that survived would reconnect and resend meanwhile
     assert store.get_info("s").length == length, "appends were stored after close() returned"
     stored = store.read("s", 0, 1 << 20).data
