@@ -241,3 +241,30 @@ def test_close_fails_what_it_leaves_saying_what_was_sent() -> None:
     threading.Event().wait(0.2)
     assert silent.received == received  # nothing sent after close
     silent.close()
+
+
+def test_appends_go_through_again_once_the_server_is_back_while_they_keep_coming(
+    store: SegmentStore,
+) -> None:
+    store.create_segment("s")
+    srv = SegmentStoreServer(store)
+    port = srv.start()
+    restarted = SegmentStoreServer(store, port=port)
+    with RemoteClient(("127.0.0.1", port), timeout_s=T) as c:
+        c.append("s", b"first")
+        srv.stop()
+        futs: list[Any] = []
+        start = monotonic_s()
+        back = False
+        while monotonic_s() - start < 2 * T + BOUND:  # never a pause long enough to drain
+            n = len(futs)
+            futs += [c.append_async("s", b"x", writer_id=3, event_number=n + k) for k in range(1, 51)]
+            if monotonic_s() - start > 2 * T and not back:
+                back = True
+                restarted.start()
+            if back and futs[-50].done() and futs[-50].exception(0) is None:
+                break
+            threading.Event().wait(0.002)
+        assert back and futs[-50].exception(BOUND) is None, futs[-50].exception(0)
+        assert any(isinstance(f.exception(0), UnreachableError) for f in futs[:50])  # while it was gone
+    restarted.stop()

@@ -14,8 +14,8 @@ Deadlines (``timeout_s``), each measured once, never restarted by a retry:
 - a frame not acknowledged ``timeout_s`` after it was first sent, and
 - a server that acknowledged no append for ``timeout_s`` while appends were pending
   (unreachable, refusing connections, accepting them and never answering; counted from
-  the last acknowledgement, or from the moment an append was queued after none was
-  pending),
+  the last acknowledgement, the moment an append was queued while none was pending, or
+  the last such failure),
 
 fail everything pending: what was sent with ``ReadTimeoutError`` (it may or may not be
 stored), what was never sent with ``UnreachableError`` (a ``NotSentError``: not stored).
@@ -410,6 +410,9 @@ class AppendPipeline:
             self._queued = 0
             self._broken = False
             self._why = ""
+            # appends queued from now on get their own timeout_s (else, queued without a pause,
+            # each would fail at once and the pipeline would never try the server again)
+            self._progress = monotonic_s()
             self._cv.notify_all()
         self._drop_conn()
         self._fail(
