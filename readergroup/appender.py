@@ -738,7 +738,10 @@ class AppendEngine:
         except Exception as e:  # the events cannot be numbered: they fail (not stored)
             err: BaseException = e
             if retriable(e, idempotent=True):
-                err = WriterError(f"segment {app.segment!r}: the writer's last event number is unknown: {e}")
+                err = WriterError(
+                    f"segment {app.segment!r}: the writer's last event number is unknown ({e}); "
+                    "its events were not sent, so they are not stored"
+                )
                 err.__cause__ = e
             with self.lock:
                 return self.fail_appender(app, err) if app.assigned is None else []
