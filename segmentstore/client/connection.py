@@ -389,27 +389,36 @@ class ConnectionPool:
         self._conns: list[Connection] = []
         self._dropped: list[Connection] = []  # closed, their reader threads perhaps still ending
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # a connection made (or not)
         self._connecting = Connecting()
         self._making = 0  # connections being made (outside the lock)
 
     def get(self, deadline: float) -> Connection:
         """A live connection, the least busy one; raises ``NotSentError`` if none can be made by
         ``deadline`` (``ClientClosedError`` once the pool is closed)."""
-        with self._lock:
-            if self._connecting.cancelled:
-                raise ClientClosedError("the client is closed")
-            keep = []
-            for c in self._conns:
-                if c.alive and not (c.pending == 0 and c.idle_s() > c.idle_timeout_s / 2):
-                    keep.append(c)
-                else:
-                    c.close()
-                    self._dropped.append(c)
-            self._conns = keep
-            self._dropped = [c for c in self._dropped if not c.join(0)]
-            best = min(keep, key=lambda c: c.pending, default=None)
-            if best is not None and not (best.pending and len(keep) + self._making < self._size):
-                return best
+        with self._cond:
+            while True:
+                if self._connecting.cancelled:
+                    raise ClientClosedError("the client is closed")
+                keep = []
+                for c in self._conns:
+                    if c.alive and not (c.pending == 0 and c.idle_s() > c.idle_timeout_s / 2):
+                        keep.append(c)
+                    else:
+                        c.close()
+                        self._dropped.append(c)
+                self._conns = keep
+                self._dropped = [c for c in self._dropped if not c.join(0)]
+                best = min(keep, key=lambda c: c.pending, default=None)
+                room = len(keep) + self._making < self._size
+                if best is not None and not (best.pending and room):
+                    return best
+                if best is not None or room:
+                    break
+                left = deadline - monotonic_s()  # ``size`` being made already: wait for one
+                if left <= 0:
+                    raise NotSentError("connect: no connection to the segment store was made in time")
+                self._cond.wait(left)
             self._making += 1
         try:  # the handshake runs outside the lock: other calls (and close) go on meanwhile
             made = self._connecting.open(self._factory, deadline, "connect")
@@ -418,8 +427,9 @@ class ConnectionPool:
                 return best
             raise
         finally:
-            with self._lock:
+            with self._cond:
                 self._making -= 1
+                self._cond.notify_all()
         with self._lock:
             if self._connecting.cancelled:
                 made.close()
@@ -435,6 +445,7 @@ class ConnectionPool:
             self._connecting.cancel()
             conns, self._conns = self._conns, []
             dropped, self._dropped = self._dropped, []
+            self._cond.notify_all()
         for c in conns:
             c.close()
         join_all(conns + dropped, deadline)
