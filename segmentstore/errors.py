@@ -9,6 +9,11 @@ reply leaves the outcome unknown (``Retry.IF_IDEMPOTENT``: send again only what 
 to repeat, as the interface marks it, or what carries a writer id and event number,
 which the store deduplicates); a request certainly never executed may always be sent
 again (``Retry.ALWAYS``). ``retriable(error, idempotent)`` applies it.
+
+A client's failed call says what became of it: a ``NotSentError`` (among them
+``UnreachableError``, ``ClientClosedError``) was never executed (an append: not stored);
+any other ``ConnectionLostError``, or a ``ReadTimeoutError``, was in flight: its outcome
+is unknown.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ __all__ = [
     "ConnectionLostError",
     "NotSentError",
     "InvalidClockError",
+    "UnreachableError",
+    "ClientClosedError",
 ]
 
 
@@ -231,3 +238,17 @@ class NotSentError(ConnectionLostError):
 
 class InvalidClockError(SegmentStoreError):
     """The store's clock returned something that is not int64 milliseconds; nothing was changed."""
+
+
+class UnreachableError(NotSentError, TimeoutError):
+    """The server could not be reached (or did not answer) for the call's whole timeout, and the
+    request was never sent: not executed (an append: not stored). The client gave up retrying."""
+
+
+class ClientClosedError(NotSentError, StoreClosedError):
+    """The client was closed before the request was sent: not executed (an append: not stored).
+
+    Sending it again on the closed client fails the same way (``Retry.NEVER``).
+    """
+
+    retry = Retry.NEVER
