@@ -56,6 +56,10 @@ class ReaderGroupConfig:
     - ``state_snapshot_interval``: batches in the group's state log between compacted
       snapshots (and at least a snapshot's worth of bytes); the log is truncated below
       each snapshot, so it stays bounded.
+    - ``checkpoints_kept``: completed checkpoints the group's state keeps (the latest), as
+      Pravega keeps only its latest ones. A process waiting on a checkpoint it initiated
+      gets it as its replica applies the completion; its name may be used again once it
+      is no longer kept.
     """
 
     streams: tuple[str, ...]
@@ -66,6 +70,7 @@ class ReaderGroupConfig:
     max_event_time_lag_ms: int = 0
     reader_timeout_ms: int = 30_000
     state_snapshot_interval: int = 200
+    checkpoints_kept: int = 3
 
     def __post_init__(self) -> None:
         streams = self.streams
@@ -116,6 +121,7 @@ class ReaderGroupConfig:
         _check_int("max_event_time_lag_ms", self.max_event_time_lag_ms, 0)
         _check_int("reader_timeout_ms", self.reader_timeout_ms, 0)
         _check_int("state_snapshot_interval", self.state_snapshot_interval, 2)
+        _check_int("checkpoints_kept", self.checkpoints_kept, 1)
 
     @property
     def watermarks(self) -> bool:

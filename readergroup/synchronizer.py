@@ -130,6 +130,7 @@ class StateSynchronizer:
         self.bytes_since_snapshot = 0
         self.snapshot_bytes = 0  # the last snapshot's frame
         self.snapshot_offset = 0
+        self.on_apply: Callable[[], None] | None = None  # called after every batch applied and reload
 
     # ------------------------------------------------------------------ life cycle
     @classmethod
@@ -195,6 +196,8 @@ class StateSynchronizer:
             self.snapshot_offset = b.offset
             self.stats.reloads += 1
             self.version += 1
+            if self.on_apply is not None:
+                self.on_apply()
             return
         raise GroupStateConflictError(f"group state {self.segment!r}: kept being truncated while loading")
 
@@ -311,6 +314,8 @@ class StateSynchronizer:
                 self._landed[b.seq] = Applied(b.offset, accepted)
         self.revision = b.end
         self.version += 1
+        if self.on_apply is not None:
+            self.on_apply()
 
     # ------------------------------------------------------------------ writing
     def update(self, fn: Callable[[Any], Sequence[Update]]) -> Applied | None:
