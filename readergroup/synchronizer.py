@@ -131,6 +131,7 @@ class StateSynchronizer:
         self.snapshot_bytes = 0  # the last snapshot's frame
         self.snapshot_offset = 0
         self.on_apply: Callable[[], None] | None = None  # called after every batch applied and reload
+        self.deleted: str | None = None  # why the group is known to be gone (deleted), once it is
 
     # ------------------------------------------------------------------ life cycle
     @classmethod
@@ -176,12 +177,10 @@ class StateSynchronizer:
             try:
                 info = self.client.get_info(self.segment)
                 if info.length == info.start_offset:
-                    raise ReaderGroupNotFoundError(f"reader group state {self.segment!r} is empty")
+                    raise self._gone("is empty")
                 batches, _ = self._read_frames(info.start_offset, 1)
             except SegmentNotFoundError:
-                raise ReaderGroupNotFoundError(
-                    f"reader group state {self.segment!r} does not exist (deleted?)"
-                ) from None
+                raise self._gone("does not exist (deleted?)") from None
             except SegmentTruncatedError:
                 continue  # compacted meanwhile: read the new start
             if not batches or not isinstance(batches[0].updates[0], Snapshot):
@@ -189,6 +188,8 @@ class StateSynchronizer:
                     f"group state {self.segment!r}: no snapshot at the start offset {info.start_offset}"
                 )
             b = batches[0]
+            if self.state is not None and b.group_id != self.state.group_id:
+                raise self._gone(f"was deleted and created again (snapshot at {b.offset})")
             self.state = self._load_snapshot(b)
             self.revision = b.end
             self.since_snapshot = self.bytes_since_snapshot = 0
@@ -200,6 +201,19 @@ class StateSynchronizer:
                 self.on_apply()
             return
         raise GroupStateConflictError(f"group state {self.segment!r}: kept being truncated while loading")
+
+    def _gone(self, why: str) -> ReaderGroupNotFoundError:
+        """The error for a log that is gone (deleted, or another group's now); remembered in
+        ``deleted``, and ``version`` moves so every reader of this replica looks at it."""
+        if self.deleted is None:
+            self.deleted = f"reader group state {self.segment!r} {why}"
+            self.version += 1
+        return ReaderGroupNotFoundError(self.deleted)
+
+    def mark_deleted(self) -> None:
+        """This process deleted the group: its replica's readers fail on their next read."""
+        with self.lock:
+            self._gone("was deleted")
 
     # ------------------------------------------------------------------ reading
     def _read_frames(self, offset: int, limit: int | None = None) -> tuple[list[Batch], int]:
@@ -232,6 +246,8 @@ class StateSynchronizer:
     def fetch_updates(self) -> int:
         """Apply every batch appended since the revision, in log order; returns how many. O(new bytes)."""
         with self.lock:
+            if self.deleted is not None:
+                raise ReaderGroupNotFoundError(self.deleted)
             applied = 0
             while True:
                 try:
@@ -240,9 +256,7 @@ class StateSynchronizer:
                     self._reload()
                     continue
                 except SegmentNotFoundError:
-                    raise ReaderGroupNotFoundError(
-                        f"reader group state {self.segment!r} does not exist (deleted?)"
-                    ) from None
+                    raise self._gone("does not exist (deleted?)") from None
                 except BadOffsetError as e:  # the log is shorter than what this replica applied
                     self._check_incarnation()  # another group of the same name: deleted, made again
                     raise GroupStateCorruptError(
@@ -266,9 +280,7 @@ class StateSynchronizer:
             start = self.client.get_info(self.segment).start_offset
             batches, _ = self._read_frames(start, 1)
             if batches and batches[0].group_id != self.state.group_id:
-                raise ReaderGroupNotFoundError(
-                    f"reader group state {self.segment!r} was deleted and created again"
-                )
+                raise self._gone("was deleted and created again")
 
     def _check_shape(self, b: Batch) -> None:
         """A batch holds at least one update, and a snapshot only alone (it replaces the whole state)."""
@@ -295,9 +307,7 @@ class StateSynchronizer:
 
     def _apply_batch(self, b: Batch) -> None:
         if b.group_id != self.state.group_id:
-            raise ReaderGroupNotFoundError(
-                f"reader group state {self.segment!r} was deleted and created again (batch at {b.offset})"
-            )
+            raise self._gone(f"was deleted and created again (batch at {b.offset})")
         if len(b.updates) == 1 and isinstance(b.updates[0], Snapshot):
             loaded = self._load_snapshot(b)
             if loaded.to_obj() != self.state.to_obj():
@@ -326,6 +336,8 @@ class StateSynchronizer:
         batch. Raises ``GroupStateConflictError`` after too many conflicts in a row.
         """
         with self.lock:
+            if self.deleted is not None:  # never append to a log of the same name made again
+                raise ReaderGroupNotFoundError(self.deleted)
             deadline = monotonic_s() + _GIVE_UP_S
             attempt = 0
             while attempt < 2 or monotonic_s() < deadline:
@@ -344,9 +356,7 @@ class StateSynchronizer:
                     self._catch_up(attempt)
                     continue
                 except SegmentNotFoundError:
-                    raise ReaderGroupNotFoundError(
-                        f"reader group state {self.segment!r} does not exist (deleted?)"
-                    ) from None
+                    raise self._gone("does not exist (deleted?)") from None
                 except SegmentStoreError as e:
                     if not retriable(e, True):
                         raise
@@ -387,6 +397,8 @@ class StateSynchronizer:
         nothing is written and the next update past the interval tries again. O(state).
         """
         with self.lock:
+            if self.deleted is not None:
+                return False
             self._seq += 1
             frame = encode_batch(self.state.group_id, self.origin, self._seq, [Snapshot(self.state.to_obj())])
             at = self.revision

@@ -344,19 +344,69 @@ def test_an_offline_reader_that_comes_back_finds_itself_offline_and_reports_noth
     b._check()
 
 
-def test_a_deleted_group_fails_the_readers_of_every_replica(
+def _reads_until_it_raises(r: EventReader, error: type[Exception]) -> str:
+    """Read (whatever is still buffered) until the reader raises ``error``; its message."""
+    with pytest.raises(error) as info:
+        for _ in range(1_000):
+            r.read_next_event()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("lease", [False, True])
+def test_a_deleted_group_fails_the_readers_of_every_replica_naming_the_group(
+    clock: ManualClock, client: SegmentStoreClient, lease: bool
+) -> None:
+    """Readers of the deleting process and of another one learn that the group was deleted, not
+    that they were declared offline: at their next read, or sync, or (with a lease and a report
+    interval longer than the test) at their next beat."""
+    client.create_stream(S, 2)
+    opts: dict[str, Any] = {"reader_timeout_ms": 0}
+    if lease:
+        opts = {"reader_timeout_ms": 1_000, "position_report_interval_ms": 10**9}
+    mgr = ReaderGroupManager(client, clock)
+    mgr.create_reader_group("g", _config(**opts))
+    mine = mgr.create_reader("g", "mine")
+    other = ReaderGroupManager(client, clock)
+    theirs = other.create_reader("g", "theirs")
+    _write(client, clock, 30)
+    for r in (mine, theirs):
+        for _ in range(3):
+            r.read_next_event()
+    assert other.list_reader_groups() == ["g"]
+    mgr.delete_reader_group("g")
+    assert other.list_reader_groups() == []
+    if lease:
+        clock.advance(600)  # their next beat finds the group gone
+    for r in (mine, theirs):
+        msg = _reads_until_it_raises(r, ReaderGroupNotFoundError)
+        assert "'g'" in msg and "deleted" in msg and "offline" not in msg
+        assert "'g'" in _reads_until_it_raises(r, ReaderGroupNotFoundError)  # and it stays so
+    with pytest.raises(ReaderGroupNotFoundError, match="'_system/_rg/g'"):
+        other.get_reader_group("g").online_readers()
+    mine.close()  # nothing to leave
+    with pytest.raises(ReaderGroupNotFoundError):
+        mgr.delete_reader_group("g")
+
+
+def test_a_reader_of_a_group_deleted_and_made_again_learns_its_group_is_gone(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
     client.create_stream(S, 1)
+    cfg = _config(reader_timeout_ms=1_000, position_report_interval_ms=10**9)
     mgr = ReaderGroupManager(client, clock)
-    mgr.create_reader_group("g", _config())
-    other = ReaderGroupManager(client, clock)
-    r = other.create_reader("g", "r")
-    assert other.list_reader_groups() == ["g"]
+    mgr.create_reader_group("g", cfg)
+    old = ReaderGroupManager(client, clock).create_reader("g", "r")
+    old.read_next_event()
     mgr.delete_reader_group("g")
-    with pytest.raises(ReaderNotInGroupError):
-        r.read_next_event()
-    assert other.list_reader_groups() == []
+    new = ReaderGroupManager(client, clock).create_reader_group("g", cfg)
+    heir = new.create_reader("r")  # the same reader id in the new group
+    clock.advance(600)  # the old reader beats: its heartbeat is not in the new group's segment
+    msg = _reads_until_it_raises(old, ReaderGroupNotFoundError)
+    assert "'g'" in msg and "created again" in msg
+    written = _write(client, clock, 5)
+    assert sorted(_drain(heir)) == sorted(written)  # the new group is untouched by the old reader
+    assert new.online_readers() == ["r"]
+    new._check()
 
 
 # ---------------------------------------------------------------------- leases
