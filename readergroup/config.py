@@ -50,9 +50,11 @@ class ReaderGroupConfig:
       time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
       Not used in ``EVENT_TIME``, where the watermark already is an event time.
     - ``reader_timeout_ms``: a reader's lease. Readers heartbeat every quarter of it
-      while they read; one not heard from for this long (on the clock of the process
-      that notices) is declared offline and its segments return at its acknowledged
-      positions. ``0`` = never: readers leave only by ``close()`` or ``reader_offline``.
+      while they read; a live process holding the group (its readers as they beat, or
+      ``expire_readers()``) declares offline a reader whose heartbeat did not change for
+      this long on that process's clock, counted from when it first saw the heartbeat's
+      current value; its segments return at its acknowledged positions. ``0`` = never:
+      readers leave only by ``close()`` or ``reader_offline``.
     - ``state_snapshot_interval``: batches in the group's state log between compacted
       snapshots (and at least a snapshot's worth of bytes); the log is truncated below
       each snapshot, so it stays bounded.

@@ -478,6 +478,26 @@ def test_the_state_segment_keeps_a_heartbeat_per_online_reader_only(
     a._check()
 
 
+def test_a_lease_counts_from_when_a_live_process_first_sees_the_heartbeat(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """The README's "when a dead reader is declared offline": a process that first looks at a
+    long-dead reader's heartbeat still waits a whole lease on its own clock from that look."""
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(reader_timeout_ms=1_000), client, clock)
+    dead = a.create_reader("dead")
+    dead.read_next_event()  # it beats once, then its process stops
+    clock.advance(5_000)  # five leases later a process opens the group and looks
+    late = ReaderGroup.open("g", client, clock)
+    assert late.expire_readers() == []  # its first sight of the heartbeat's value
+    clock.advance(999)
+    assert late.expire_readers() == []
+    clock.advance(1)
+    assert late.expire_readers() == ["dead"]  # a whole lease since it first saw it
+    assert a.online_readers() == []
+    late._check()
+
+
 def test_a_slow_reader_within_its_lease_keeps_its_segments(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
