@@ -27,7 +27,10 @@ counted, and fails ``_check()``).
 
 A batch is applied only whole: an append is atomic in the store, and a frame that is
 corrupt (bad magic, version or CRC) raises ``GroupStateCorruptError`` instead of being
-applied. Thread-safe under ``lock``; every store call happens under it.
+applied. ``on_apply`` (if set) is called after every batch applied and every reload.
+A log found gone — deleted, or another group's under the same name — is remembered in
+``deleted``: from then on the replica raises ``ReaderGroupNotFoundError`` and never
+appends again. Thread-safe under ``lock``; every store call happens under it.
 """
 
 from __future__ import annotations
