@@ -44,8 +44,8 @@ from readergroup.group_updates import (
 from readergroup.reader import EventReader, ReadKind
 from readergroup.state import state_segment
 from readergroup.writer import EventWriter
-from segmentstore import ConnectionLostError, ManualClock, StreamSegment
-from segmentstore.client import SegmentStoreClient
+from segmentstore import ConnectionLostError, ManualClock, SegmentStore, StreamSegment
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 S = "test/shared"
 
@@ -653,3 +653,27 @@ def test_a_log_that_lost_updates_a_replica_applied_is_a_clear_error(tmp_path: An
         client.close()
         server.stop()
         store.close()
+
+
+def test_a_deletion_whose_reply_was_lost_still_fails_the_readers_as_deleted(
+    clock: ManualClock, store: SegmentStore
+) -> None:
+    """Over a connection cut right after the store deleted the state (the reply is lost): the
+    delete is resolved, and readers here and elsewhere learn that the group was deleted."""
+    from faults import replies_lost_once
+
+    elsewhere = EmbeddedClient(store)
+    elsewhere.create_stream(S, 1)
+    with replies_lost_once(store, store, "delete") as (client, proxy, applied):
+        mgr = ReaderGroupManager(client, clock)
+        mgr.create_reader_group("g", _config())
+        mine = mgr.create_reader("g", "mine")
+        theirs = ReaderGroupManager(elsewhere, clock).create_reader("g", "theirs")
+        _write(elsewhere, clock, 10)
+        mine.read_next_event()
+        theirs.read_next_event()
+        mgr.delete_reader_group("g")
+        assert proxy.cuts >= 1 and len(applied["delete"]) == 1  # deleted once, its reply lost
+        for r in (mine, theirs):
+            assert "'g' was deleted" in _reads_until_it_raises(r, ReaderGroupNotFoundError)
+        assert mgr.list_reader_groups() == []
