@@ -107,6 +107,7 @@ class GroupModel:
         self.results: deque[tuple[int, Checkpoint]] = deque(maxlen=config.checkpoints_kept)  # (token, cp)
         self.rejected = 0  # updates skipped on apply (not part of the state)
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
+        self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
 
     @classmethod
     def initial(
@@ -169,6 +170,11 @@ class GroupModel:
             if t == token:
                 return cp
         return None
+
+    def take_completions(self) -> list[tuple[int, Checkpoint]]:
+        """``(token, checkpoint)`` of every checkpoint completed since the last call, kept or not. O(1)."""
+        done, self.completions = self.completions, []
+        return done
 
     def is_pending(self, token: int) -> bool:
         """Whether the checkpoint initiated at log position ``token`` is in progress (or queued). O(k)."""
@@ -430,7 +436,9 @@ class GroupModel:
             for e in self.entries.values()
             if not e.waiting
         )
-        self.results.append((cp.token, Checkpoint(cp.name, self.group, self.epoch, self.streams, positions)))
+        done = (cp.token, Checkpoint(cp.name, self.group, self.epoch, self.streams, positions))
+        self.results.append(done)
+        self.completions.append(done)  # one update may complete more than are kept (a queue, no readers)
         self.results_added += 1
         self.checkpoints.popleft()
         for name, (offset, wm) in sorted(cp.deferred.items()):

@@ -549,10 +549,20 @@ class ReaderGroupState:
             return fut
 
     def _settle(self) -> None:
-        """Complete or abort the futures of checkpoints this process initiated, from the replica."""
+        """Complete or abort the futures of checkpoints this process initiated, from the replica.
+
+        Called after every batch applied: the checkpoints completed by it are taken from the
+        replica whether or not it still keeps them. After a reload (this replica fell behind
+        a compaction) only the kept ones are known; an older one is reported lost.
+        """
+        m = self.model
+        done = m.take_completions()
         if not self._futures:
             return
-        m = self.model
+        for token, completed in done:
+            entry = self._futures.pop(token, None)
+            if entry is not None:
+                entry[2].set_result(completed)
         seen = (id(m), m.epoch, m.results_added, len(self._futures))
         if seen == self._settled:
             return  # no checkpoint completed, no reset, no new future since the last look
@@ -566,7 +576,9 @@ class ReaderGroupState:
                     CheckpointAbortedError(
                         f"group {self.group!r}: checkpoint {name!r} aborted by a reset to epoch {m.epoch}"
                         if m.epoch > epoch
-                        else f"group {self.group!r}: checkpoint {name!r} was lost (too many completed since)"
+                        else f"group {self.group!r}: checkpoint {name!r} was lost (this replica fell "
+                        f"behind a compaction, and over checkpoints_kept={m.config.checkpoints_kept} "
+                        "completed since)"
                     )
                 )
             else:

@@ -165,6 +165,21 @@ def test_an_old_checkpoint_name_is_free_again_once_it_is_no_longer_kept(
         ReaderGroupConfig(("s/a",), checkpoints_kept=0)
 
 
+def test_checkpoints_completed_at_once_beyond_those_kept_all_reach_their_futures(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """The last reader leaving completes every queued checkpoint in one update; one is kept."""
+    client.create_stream("s/a", 2)
+    group = ReaderGroup("g", ReaderGroupConfig(("s/a",), checkpoints_kept=1), client, clock)
+    r = group.create_reader("r")
+    futures = [group.initiate_checkpoint(f"cp{i}") for i in range(4)]
+    assert not any(f.done() for f in futures)
+    r.close()  # it never reached them: now nobody is left to wait for
+    assert [f.result(timeout=0).name for f in futures] == ["cp0", "cp1", "cp2", "cp3"]
+    assert [cp.name for _, cp in group.state.model.results] == ["cp3"]
+    group._check()
+
+
 # ---------------------------------------------------------------------- old logs
 _V1_LOG = Path(__file__).with_name("group_state_v1.rgs")
 
