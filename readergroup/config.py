@@ -60,8 +60,9 @@ class ReaderGroupConfig:
       each snapshot, so it stays bounded.
     - ``checkpoints_kept``: completed checkpoints the group's state keeps (the latest), as
       Pravega keeps only its latest ones. A process waiting on a checkpoint it initiated
-      gets it as its replica applies the completion; its name may be used again once it
-      is no longer kept.
+      gets it as its replica applies the completion (kept or not); only a replica that
+      fell behind a compaction meanwhile sees just the kept ones. A name may be used
+      again once its checkpoint is no longer kept.
     """
 
     streams: tuple[str, ...]
