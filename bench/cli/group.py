@@ -96,7 +96,7 @@ def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
             {"name": cp.name, "waiting_for": sorted(cp.waiting or ()), "reached": sorted(cp.crossed)}
             for cp in m.checkpoints
         ],
-        "completed_checkpoints": [cp.name for cp in m.results if cp.epoch == m.epoch][-5:],
+        "completed_checkpoints": [cp.name for _, cp in m.results if cp.epoch == m.epoch],
     }
 
 
