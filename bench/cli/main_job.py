@@ -144,7 +144,7 @@ def report_lines(result: SimResult) -> list[str]:
         )
     ev = s["events"]
     lines.append(
-        f"Ingestion time: {ev['late_ingestion']} events late (DESIGN §4.1 holds); "
+        f"Ingestion time: {ev['late_ingestion']} events late (docs/design.md §4.1 holds); "
         "the group watermark never went "
         f"back: {s['watermark']['monotonic']}."
     )
