@@ -169,8 +169,6 @@ def local_session(
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
         .config("spark.sql.streaming.stopTimeout", "10s")
-        # Python workers connecting back to the JVM (default 15 s): a loaded machine starts them slowly
-        .config("spark.python.authenticate.socketTimeout", "60s")
         .config(
             "spark.executorEnv.PYTHONWARNINGS", "ignore::FutureWarning"
         )  # pandas notes from PySpark's own code
