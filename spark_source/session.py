@@ -10,7 +10,8 @@ no UI). Starting the JVM costs ~10-15 s on two cores: share one session.
 else ``java`` on ``PATH``) and runs ``java -version`` before any session is created, so
 a missing or broken Java is one ``JavaUnavailableError`` naming what was looked for,
 not PySpark's ``JAVA_GATEWAY_EXITED`` traceback. ``stop_local_session`` stops the
-session (its queries first) at the end of a command.
+session (its queries first) at the end of a command. Importing this module does not
+import pyspark.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JavaUnavailableError
-from .source import register
 
 __all__ = [
     "local_session",
@@ -151,6 +151,8 @@ def local_session(
     if log_level not in LOG_LEVELS:
         raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
     from pyspark.sql import SparkSession
+
+    from .source import register
 
     if SparkSession.getActiveSession() is None:
         check_java()
