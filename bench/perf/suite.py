@@ -211,7 +211,12 @@ def module_main(
     group.add_argument("--tiny", action="store_true", help="smallest sizes (a smoke run)")
     args = parser.parse_args(argv)
     size: Size = "tiny" if args.tiny else "quick" if args.quick else "full"
-    rows = run(size)
+    from spark_source.session import stop_local_session
+
+    try:
+        rows = run(size)
+    finally:
+        stop_local_session()
     for text in format_table(rows):
         print(text)
     return rows
