@@ -256,7 +256,7 @@ class AppendEngine:
         b = app.blocks[0]
         if not (b.closed or self._eager):
             linger = self.config.linger_ms
-            # held while 0 <= age < linger; a clock stepped back (age < 0) ends the wait (DESIGN §1)
+            # held while 0 <= age < linger; a clock stepped back (age < 0) ends the wait (docs/design.md §1)
             if linger is None or 0 <= self._now() - b.first_ms < linger:
                 return None
         app.blocks.popleft()

@@ -1,6 +1,6 @@
 """Reader-group configuration: which streams, where to start, which time domain, how often to report.
 
-A frozen value apart from the running state (DESIGN §5). ``TimeDomain`` is PDP-26's opt-in:
+A frozen value apart from the running state (docs/design.md §5). ``TimeDomain`` is PDP-26's opt-in:
 ``PROCESSING_TIME`` (the default) delivers events only; ``INGESTION_TIME`` also delivers
 the group's ingestion-time watermarks; ``EVENT_TIME`` the writers' asserted event-time
 watermarks (``readergroup.event_time``).
@@ -47,7 +47,7 @@ class ReaderGroupConfig:
       checkpoint, release a segment or close.
     - ``read_buffer_bytes``: bytes per segment read (one read is decoded as a block).
     - ``max_event_time_lag_ms``: for the "late events seen" metric: an event whose event
-      time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
+      time is ``<=`` (emitted watermark - lag) when delivered counts as late (docs/design.md §1).
       Not used in ``EVENT_TIME``, where the watermark already is an event time.
     - ``reader_timeout_ms``: a reader's lease. Readers heartbeat every quarter of it
       while they read; a live process holding the group (its readers as they beat, or

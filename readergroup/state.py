@@ -18,7 +18,7 @@ reader *reports* them, after the events before them were processed; a reader tha
 goes offline returns its segments at the last reported position. Unassigned segments
 are kept ordered by watermark, oldest first, and are acquired in that order.
 
-Why no reader ever delivers an event at or below an emitted watermark (DESIGN §4.1)
+Why no reader ever delivers an event at or below an emitted watermark (docs/design.md §4.1)
 ----------------------------------------------------------------------------------
 Facts: (a) the store stamps temporal operations with non-decreasing times, so
 ingestion times never decrease along a segment, and ``watermark_at(s, p)`` is a lower

@@ -1,4 +1,4 @@
-"""``SegmentStore``: the façade over the clock, config, container, read index and advancer (DESIGN §6)."""
+"""``SegmentStore``: façade over the clock, config, container, read index, advancer (docs/design.md §6)."""
 
 from __future__ import annotations
 

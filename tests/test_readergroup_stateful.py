@@ -1,4 +1,4 @@
-"""Reader groups under random histories: DESIGN §4 invariants 1 and 2 after every step.
+"""Reader groups under random histories: docs/design.md §4 invariants 1 and 2 after every step.
 
 A hypothesis state machine over a ``ManualClock`` and the embedded client (and, with
 fewer examples, the remote client through a server on loopback): writers,

@@ -30,9 +30,16 @@ cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/c
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
+    """What ``demo``, ``simulate`` and ``experiment`` turn into one line: the simulator's and Spark's errors.
+
+    ``spark_source.errors`` does not import pyspark: a missing Java (``JavaUnavailableError``)
+    or a failed query is a ``SparkSourceError``.
+    """
+    from spark_source.errors import SparkSourceError
+
     from ..sim.errors import SimulationError
 
-    return (SimulationError,)
+    return (SimulationError, SparkSourceError)
 
 
 @cli.command()
@@ -48,9 +55,13 @@ def demo(out: str | None, no_spark: bool) -> None:
     """
     from pathlib import Path
 
-    from .main_job import run_demo
-
     try:
+        if not no_spark:  # before the simulation's imports: no Java is one line at once
+            from spark_source.session import check_java
+
+            check_java()
+        from .main_job import run_demo
+
         run_demo(click.echo, Path(out) if out is not None else None, spark=not no_spark)
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
@@ -65,7 +76,9 @@ def demo(out: str | None, no_spark: bool) -> None:
     metavar="KEY=VALUE",
     help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).",
 )
-@click.option("--seed", type=int, default=None, help="Random seed (overrides the scenario's).")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help="Random seed, >= 0 (overrides the scenario's)."
+)
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
 )
@@ -82,7 +95,11 @@ def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: s
 
 
 @cli.command("bench")
-@click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Smaller sizes: seconds per module (about a minute for each Spark one), not minutes.",
+)
 @click.option("--tiny", is_flag=True, help="Smallest sizes: a smoke run (the figures mean little).")
 @click.option(
     "--only",

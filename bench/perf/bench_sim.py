@@ -73,7 +73,7 @@ def bench_scenario(
 
 
 def _check(result: SimResult) -> SimResult:
-    """Events were delivered, each once, none late by ingestion time, watermarks monotonic (DESIGN §4)."""
+    """Events delivered, each once, none late by ingestion time, watermarks monotonic (docs/design.md §4)."""
     ev, name = result.summary["events"], result.scenario.name
     if not 0 < ev["delivered"] == ev["unique"] <= ev["written"] or ev["duplicates"] or ev["late_ingestion"]:
         raise BenchmarkError(f"{name}: wrong delivery {ev}")

@@ -310,7 +310,7 @@ class Scenario:
     name: str = _f()
     duration_ms: int = _f(low=1)
     description: str = ""
-    seed: int = 0
+    seed: int = _f(0, low=0)
     start_time_ms: int = _f(1_700_000_000_000, low=0)
     store: StoreSpec = field(default_factory=StoreSpec)
     stream: StreamSpec = field(default_factory=StreamSpec)
