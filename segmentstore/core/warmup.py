@@ -1,4 +1,4 @@
-"""Every numba kernel of the store made ready at once, before a server answers (DESIGN §7).
+"""Every numba kernel of the store made ready at once, before a server answers (docs/design.md §7).
 
 The kernels (``_kernels``: the watermark index's batch lookups and bulk appends;
 ``_record_kernels``: the record walk) are imported lazily so that an embedded store that
