@@ -212,10 +212,13 @@ class WriterActor:
         while True:
             now = int(env.now)
             nxt = src.next_handover()
-            if self._pending:
+            if self._pending:  # wake on the tick grid: at most once per tick
                 due = min(int(p[3].min()) for p in self._pending)
                 back = w.outage_end(now)
                 due = max(due, back) if back is not None else due
+                tick, s0 = self.spec.tick_ms, self.spec.start_ms
+                due = max(due, now + 1)
+                due = s0 + -(-(due - s0) // tick) * tick
                 nxt = due if nxt is None else min(nxt, due)
             if nxt is None or nxt > end:
                 break

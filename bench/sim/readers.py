@@ -78,6 +78,7 @@ class ReaderActor:
         w, s = self.world, self.spec
         env = w.env
         self.reader = w.group.create_reader(self.name)
+        w.recorder.on_reader_joined(self.name)
         self.state = "online"
         if w.pipeline is not None:
             w.pipeline.channel_active(self.channel, True)
