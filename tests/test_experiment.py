@@ -345,3 +345,27 @@ def test_the_schema_reference_is_generated_from_the_code() -> None:
     r = CliRunner().invoke(cli, ["scenario", "schema"])
     assert r.exit_code == 0 and r.output == text
     assert (ROOT / "docs" / "scenario-schema.md").read_text() == text, "docs/scenario-schema.md is stale"
+
+
+def test_a_local_lab_sweep_writes_means_intervals_and_a_manifest(tmp_path: Path) -> None:
+    from bench.sim.sweep import run_experiment
+
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "name: s\nbase: false-assertions\ntool: compare\nseed: 1\nreplications: 2\n"
+        "set: [duration_ms=3000, writers.honest.stop_ms=2000, writers.liar.stop_ms=2000]\n"
+        "grid: {strategies.flink_bound_ms: [0, 2500]}\nmetrics: [flink.late_fraction]\n"
+    )
+    out = tmp_path / "out"
+    results = run_experiment(
+        str(sweep), out=out, echo=lambda _: None, executor="local", jobs=1, progress=False
+    )
+    late = [r["metrics"]["flink.late_fraction"] for r in results]
+    assert [x["n"] for x in late] == [2, 2] and late[0]["mean"] > late[1]["mean"] == 0
+    header = (out / "results.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["point", "strategies.flink_bound_ms", "n"]
+    assert {"flink.late_fraction", "flink.late_fraction_ci95", "flink.late_fraction_low"} <= set(header)
+    assert len((out / "runs.csv").read_text().splitlines()) == 5
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["seeds"] == [1, 2] and m["tool"] == "experiment (compare)"
+    assert (out / "sweep.png").stat().st_size > 10_000

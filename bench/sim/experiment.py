@@ -57,6 +57,9 @@ SIM_METRICS = (
     "advances_per_s",
     "examined_per_pass",
     "scale_events",
+    "late_dropped",
+    "window_latency_mean_ms",
+    "window_latency_max_ms",
     "monotonic",
 )
 """What one simulation reports (docs/metrics.md defines each)."""
@@ -83,6 +86,7 @@ def sim_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The metrics of one simulation's summary."""
     wm, ev = summary["watermark"], summary["events"]
     idle = wm.get("idle")
+    pipe = summary.get("pipeline")
     return {
         "events_written": ev["written"],
         "events_delivered": ev["delivered"],
@@ -96,6 +100,9 @@ def sim_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
         "advances_per_s": summary["advancer"]["advances_per_s"],
         "examined_per_pass": summary["advancer"]["examined_per_pass"],
         "scale_events": summary["scaling"]["events"],
+        "late_dropped": pipe["late_dropped"] if pipe else None,
+        "window_latency_mean_ms": pipe["window_latency_ms"]["mean"] if pipe else None,
+        "window_latency_max_ms": pipe["window_latency_ms"]["max"] if pipe else None,
         "monotonic": wm["monotonic"],
     }
 

@@ -276,7 +276,9 @@ class WriterSpec:
     """A writer (``count`` > 1: that many instances ``name-0`` ...), its workload and its clock.
 
     Events are produced during each ``tick_ms`` and handed to the store at the tick's end
-    (``schedule``: at their time) plus a ``write_latency``; then one append per segment
+    (``schedule``: at their time) plus a ``write_latency``, resolved on the tick grid (an
+    event due within a tick is appended at its end: a smaller tick is finer and slower);
+    then one append per segment
     (``api: batch``, frames built in numpy) or an ``EventWriter`` (``api: event_writer``).
     With ``commit_interval_ms`` the writer writes through transactions committed at that
     interval. Event time = the writer's clock (``start_time_ms`` + production time, drifting
@@ -298,7 +300,11 @@ class WriterSpec:
     max_events: int | None = _f(None, low=0, doc="stop after this many events")
     start_ms: int = _f(0, low=0, doc="first production time")
     stop_ms: int | None = _f(None, low=0, doc="no event produced at or after this")
-    tick_ms: int = _f(100, low=1, doc="production batches: events of a tick are handed over at its end")
+    tick_ms: int = _f(
+        100,
+        low=1,
+        doc="the writer's time grid: a tick's events are handed over at its end, and reach the store on it",
+    )
     event_time_skew_ms: int = _f(0, doc="the writer's clock minus the true time")
     clock_drift_ppm: float = _f(0.0, doc="the clock runs fast (> 0) by this many ppm of elapsed time")
     clock_drift_sd_ppm: float = _f(

@@ -77,6 +77,7 @@ def summarise(values: Iterable[Any]) -> dict[str, Any]:
     }
 
 
-def _r(x: float) -> float:
-    """Rounded to 6 significant decimals: stable text in CSV/JSON across platforms."""
-    return float(f"{x:.6g}")
+def _r(x: float) -> float | int:
+    """Rounded to 6 significant decimals (an int when whole): stable text in CSV/JSON across platforms."""
+    v = float(f"{x:.6g}")
+    return int(v) if v.is_integer() and abs(v) < 2**53 else v

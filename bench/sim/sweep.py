@@ -17,10 +17,10 @@ Any scenario field can be a grid axis (``strategies.flink_bound_ms`` too). Every
 is validated on the driver first (a bad sweep fails before anything runs); then every
 (point, seed) is one task (``bench.sim.experiment``): one Spark task each
 (``--executor spark``, the default) or one process each (``--executor local``). The
-driver writes ``runs.csv`` (one row per run), ``results.csv`` (per point and metric:
-mean, sd, 95 % interval), ``sweep.json``, ``sweep.png`` (means with 95 % error bars)
-and ``manifest.json``. With ``tool: compare`` a metric name without a strategy
-(``late_fraction``) means one line per strategy.
+driver writes ``runs.csv`` (one row per run), ``results.csv`` (one row per point: per
+metric its mean, then ``_sd``, ``_ci95``, ``_low``, ``_high``), ``sweep.json``,
+``sweep.png`` (means with 95 % error bars) and ``manifest.json``. With ``tool: compare``
+a metric name without a strategy (``late_fraction``) means one line per strategy.
 """
 
 from __future__ import annotations
@@ -296,15 +296,16 @@ def write_sweep(sweep: Sweep, runs: list[dict[str, Any]], out_dir: Path) -> list
                         *(_cell(r["metrics"].get(m)) for m in names),
                     ]
                 )
+        stats = ("sd", "ci95", "low", "high")
         with (out_dir / "results.csv").open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, lineterminator="\n")
-            w.writerow(["point", *keys, "metric", "n", "mean", "sd", "ci95", "low", "high"])
+            w.writerow(["point", *keys, "n", *(c for m in names for c in (m, *(f"{m}_{s}" for s in stats)))])
             for res in results:
-                for m, s in res["metrics"].items():
-                    w.writerow(
-                        [res["point"], *(res["params"][k] for k in keys), m]
-                        + [_cell(s[c]) for c in ("n", "mean", "sd", "ci95", "low", "high")]
-                    )
+                ms = res["metrics"]
+                w.writerow(
+                    [res["point"], *(res["params"][k] for k in keys), len(res["seeds"])]
+                    + [_cell(ms[m][c]) for m in names for c in ("mean", *stats)]
+                )
         doc = {
             "name": sweep.name,
             "tool": sweep.tool,
