@@ -8,18 +8,35 @@ and ``manifest.json``) or over ``replications`` seeds (``bench.sim.replicate``: 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..sim.manifest import Provenance
-from ..sim.scenario import scenario_to_dict
+from ..sim.scenario import Scenario, scenario_to_dict
 from ..sim.simulate import DEFAULT_RUNS_DIR, prepare_output_dir
 from .compare import LabResult, run_compare
 from .lab_scenario import LabScenarioError, load_lab_scenario
 from .report import format_table, write_outputs
 
 __all__ = ["compare_scenario"]
+
+
+def _with_progress(sc: Scenario, show: bool | None) -> LabResult:
+    """``run_compare`` with a tqdm bar over simulated seconds (on a terminal by default)."""
+    from tqdm import tqdm
+
+    if show is None:
+        show = sys.stderr.isatty()
+    with tqdm(
+        total=sc.duration_ms / 1000.0, unit="sim s", desc=sc.name, disable=not show, leave=False
+    ) as bar:
+
+        def report(t_ms: int) -> None:
+            bar.update(t_ms / 1000.0 - bar.n)
+
+        return run_compare(sc, progress=report if show else None)
 
 
 def compare_scenario(
@@ -51,7 +68,7 @@ def compare_scenario(
         )
     if out is not None:
         prepare_output_dir(out)
-    result = run_compare(sc)
+    result = _with_progress(sc, progress)
     echo(format_table(result))
     if out is not None:
         for path in write_outputs(result, out, plots=plots):
