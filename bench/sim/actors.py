@@ -268,7 +268,11 @@ class WriterActor:
             )
         if due.any():
             idx = np.flatnonzero(due)
-            idx = idx[np.argsort(ready[idx], kind="stable")]
+            r = ready[idx]
+            span = int(r.max() - r.min()) if len(r) else 0
+            if span:  # in arrival order; a narrow span sorts as uint16 (radix, O(n))
+                key = (r - r.min()).astype(np.uint16) if span < 1 << 16 else r
+                idx = idx[np.argsort(key, kind="stable")]
             self._write(key_idx[idx], et[idx], seqs[idx], None if sizes is None else sizes[idx])
 
     def _write(self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None) -> None:
