@@ -369,3 +369,23 @@ def test_a_local_lab_sweep_writes_means_intervals_and_a_manifest(tmp_path: Path)
     m = json.loads((out / "manifest.json").read_text())
     assert m["seeds"] == [1, 2] and m["tool"] == "experiment (compare)"
     assert (out / "sweep.png").stat().st_size > 10_000
+
+
+def test_the_issues_idle_tail_now_depends_on_its_seed() -> None:
+    """``simulate idle-tail --seed 1`` and ``--seed 2`` wrote identical series before (constant arrivals)."""
+    over = ["duration_ms=3000", "writers.w.stop_ms=2000", "metrics.plots=false"]
+    a, b = (run_scenario(load_scenario("idle-tail", over, seed=s)) for s in (1, 2))
+    assert [r["events_written"] for r in a.recorder.samples] != [
+        r["events_written"] for r in b.recorder.samples
+    ]
+
+
+def test_shipped_sweeps_load_and_the_scenario_commands_answer() -> None:
+    for name in ("lag-vs-polling", "flink-bound"):
+        assert load_sweep(name).grid
+    listing = CliRunner().invoke(cli, ["scenario", "list"])
+    assert listing.exit_code == 0 and "random-faults" in listing.output and "[lab]" in listing.output
+    shown = CliRunner().invoke(cli, ["scenario", "show", "idle-tail", "--set", "seed=9"])
+    assert shown.exit_code == 0 and "seed: 9" in shown.output and "restart_ms:" in shown.output
+    bad = CliRunner().invoke(cli, ["scenario", "show", "idle-tail", "--set", "writers.w.disorder.kind=gauss"])
+    assert bad.exit_code != 0 and "writers.0.disorder.kind" in bad.output
