@@ -118,7 +118,9 @@ class World:
         for part in sc.random_parts:
             self.seeds.note(part)
         self.outages = store_outages(sc, self.seeds)
-        self.segment_events: dict[str, int] = {}  # events appended per segment (auto scaling)
+        # events appended per key range (auto scaling; a rolling transaction's duplicates keep the range)
+        self.segment_events: dict[tuple[float, float], int] = {}
+        self.scale_epoch = 0  # bumped by every scale event: writers re-route
         self.advanced = 0
         self.last_write_ms: int | None = None
         self.served: Any = None  # group.processes: the store on loopback and the reader processes (engine)
@@ -184,7 +186,9 @@ class WriterActor:
         self._hashes = np.array([key_hash(k) for k in keys], np.float64)
         self._pad = bytes(spec.payload_bytes - ID_BYTES)
         self._seg_names: list[str] = []
+        self._seg_ranges: list[tuple[float, float]] = []
         self._key_seg = np.empty(0, np.int64)
+        self._epoch = 0
         self._route()
         # events handed over but not yet in the store (write latency, store outages)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
@@ -283,11 +287,13 @@ class WriterActor:
             for k, t, _s, p in self._frames(key_idx, et, seqs, sizes):
                 self._txn.write_event(self.keys[k], p, t)
             self._txn_seqs.append(seqs)
+            self._count(key_idx)
             return
         if self._event_writer is not None:
             for k, t, _s, p in self._frames(key_idx, et, seqs, sizes):
                 self._event_writer.write_event(self.keys[k], p, t)
             self._event_writer.flush()
+            self._count(key_idx)
         else:
             self._append(key_idx, et, seqs, sizes)
         w.written(self.index, seqs)
@@ -307,10 +313,24 @@ class WriterActor:
     def _payload(self, seq: int) -> bytes:
         return self.index.to_bytes(4, "little") + seq.to_bytes(4, "little") + self._pad
 
+    def _count(self, key_idx: np.ndarray) -> None:
+        """Per-segment event counts (auto scaling) of events written by an EventWriter or a transaction."""
+        if self.world.scenario.scaling.mode != "auto":
+            return
+        if self._epoch != self.world.scale_epoch:
+            self._route()
+        counts = self.world.segment_events
+        per = np.bincount(self._key_seg[key_idx], minlength=len(self._seg_names))
+        for i in np.flatnonzero(per).tolist():
+            r = self._seg_ranges[i]
+            counts[r] = counts.get(r, 0) + int(per[i])
+
     def _route(self) -> None:
         segs: tuple[StreamSegment, ...] = self.world.client.get_stream(self.world.stream).active_segments
         lows = np.array([s.key_low for s in segs], np.float64)
         self._seg_names = [s.name for s in segs]
+        self._seg_ranges = [(s.key_low, s.key_high) for s in segs]
+        self._epoch = self.world.scale_epoch
         self._key_seg = np.searchsorted(lows, self._hashes, side="right") - 1
 
     def _append(
@@ -330,7 +350,8 @@ class WriterActor:
             blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[np.ndarray] = []
             for a, b in zip(starts, ends, strict=True):
-                name = self._seg_names[int(sorted_seg[a])]
+                si = int(sorted_seg[a])
+                name = self._seg_names[si]
                 if size:
                     data = blob[a * size : b * size]
                 else:
@@ -343,7 +364,8 @@ class WriterActor:
                 except SegmentSealedError:
                     retry.append(order[a:b])
                 else:
-                    counts[name] = counts.get(name, 0) + (b - a)
+                    r = self._seg_ranges[si]
+                    counts[r] = counts.get(r, 0) + (b - a)
             if not retry:
                 return
             before = self._seg_names
@@ -426,6 +448,7 @@ def scaler(world: World) -> Proc:
         if not seal:
             continue
         created = client.scale_stream(world.stream, seal, ranges)
+        world.scale_epoch += 1
         rec.scale_events.append(
             {"t_ms": int(env.now), "sealed": sorted(seal), "created": [s.name for s in created]}
         )
@@ -462,7 +485,7 @@ def _auto_scaler(world: World) -> Proc:
     every = sp.every_ms
     assert every is not None
     stop = min(sp.stop_ms if sp.stop_ms is not None else world.end_ms, world.end_ms)
-    seen: dict[str, int] = {}
+    seen: dict[tuple[float, float], int] = {}
     t = sp.start_ms
     while True:
         t += every
@@ -470,11 +493,16 @@ def _auto_scaler(world: World) -> Proc:
             return
         yield env.timeout(t - env.now)
         counts = world.segment_events
-        rates = {name: (n - seen.get(name, 0)) * 1000.0 / every for name, n in counts.items()}
-        seen = dict(counts)
         segs = sorted(client.get_stream(world.stream).active_segments, key=lambda s: s.key_low)
+        rates = {
+            s.name: (counts.get(r, 0) - seen.get(r, 0)) * 1000.0 / every
+            for s in segs
+            for r in [(s.key_low, s.key_high)]
+        }
+        seen = dict(counts)
         for seal, ranges in auto_plan(segs, rates, sp.target_rate_per_s, sp.min_segments):
             created = client.scale_stream(world.stream, seal, ranges)
+            world.scale_epoch += 1
             rec.scale_events.append(
                 {
                     "t_ms": int(env.now),
