@@ -231,6 +231,7 @@ def test_auto_scaling_splits_hot_segments_and_merges_cold_ones() -> None:
     splits = [h for h in hist if len(h["sealed"]) == 1]
     merges = [h for h in hist if len(h["sealed"]) == 2]
     assert splits and splits[0]["t_ms"] == 1000 and splits[0]["rates_per_s"]
+    assert len([h for h in splits if h["t_ms"] == 2000]) == 2  # both halves still above 500/s
     assert merges and min(h["t_ms"] for h in merges) > 5000  # once the load is gone
     ev = r.summary["events"]
     assert ev["unique"] == ev["written"] and r.summary["watermark"]["monotonic"]
