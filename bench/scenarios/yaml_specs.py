@@ -1,4 +1,4 @@
-"""YAML spec files: the one loader of the simulator's scenarios, the lab's scenarios and the sweeps.
+"""YAML spec files: the one loader of the scenarios (simulator and lab alike) and the sweeps.
 
 - Shipped files: ``bench/scenarios/<folder>/<name>.yaml`` (``shipped``), or any file by
   path (``find``).

@@ -126,6 +126,10 @@ class Recorder:
             self.group_emitted = INT64_MIN
             self.reader_last.clear()
 
+    def on_reader_joined(self, reader: str) -> None:
+        """A reader (re)joined: its watermarks ascend from here (a restarted reader is a new session)."""
+        self.reader_last.pop(reader, None)
+
     def on_watermark(self, t_ms: int, reader: str, watermark: int) -> None:
         """A watermark returned by ``reader``: must ascend strictly per reader (docs/design.md §4.2)."""
         last = self.reader_last.get(reader, INT64_MIN)
