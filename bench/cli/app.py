@@ -77,7 +77,10 @@ _RUN_OPTIONS = (
         help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).",
     ),
     click.option(
-        "--seed", type=click.IntRange(min=0), default=None, help="Random seed, >= 0 (overrides the scenario's)."
+        "--seed",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Random seed, >= 0 (overrides the scenario's).",
     ),
     click.option(
         "--replications",
