@@ -33,7 +33,8 @@ import pyarrow as pa
 from readergroup.events import NO_EVENT_TIME, frame_ends_of
 from readergroup.frame_batch import EventColumns, decode_events
 from readergroup.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
-from segmentstore.client import RemoteClient, SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
+from segmentstore.client.security import ClientSecurity
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 
 from .errors import DataLossError
@@ -98,12 +99,24 @@ KIND_WATERMARK_NAME = "watermark"
 SCAN_CHUNK_BYTES = 1 << 20
 
 
-def connect(endpoint: str, timeout_ms: int, read_ahead: bool = True) -> SegmentStoreClient:
-    """A client of the server at ``endpoint`` (options endpoint and timeoutMs).
+def connect(
+    endpoint: str,
+    timeout_ms: int,
+    read_ahead: bool = True,
+    security: ClientSecurity | None = None,
+    probe: bool = False,
+) -> SegmentStoreClient:
+    """A client of the server at ``endpoint`` (options endpoint, timeoutMs, token and tls*).
 
     ``read_ahead=False`` for ``read_range``, which fetches ahead itself and never past the range.
+    ``probe``: first make one connection without retries, so that a server that is not
+    running, or refuses the token or TLS, fails at once (``UnreachableStoreError``)
+    rather than after ``timeoutMs`` of retries; the driver probes when a query starts.
     """
-    return RemoteClient(endpoint, timeout_s=timeout_ms / 1000.0, read_ahead=read_ahead)
+    security = security or ClientSecurity()
+    if probe:
+        security.probe(endpoint, connect_timeout_s=min(5.0, timeout_ms / 1000.0))
+    return security.remote_client(endpoint, timeout_s=timeout_ms / 1000.0, read_ahead=read_ahead)
 
 
 WATERMARK_COLUMN_SLACK_US = 999

@@ -141,10 +141,19 @@ def _floor_ms(us: pa.Array) -> pa.Array:
     return pc.subtract(q, pc.less(pc.subtract(us, pc.multiply(q, 1000)), 0).cast(pa.int64()))
 
 
+def _connect(options: SinkOptions) -> SegmentStoreClient:
+    return connect(options.endpoint, options.timeout_ms, security=options.security)
+
+
+def _probe(options: SinkOptions) -> None:
+    """On the driver, when the query starts: a store that is down, or refuses the token or TLS, fails now."""
+    options.security.probe(options.endpoint, connect_timeout_s=min(5.0, options.timeout_ms / 1000.0))
+
+
 def _write(
     options: SinkOptions, cols: tuple[int, int, int | None], batches: Iterator[pa.RecordBatch]
 ) -> WriterCommitMessage:
-    client = connect(options.endpoint, options.timeout_ms)
+    client = _connect(options)
     try:
         n = 0
         if options.delivery_guarantee == EXACTLY_ONCE:
@@ -286,6 +295,7 @@ class IngestStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self._options = parse_sink_options(options)
         self._cols = _check_input(schema)
+        _probe(self._options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self._options, self._cols, iterator)
@@ -293,14 +303,14 @@ class IngestStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self._options.delivery_guarantee != EXACTLY_ONCE:
             return
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             SinkState(client, self._options.stream, self._options.sink_id).commit(batchId, messages)
         finally:
             client.close()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             _abort_all(client, messages)
         finally:
@@ -313,12 +323,13 @@ class IngestBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self._options = parse_sink_options(options, streaming=False)
         self._cols = _check_input(schema)
+        _probe(self._options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self._options, self._cols, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             for m in messages:
                 if isinstance(m, TransactionMessage):
@@ -327,7 +338,7 @@ class IngestBatchWriter(DataSourceArrowWriter):
             client.close()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             _abort_all(client, messages)
         finally:

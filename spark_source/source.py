@@ -89,7 +89,8 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
         return  # Spark's placeholder for a batch read without partitions
     events = 0
     if partition.ranges:
-        client = connect(options.endpoint, options.timeout_ms, read_ahead=False)  # read_range fetches ahead
+        # read_range fetches ahead itself
+        client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
         try:
             for r in partition.ranges:
                 for batch in read_range(client, r.stream, r.segment, r.begin, r.end, partition.meta):
@@ -150,7 +151,8 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _plan(self) -> Planner:
         if self._planner is None:
-            self._client = connect(self._options.endpoint, self._options.timeout_ms)
+            o = self._options
+            self._client = connect(o.endpoint, o.timeout_ms, security=o.security, probe=True)
             self._planner = Planner(self._client, self._options)
         return self._planner
 
@@ -226,7 +228,8 @@ class IngestBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """Walks the segments from the starting to the ending cut, successors included. O(segments)."""
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        o = self._options
+        client = connect(o.endpoint, o.timeout_ms, security=o.security, probe=True)
         try:
             planner = Planner(client, self._options)
             offset = planner.initial_offset()
