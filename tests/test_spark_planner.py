@@ -8,7 +8,9 @@ bounded run stops at its target; lost data fails or is skipped as configured.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,8 +21,9 @@ from readergroup.errors import FrameFormatError
 from readergroup.events import encode_event
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client import EmbeddedClient
+from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.errors import ConnectionLostError, ReadTimeoutError, StoreClosedError
+from segmentstore.net.server import SegmentStoreServer
 from segmentstore.results import SegmentRead
 from spark_source.errors import DataLossError
 from spark_source.offsets import SourceOffset
@@ -491,15 +494,29 @@ def test_malformed_bytes_fail_the_planning_not_stall_it() -> None:
 
 
 @pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
-def test_deleting_a_stream_read_in_full_loses_nothing_and_other_streams_go_on(fail_on_data_loss: str) -> None:
-    clock, _, c = make()
+@pytest.mark.parametrize("remote", [False, True])
+def test_deleting_a_stream_read_in_full_loses_nothing_and_other_streams_go_on(
+    fail_on_data_loss: str, remote: bool
+) -> None:
+    clock, store, c = make()
     c.create_stream("s/a", 2)
     c.create_stream("s/b", 1)
     write(clock, c, "s/a", ["x", "y"] * 4)
     write(clock, c, "s/b", ["z"] * 3)
     warnings: list[str] = []
-    p = planner(c, stream="s/a,s/b", failOnDataLoss=fail_on_data_loss)
-    p._warn = warnings.append
+    with contextlib.ExitStack() as stack:
+        pc: Any = c
+        if remote:  # the planner as a query runs it: over the wire
+            server = stack.enter_context(SegmentStoreServer(store))
+            pc = stack.enter_context(RemoteClient(("127.0.0.1", server.port), read_ahead=False))
+        p = planner(pc, stream="s/a,s/b", failOnDataLoss=fail_on_data_loss)
+        p._warn = warnings.append
+        _deleting_a_stream_read_in_full(p, clock, c, warnings)
+
+
+def _deleting_a_stream_read_in_full(
+    p: Planner, clock: ManualClock, c: EmbeddedClient, warnings: list[str]
+) -> None:
     start, _, _ = drain(p, c, p.initial_offset())
     c.seal_stream("s/a")
     c.delete_stream("s/a")  # sealed and deleted between two triggers: the planner never saw it sealed

@@ -139,3 +139,21 @@ def test_group_commands_reach_a_store_served_with_a_token_and_tls(
     assert ok.exit_code == 0, ok.output
     no_tls = runner.invoke(group, ["list", "--endpoint", secure.endpoint, "--token", TOKEN])
     assert no_tls.exit_code != 0 and "TLS" in no_tls.output and TOKEN not in no_tls.output
+
+
+@pytest.mark.slow
+def test_a_query_on_a_store_that_is_not_running_fails_at_once(spark: Any, tmp_path: Path) -> None:
+    endpoint = f"127.0.0.1:{_free_port()}"
+    df = (
+        spark.readStream.format("ingestwm")
+        .option("endpoint", endpoint)
+        .option("stream", "s/a")
+        .option("timeoutMs", "600000")
+        .load()
+    )  # without the probe the query would retry for timeoutMs (10 minutes) first
+    with pytest.raises(Exception, match=f"no ingestwm server answers at {endpoint}"):
+        run_available_now(df, str(tmp_path / "ck"))
+    with pytest.raises(Exception, match=r"unknown option 'tokn' .*lower case.*did you mean token"):
+        spark.readStream.format("ingestwm").option("endpoint", endpoint).option("stream", "s/a").option(
+            "tokn", TOKEN
+        ).load()
