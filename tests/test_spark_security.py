@@ -157,3 +157,24 @@ def test_a_query_on_a_store_that_is_not_running_fails_at_once(spark: Any, tmp_pa
         spark.readStream.format("ingestwm").option("endpoint", endpoint).option("stream", "s/a").option(
             "tokn", TOKEN
         ).load()
+
+
+def test_a_flink_job_reads_a_store_served_with_a_token_and_tls(
+    secure: Served, cert: tuple[Path, Path]
+) -> None:
+    from flink_compat import PravegaSource, connect_store
+    from readergroup.config import ReaderGroupConfig, TimeDomain
+    from readergroup.group import ReaderGroupManager
+    from segmentstore import ManualClock
+
+    secure.client.create_stream("sec/flink", 1)
+    secure.write("sec/flink", [("k", b"e%d" % i, 5 + i) for i in range(5)])
+    with pytest.raises(UnreachableStoreError, match="refused this client's token"):
+        connect_store(secure.endpoint, tls_ca_file=str(cert[0]))
+    with connect_store(secure.endpoint, token=TOKEN, tls_ca_file=str(cert[0])) as client:
+        group = ReaderGroupManager(client, ManualClock(0)).create_reader_group(
+            "g", ReaderGroupConfig(("sec/flink",), time_domain=TimeDomain.INGESTION_TIME)
+        )
+        (subtask,) = PravegaSource(group, parallelism=1).create_subtasks()
+        got = [e.value for _ in range(20) for e in subtask.poll().elements if hasattr(e, "value")]
+    assert got == [b"e%d" % i for i in range(5)]

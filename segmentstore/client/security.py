@@ -98,6 +98,8 @@ class ClientSecurity:
                 f"running there?{hint}"
             ) from None
         conn.close()
+        conn.join(connect_timeout_s)  # its reader thread gone: over TLS, a lingering one corrupts the
+        # handshake of the next connection that gets the same file descriptor
 
 
 def client_security(
@@ -145,4 +147,5 @@ def _context(ca_pem: str | None) -> ssl.SSLContext:
 
 
 def _scrub(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
+    """``text`` with the token masked (belt and braces: connection errors do not quote it)."""
+    return text.replace(token, "***") if token and len(token) >= 6 else text
