@@ -244,9 +244,12 @@ class Planner:
 
     @checked
     def _check(self) -> None:
-        """Assert the caches' invariants: sealed lengths >= 0, each cached successor names its predecessor."""
+        """Assert the caches' invariants: lengths >= 0 (a sealed one is the last seen), each cached
+        successor names its predecessor."""
         for seg, length in self._sealed_length.items():
             assert length >= 0, (seg, length)
+            assert self._seen_length.get(seg) == length, (seg, length, self._seen_length.get(seg))
+        assert all(length >= 0 for length in self._seen_length.values()), self._seen_length
         for seg, succ in self._successors.items():
             names = [name for name, _ in succ]
             assert len(names) == len(set(names)), (seg, names)

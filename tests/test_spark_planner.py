@@ -527,6 +527,7 @@ def _deleting_a_stream_read_in_full(
     assert gone is not None and set(gone.positions) == gone.done  # complete: dropped from the next offset
     end, more, _ = drain(p, c, end)  # later triggers: nothing more, and no warning
     assert more == [] and warnings == []
+    p._check()
 
 
 def test_deleting_a_stream_not_read_in_full_is_data_loss() -> None:
