@@ -39,6 +39,7 @@ from .pravega_source import (
     PravegaSource,
     PravegaSourceConfig,
     PravegaSourceSubtask,
+    connect_store,
 )
 from .runner import JobRunner, PollResult
 from .strategies import (
@@ -71,6 +72,7 @@ from .windows import (
 )
 
 __all__ = [
+    "connect_store",
     "DEFAULT_MAX_EVENT_TIME_LAG",
     "LATE_DATA",
     "MAX_TIMESTAMP",

@@ -42,6 +42,8 @@ from readergroup.frontier import event_time_watermark
 from readergroup.group import ReaderGroup
 from readergroup.reader import EventRead, ReaderStats, ReadKind
 from segmentstore.checks import checked
+from segmentstore.client import RemoteClient
+from segmentstore.client.security import client_security
 
 from .errors import CheckpointError, InvalidConfigError, MissingTimestampError
 from .job_checkpoint import JobCheckpoint, SubtaskState
@@ -60,6 +62,7 @@ __all__ = [
     "ReaderLike",
     "PravegaSource",
     "PravegaSourceSubtask",
+    "connect_store",
 ]
 
 DEFAULT_MAX_EVENT_TIME_LAG = 60_000
@@ -119,6 +122,27 @@ class PravegaSourceConfig:
         if self.watermark_strategy is not None:
             return self.watermark_strategy.create_timestamp_assigner()
         return RecordTimestampAssigner()
+
+
+def connect_store(
+    endpoint: str,
+    *,
+    token: str | None = None,
+    tls: bool | None = None,
+    tls_ca_file: str | None = None,
+    tls_server_name: str | None = None,
+    timeout_s: float = 30.0,
+) -> RemoteClient:
+    """A client of ``ingestwm serve`` at ``endpoint`` for a job's reader group, as the Spark source connects.
+
+    ``token`` defaults to ``INGESTWM_TOKEN``; TLS is on with ``tls``, ``tls_ca_file`` (PEM
+    CA to trust) or ``tls_server_name``. One probe connection first, so a server that is
+    down or refuses the token or TLS fails at once (``UnreachableStoreError``, naming the
+    endpoint, never the token). Pass it to ``ReaderGroupManager(client, clock)``.
+    """
+    security = client_security(token, tls, tls_ca_file, tls_server_name)
+    security.probe(endpoint)
+    return security.remote_client(endpoint, timeout_s=timeout_s)
 
 
 class ReaderLike(Protocol):

@@ -16,8 +16,11 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from segmentstore.client.security import ClientSecurity, client_security
+from segmentstore.errors import InvalidArgumentError
 
 from .errors import InvalidOptionError
 
@@ -56,8 +59,23 @@ _SOURCE_OPTIONS = (
     "failOnDataLoss",
     "timeoutMs",
     "consumerName",
+    "token",
+    "tls",
+    "tlsCaFile",
+    "tlsServerName",
 )
-_SINK_OPTIONS = ("endpoint", "stream", "deliveryGuarantee", "sinkId", "timeoutMs", "checkpointLocation")
+_SINK_OPTIONS = (
+    "endpoint",
+    "stream",
+    "deliveryGuarantee",
+    "sinkId",
+    "timeoutMs",
+    "checkpointLocation",
+    "token",
+    "tls",
+    "tlsCaFile",
+    "tlsServerName",
+)
 _GLOB = re.compile(r"[*?\[]")
 _DURATION = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
 _UNITS = {
@@ -119,6 +137,8 @@ class SourceOptions:
     timeout_ms: int
     consumer_name: str = "spark"
     time_domain: str = INGESTION
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+    """Token and TLS (options token / INGESTWM_TOKEN, tls, tlsCaFile, tlsServerName); never shown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +150,7 @@ class SinkOptions:
     delivery_guarantee: str
     sink_id: str
     timeout_ms: int
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
@@ -185,6 +206,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         timeout_ms=_positive_int(opts, "timeoutMs") or DEFAULT_TIMEOUT_MS,
         consumer_name=_name(opts, "consumerName", "spark"),
         time_domain=domain,
+        security=_security(opts),
     )
 
 
@@ -221,6 +243,7 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool = True) -> Si
         delivery_guarantee=guarantee,
         sink_id=sink_id or "default",
         timeout_ms=_positive_int(opts, "timeoutMs") or DEFAULT_TIMEOUT_MS,
+        security=_security(opts),
     )
 
 
@@ -252,12 +275,30 @@ def _normalise(options: Mapping[str, str], known: tuple[str, ...], what: str) ->
             close = difflib.get_close_matches(str(key).lower(), list(by_lower), n=1)
             hint = f" (did you mean {by_lower[close[0]]}?)" if close else ""
             raise InvalidOptionError(
-                f"unknown option {key!r} for the ingestwm {what}{hint}; known options: {', '.join(known)}"
+                f"unknown option {key!r} for the ingestwm {what} (Spark hands option names over in lower "
+                f"case){hint}; known options: {', '.join(known)}"
             )
         if value is None:
             continue
         out[canonical] = str(value)
     return out
+
+
+def _security(opts: dict[str, str]) -> ClientSecurity:
+    """Options token (else ``INGESTWM_TOKEN``), tls, tlsCaFile, tlsServerName; the token is never echoed."""
+    token = opts.get("token")
+    if token is not None and not token.strip():
+        raise InvalidOptionError("option token is empty (leave it out to use INGESTWM_TOKEN)")
+    tls = _bool(opts, "tls", False) if "tls" in opts else None
+    ca_file = opts.get("tlsCaFile", "").strip() or None
+    server_name = opts.get("tlsServerName", "").strip() or None
+    if tls is False and (ca_file or server_name):
+        given = "tlsCaFile" if ca_file else "tlsServerName"
+        raise InvalidOptionError(f"option {given} needs TLS, but option tls is false")
+    try:
+        return client_security(token, tls, ca_file, server_name)
+    except InvalidArgumentError as e:
+        raise InvalidOptionError(f"option tlsCaFile: {e}") from None
 
 
 def _required(opts: dict[str, str], name: str) -> str:

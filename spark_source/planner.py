@@ -95,6 +95,9 @@ class Planner:
         self._successors: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
         self._sealed_length: dict[str, int] = {}
         self._infos: dict[str, SegmentInfo] = {}
+        self._seen_length: dict[str, int] = {}  # each segment's length when the planner last looked
+        self._deleted: set[str] = set()  # segments found deleted (reported once), complete from then on
+        self._dropped: set[str] = set()  # checkpointed streams no longer selected (reported once)
         self._producer = ProducerWatermarks(client) if options.time_domain == EVENT else None
         self._segments: dict[str, StreamSegment] = {}  # key ranges and epochs never change
 
@@ -107,6 +110,12 @@ class Planner:
                 if any(fnmatch.fnmatchcase(name, p) for p in self._options.patterns):
                     names.add(name)
         return sorted(names)
+
+    def selects(self, stream: str) -> bool:
+        """Whether option stream names ``stream`` or a pattern of it matches it. O(patterns)."""
+        return stream in self._options.streams or any(
+            fnmatch.fnmatchcase(stream, p) for p in self._options.patterns
+        )
 
     def _stream_start(self, stream: str, position: Position) -> dict[str, int]:
         cut = position.cut_of(stream)
@@ -160,7 +169,7 @@ class Planner:
         caps: dict[tuple[str, str], int] = {}
         joining = Position("earliest", self._options.starting.cuts)
         candidates = set(target.streams) if target is not None else set(self.selected_streams())
-        for stream in sorted(candidates | set(start.streams)):
+        for stream in sorted(candidates | {s for s in start.streams if self._still_selected(s)}):
             so = start.stream(stream)
             if so is None:  # a stream that appeared (pattern) or is new to this checkpoint: join at its head
                 ends[stream] = self._stream_start(stream, joining)
@@ -187,6 +196,18 @@ class Planner:
         ):
             return start  # nothing to read (dropping done segments alone is no reason for a batch)
         return end
+
+    def _still_selected(self, stream: str) -> bool:
+        """A stream of the checkpoint that option stream no longer selects is not read (said once)."""
+        if self.selects(stream):
+            return True
+        if stream not in self._dropped:
+            self._dropped.add(stream)
+            self._warn(
+                f"stream {stream!r} is in the checkpoint but no longer in option stream "
+                f"({', '.join(self._options.streams + self._options.patterns)}): it is not read any more"
+            )
+        return False
 
     def _add_caps(
         self,
@@ -223,9 +244,12 @@ class Planner:
 
     @checked
     def _check(self) -> None:
-        """Assert the caches' invariants: sealed lengths >= 0, each cached successor names its predecessor."""
+        """Assert the caches' invariants: lengths >= 0 (a sealed one is the last seen), each cached
+        successor names its predecessor."""
         for seg, length in self._sealed_length.items():
             assert length >= 0, (seg, length)
+            assert self._seen_length.get(seg) == length, (seg, length, self._seen_length.get(seg))
+        assert all(length >= 0 for length in self._seen_length.values()), self._seen_length
         for seg, succ in self._successors.items():
             names = [name for name, _ in succ]
             assert len(names) == len(set(names)), (seg, names)
@@ -236,12 +260,15 @@ class Planner:
         info = self._infos.get(seg)
         if info is None:
             info = self._infos[seg] = self._client.get_info(seg)
+            self._seen_length[seg] = info.length
             if info.sealed:
                 self._sealed_length[seg] = info.length
         return info
 
     def _complete(self, seg: str, pos: int) -> bool:
         """Sealed and read to the end (a deleted segment counts as complete)."""
+        if seg in self._deleted:
+            return True
         length = self._sealed_length.get(seg)
         if length is not None:
             return pos >= length
@@ -261,10 +288,18 @@ class Planner:
         starts: dict[str, int],
     ) -> int | None:
         """How far ``seg`` may be read now; handles truncation and deletion (option failOnDataLoss)."""
+        if seg in self._deleted:
+            return None
         try:
             info = self._info(seg)
         except SegmentNotFoundError:
-            self._data_loss(f"segment {seg!r} of stream {stream!r} was deleted at offset {pos}")
+            self._deleted.add(seg)
+            seen = self._sealed_length.get(seg, self._seen_length.get(seg))
+            if seen is None or pos < seen:
+                what = (
+                    "never looked at by this query" if seen is None else f"{seen} bytes long when last seen"
+                )
+                self._data_loss(f"segment {seg!r} of stream {stream!r} was deleted at offset {pos} ({what})")
             return None
         if info.start_offset > pos:
             self._data_loss(
@@ -379,6 +414,9 @@ class Planner:
             finished = done.setdefault(stream, set())
             complete = {s for s, p in positions.items() if s not in finished and self._complete(s, p)}
             for seg in sorted(complete):
+                if seg in self._deleted:
+                    finished.add(seg)  # read in full (or its loss reported): nothing follows it
+                    continue
                 if tcut is not None and seg in tcut.positions:
                     continue  # active when the target was taken: its successors come after it
                 succ = self._successors_of(seg)

@@ -33,7 +33,8 @@ import pyarrow as pa
 from readergroup.events import NO_EVENT_TIME, frame_ends_of
 from readergroup.frame_batch import EventColumns, decode_events
 from readergroup.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
-from segmentstore.client import RemoteClient, SegmentStoreClient
+from segmentstore.client import SegmentStoreClient
+from segmentstore.client.security import ClientSecurity
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 
 from .errors import DataLossError
@@ -50,6 +51,8 @@ __all__ = [
     "SCAN_CHUNK_BYTES",
     "BatchMeta",
     "WATERMARK_COLUMN_SLACK_US",
+    "MIN_TIMESTAMP_US",
+    "MAX_TIMESTAMP_US",
     "read_range",
     "ingestion_times",
     "times_in_runs",
@@ -98,12 +101,24 @@ KIND_WATERMARK_NAME = "watermark"
 SCAN_CHUNK_BYTES = 1 << 20
 
 
-def connect(endpoint: str, timeout_ms: int, read_ahead: bool = True) -> SegmentStoreClient:
-    """A client of the server at ``endpoint`` (options endpoint and timeoutMs).
+def connect(
+    endpoint: str,
+    timeout_ms: int,
+    read_ahead: bool = True,
+    security: ClientSecurity | None = None,
+    probe: bool = False,
+) -> SegmentStoreClient:
+    """A client of the server at ``endpoint`` (options endpoint, timeoutMs, token and tls*).
 
     ``read_ahead=False`` for ``read_range``, which fetches ahead itself and never past the range.
+    ``probe``: first make one connection without retries, so that a server that is not
+    running, or refuses the token or TLS, fails at once (``UnreachableStoreError``)
+    rather than after ``timeoutMs`` of retries; the driver probes when a query starts.
     """
-    return RemoteClient(endpoint, timeout_s=timeout_ms / 1000.0, read_ahead=read_ahead)
+    security = security or ClientSecurity()
+    if probe:
+        security.probe(endpoint, connect_timeout_s=min(5.0, timeout_ms / 1000.0))
+    return security.remote_client(endpoint, timeout_s=timeout_ms / 1000.0, read_ahead=read_ahead)
 
 
 WATERMARK_COLUMN_SLACK_US = 999
@@ -119,26 +134,41 @@ class BatchMeta:
     fail_on_data_loss: bool = True
 
     @property
-    def watermark_us(self) -> int:
-        """The ``watermark`` column: ms as µs, within int64 (``NO_WATERMARK`` stays the lowest µs)."""
-        return min(max(self.watermark_ms * 1000, NO_WATERMARK), END_OF_TIME)
+    def watermark_us(self) -> int | None:
+        """The ``watermark`` column: ms as µs; null (None) before there is a watermark (no sentinel)."""
+        return _watermark_us(self.watermark_ms, 0)
 
     @property
     def event_time_watermark_ms(self) -> int:
         return event_time_watermark(self.watermark_ms, self.max_event_time_lag_ms)
 
     @property
-    def event_time_watermark_us(self) -> int:
-        """The ``event_time_watermark`` column: ``watermark - lag`` ms, plus 999 µs.
+    def event_time_watermark_us(self) -> int | None:
+        """The ``event_time_watermark`` column: ``watermark - lag`` ms, plus 999 µs; null with no watermark.
 
         Spark's stateful operators drop input rows whose watermark column is ``<=`` the
         previous batch's watermark, so a batch in which the ingestion watermark did not
         move would lose its rows; the extra 999 µs keep them, and do not move Spark's
         watermark, which is whole milliseconds (the column's value divided by 1000,
-        rounded down). Compared with millisecond event times it means the same.
+        rounded down). Compared with millisecond event times it means the same. Null
+        before any watermark (``timeDomain = event`` before a writer asserted a time):
+        Spark's watermark ignores nulls, so it stays unset.
         """
-        us = self.event_time_watermark_ms * 1000 + WATERMARK_COLUMN_SLACK_US
-        return min(max(us, NO_WATERMARK), END_OF_TIME)  # within int64 at the edges
+        return _watermark_us(self.event_time_watermark_ms, WATERMARK_COLUMN_SLACK_US)
+
+
+MIN_TIMESTAMP_US = -62_135_596_800_000_000
+"""0001-01-01T00:00:00Z in µs: the earliest timestamp Spark (and Python's datetime) can hold."""
+MAX_TIMESTAMP_US = 253_402_300_799_999_999
+"""9999-12-31T23:59:59.999999Z in µs: the latest timestamp Spark (and Python's datetime) can hold."""
+
+
+def _watermark_us(ms: int, extra_us: int) -> int | None:
+    """A watermark in ms as a timestamp column's µs: None for ``NO_WATERMARK``/``END_OF_TIME``, else
+    clamped to the timestamps Spark can hold (order kept)."""
+    if ms == NO_WATERMARK or ms >= END_OF_TIME:
+        return None
+    return min(max(ms * 1000 + extra_us, MIN_TIMESTAMP_US), MAX_TIMESTAMP_US)
 
 
 def read_range(
@@ -244,15 +274,16 @@ class _SharedColumns:
 
 _NO_TIMES = np.empty(0, np.int64)
 
-_US_MS_MAX = (2**63 - 1) // 1000
-"""The largest whole millisecond whose microseconds fit an int64 (Spark's timestamp type)."""
+_MS_MIN = MIN_TIMESTAMP_US // 1000
+_MS_MAX = MAX_TIMESTAMP_US // 1000
 
 
 def _ms_to_us(ms: np.ndarray) -> np.ndarray:
-    """Milliseconds as microseconds, saturated at the int64 range: order is kept (an event time
-    beyond ±292,000 years compares as the far end of time against any watermark), never wrapped."""
-    if ms.size and (ms.max() > _US_MS_MAX or ms.min() < -_US_MS_MAX):
-        ms = np.clip(ms, -_US_MS_MAX, _US_MS_MAX)
+    """Milliseconds as microseconds, saturated at the years 1 and 9999 (the timestamps Spark and
+    Python's datetime hold): order is kept (a later event time compares as the far end of time
+    against any watermark), never wrapped nor out of range for ``collect()``."""
+    if ms.size and (ms.max() > _MS_MAX or ms.min() < _MS_MIN):
+        ms = np.clip(ms, _MS_MIN, _MS_MAX)
     return ms * 1000
 
 

@@ -46,7 +46,7 @@ from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import SinkError
 from .options import EXACTLY_ONCE, SinkOptions, parse_sink_options
-from .reading import connect
+from .reading import KIND_WATERMARK_NAME, connect
 
 __all__ = [
     "TransactionMessage",
@@ -95,8 +95,18 @@ def sink_state_segment(stream: str, sink_id: str) -> str:
     return f"_system/spark_sink/{stream}/{sink_id}"
 
 
-def _check_input(schema: Any) -> tuple[int, int, int | None]:
-    """Positions of routing_key, payload and event_time in the input schema; raises ``SinkError``."""
+@dataclass(frozen=True, slots=True)
+class _InputColumns:
+    """Positions of the sink's input columns (``event_time`` and ``kind`` optional)."""
+
+    key: int
+    payload: int
+    event_time: int | None
+    kind: int | None
+
+
+def _check_input(schema: Any) -> _InputColumns:
+    """Positions of routing_key, payload, event_time and kind in the input schema; raises ``SinkError``."""
     names = [f.name for f in schema.fields]
     types = {f.name: f.dataType.typeName() for f in schema.fields}
     for col, allowed in (("routing_key", ("string",)), ("payload", ("binary", "string"))):
@@ -111,24 +121,39 @@ def _check_input(schema: Any) -> tuple[int, int, int | None]:
                 f"sink column 'event_time' must be a timestamp or bigint ms, got {types['event_time']}"
             )
         et = names.index("event_time")
-    return names.index("routing_key"), names.index("payload"), et
+    kind = names.index("kind") if "kind" in names and types["kind"] == "string" else None
+    return _InputColumns(names.index("routing_key"), names.index("payload"), et, kind)
 
 
-def _encoded(batches: Iterator[pa.RecordBatch], cols: tuple[int, int, int | None]) -> Iterator[EncodedEvents]:
-    """The frames of every input batch, encoded in bulk from its Arrow columns. O(bytes)."""
-    k, p, e = cols
+_NULL_HINT = (
+    "; every event needs a routing key and a payload (rows of the ingestwm source with kind = "
+    "'watermark' are skipped by the sink when the input keeps the source's kind column, or read with "
+    "emitWatermarkRows=false, or filter kind = 'event')"
+)
+
+
+def _encoded(batches: Iterator[pa.RecordBatch], cols: _InputColumns) -> Iterator[EncodedEvents]:
+    """The frames of every input batch, encoded in bulk from its Arrow columns. O(bytes).
+
+    Rows whose ``kind`` column is ``'watermark'`` (the ingestwm source's watermark rows,
+    which carry no event) are skipped.
+    """
     for batch in batches:
+        if cols.kind is not None and batch.num_rows:
+            keep = pc.fill_null(pc.not_equal(batch.column(cols.kind), KIND_WATERMARK_NAME), True)
+            if not pc.all(keep).as_py():
+                batch = batch.filter(keep)
         if not batch.num_rows:
             continue
-        keys = batch.column(k)
+        keys = batch.column(cols.key)
         if keys.null_count:
-            raise SinkError("sink column 'routing_key' has a null value")
-        payload_col = batch.column(p)
+            raise SinkError(f"sink column 'routing_key' has a null value{_NULL_HINT}")
+        payload_col = batch.column(cols.payload)
         if payload_col.null_count:
-            raise SinkError("sink column 'payload' has a null value")
+            raise SinkError(f"sink column 'payload' has a null value{_NULL_HINT}")
         times = None
-        if e is not None:
-            tcol = batch.column(e)
+        if cols.event_time is not None:
+            tcol = batch.column(cols.event_time)
             if pa.types.is_timestamp(tcol.type):
                 tcol = _floor_ms(tcol.cast(pa.timestamp("us", tz=tcol.type.tz)).cast(pa.int64()))
             times = tcol.cast(pa.int64())
@@ -141,10 +166,19 @@ def _floor_ms(us: pa.Array) -> pa.Array:
     return pc.subtract(q, pc.less(pc.subtract(us, pc.multiply(q, 1000)), 0).cast(pa.int64()))
 
 
+def _connect(options: SinkOptions) -> SegmentStoreClient:
+    return connect(options.endpoint, options.timeout_ms, security=options.security)
+
+
+def _probe(options: SinkOptions) -> None:
+    """On the driver, when the query starts: a store that is down, or refuses the token or TLS, fails now."""
+    options.security.probe(options.endpoint, connect_timeout_s=min(5.0, options.timeout_ms / 1000.0))
+
+
 def _write(
-    options: SinkOptions, cols: tuple[int, int, int | None], batches: Iterator[pa.RecordBatch]
+    options: SinkOptions, cols: _InputColumns, batches: Iterator[pa.RecordBatch]
 ) -> WriterCommitMessage:
-    client = connect(options.endpoint, options.timeout_ms)
+    client = _connect(options)
     try:
         n = 0
         if options.delivery_guarantee == EXACTLY_ONCE:
@@ -286,6 +320,7 @@ class IngestStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self._options = parse_sink_options(options)
         self._cols = _check_input(schema)
+        _probe(self._options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self._options, self._cols, iterator)
@@ -293,14 +328,14 @@ class IngestStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self._options.delivery_guarantee != EXACTLY_ONCE:
             return
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             SinkState(client, self._options.stream, self._options.sink_id).commit(batchId, messages)
         finally:
             client.close()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             _abort_all(client, messages)
         finally:
@@ -313,12 +348,13 @@ class IngestBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: Mapping[str, str], schema: Any) -> None:
         self._options = parse_sink_options(options, streaming=False)
         self._cols = _check_input(schema)
+        _probe(self._options)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self._options, self._cols, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             for m in messages:
                 if isinstance(m, TransactionMessage):
@@ -327,7 +363,7 @@ class IngestBatchWriter(DataSourceArrowWriter):
             client.close()
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        client = _connect(self._options)
         try:
             _abort_all(client, messages)
         finally:

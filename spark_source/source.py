@@ -89,7 +89,8 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
         return  # Spark's placeholder for a batch read without partitions
     events = 0
     if partition.ranges:
-        client = connect(options.endpoint, options.timeout_ms, read_ahead=False)  # read_range fetches ahead
+        # read_range fetches ahead itself
+        client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
         try:
             for r in partition.ranges:
                 for batch in read_range(client, r.stream, r.segment, r.begin, r.end, partition.meta):
@@ -140,6 +141,7 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._planner: Planner | None = None
         self._target: SourceOffset | None = None
         self._consumer_ready = False
+        self._recorded: dict[str, int] = {}  # the positions last written to the consumer's segment
 
     def __getstate__(self) -> dict[str, Any]:
         """Only the options travel to executors; clients are opened where they are used."""
@@ -150,7 +152,8 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _plan(self) -> Planner:
         if self._planner is None:
-            self._client = connect(self._options.endpoint, self._options.timeout_ms)
+            o = self._options
+            self._client = connect(o.endpoint, o.timeout_ms, security=o.security, probe=True)
             self._planner = Planner(self._client, self._options)
         return self._planner
 
@@ -176,7 +179,9 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lim = Limit(self._options.max_events_per_trigger, limit.max_bytes)
         else:
             lim = Limit(self._options.max_events_per_trigger, self._options.max_bytes_per_trigger)
-        return self._plan().next_offset(SourceOffset.from_dict(start), lim, self._target).to_dict()
+        begin = SourceOffset.from_dict(start)
+        self._record(begin)  # everything before ``start`` is processed and committed by now
+        return self._plan().next_offset(begin, lim, self._target).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         s, e = SourceOffset.from_dict(start), SourceOffset.from_dict(end)
@@ -196,21 +201,32 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Record the committed position of every segment read (see ``committed_positions``)."""
+        self._record(SourceOffset.from_dict(end))
+
+    def _record(self, offset: SourceOffset) -> None:
+        """Write ``offset``'s positions to the consumer's segment, unless they were the last written.
+
+        Spark calls ``commit(end)`` of a micro-batch only when it plans the one after, so
+        positions would lag a micro-batch, and stay unwritten while no batch follows
+        (``emitWatermarkRows=false`` on an idle stream). ``latestOffset(start)`` runs at every
+        trigger with ``start`` the end of the last micro-batch Spark committed (a micro-batch
+        not committed before a restart is run again before any ``latestOffset``), so it records
+        ``start`` too: the positions follow within one trigger. One store call when they changed.
+        """
+        positions = {seg: pos for so in offset.streams.values() for seg, pos in so.positions.items()}
+        if not positions or positions == self._recorded:
+            return
         self._plan()
         assert self._client is not None
-        updates = [
-            AttributeUpdate(position_attribute_key(seg), pos)
-            for so in SourceOffset.from_dict(end).streams.values()
-            for seg, pos in so.positions.items()
-        ]
-        if not updates:
-            return
         name = consumer_segment(self._options.consumer_name)
         if not self._consumer_ready:
             with contextlib.suppress(SegmentExistsError):
                 self._client.create_segment(name)
             self._consumer_ready = True
-        self._client.update_attributes(name, updates)
+        self._client.update_attributes(
+            name, [AttributeUpdate(position_attribute_key(seg), pos) for seg, pos in positions.items()]
+        )
+        self._recorded = positions
 
     def stop(self) -> None:
         if self._client is not None:
@@ -226,7 +242,8 @@ class IngestBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         """Walks the segments from the starting to the ending cut, successors included. O(segments)."""
-        client = connect(self._options.endpoint, self._options.timeout_ms)
+        o = self._options
+        client = connect(o.endpoint, o.timeout_ms, security=o.security, probe=True)
         try:
             planner = Planner(client, self._options)
             offset = planner.initial_offset()

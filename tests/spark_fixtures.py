@@ -66,9 +66,10 @@ class Served:
         self.store.close()
 
 
-def _serve(clock: Clock, config: StoreConfig) -> Served:
+def serve(clock: Clock, config: StoreConfig, **server_options: Any) -> Served:
+    """A store served on the loopback (``server_options`` as ``SegmentStoreServer``'s: token, TLS)."""
     store = SegmentStore(clock=clock, config=config)
-    server = SegmentStoreServer(store)
+    server = SegmentStoreServer(store, **server_options)
     server.start()
     return Served(store, server, EmbeddedClient(store), clock)
 
@@ -76,7 +77,7 @@ def _serve(clock: Clock, config: StoreConfig) -> Served:
 @pytest.fixture(name="served")
 def served_fixture() -> Iterator[Served]:
     """A store on a ManualClock at 1_000_000 ms (no advancer thread), served on the loopback."""
-    s = _serve(ManualClock(1_000_000), StoreConfig())
+    s = serve(ManualClock(1_000_000), StoreConfig())
     yield s
     s.close()
 
@@ -84,9 +85,7 @@ def served_fixture() -> Iterator[Served]:
 @pytest.fixture(name="served_wall")
 def served_wall_fixture() -> Iterator[Served]:
     """A store on the wall clock whose advancer moves idle tails every 100 ms (lag 200 ms)."""
-    s = _serve(
-        WallClock(), StoreConfig(max_watermark_lag_ms=200, polling_period_ms=100, advancer_thread=True)
-    )
+    s = serve(WallClock(), StoreConfig(max_watermark_lag_ms=200, polling_period_ms=100, advancer_thread=True))
     yield s
     s.close()
 

@@ -241,3 +241,35 @@ def test_a_sensor_behind_is_on_time_with_its_own_watermarks(
         mine = [r for r in rows if r.key == s]
         assert sum(r["count"] for r in mine) == 12 and sum(r.value_sum for r in mine) == sum(range(12))
         assert all(ms(r.watermark) >= ms(r.window_end) - 1 for r in mine)  # type: ignore[operator]
+
+
+def test_no_watermark_yet_is_a_null_column_and_event_times_stay_in_range() -> None:
+    from spark_source.reading import MAX_TIMESTAMP_US, MIN_TIMESTAMP_US, watermark_batch
+
+    meta = BatchMeta(NO_WATERMARK, 0)
+    assert meta.watermark_us is None and meta.event_time_watermark_us is None
+    assert watermark_batch(meta).column(7).null_count == 1
+    store = SegmentStore(clock=TickingClock(1_000_000))
+    c = EmbeddedClient(store)
+    c.create_stream(S, 1)
+    with EventWriter(c, S) as w:
+        for t in (-(2**62), 2**62, 5):
+            w.write_event("k", b"p", t)
+    seg = c.get_stream(S).active_segments[0].name
+    (b,) = read_range(c, S, seg, 0, c.get_info(seg).length, meta)
+    assert b.column(b.schema.get_field_index("watermark")).null_count == b.num_rows
+    times = _event_times_us(b)
+    assert times == [MIN_TIMESTAMP_US // 1000 * 1000, MAX_TIMESTAMP_US // 1000 * 1000, 5_000]
+    b.to_pylist()  # every timestamp converts to a datetime (years 1..9999)
+
+
+@pytest.mark.slow
+def test_events_before_any_asserted_time_are_delivered_with_null_watermarks(
+    spark: Any, served: Served, tmp_path: Path
+) -> None:
+    served.client.create_stream("et/none", 1)
+    served.write("et/none", [("k", f"{i}".encode(), 1_000 + i) for i in range(5)])  # no note_time
+    df = served.reader(spark, "et/none", startingPosition="earliest", timeDomain="event")
+    rows, _ = run_available_now(df, str(tmp_path / "ck"))  # collect()s in foreachBatch
+    assert sorted(r.payload for r in rows if r.kind == "event") == [f"{i}".encode() for i in range(5)]
+    assert all(r.watermark is None and r.event_time_watermark is None for r in rows)

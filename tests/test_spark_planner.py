@@ -8,7 +8,9 @@ bounded run stops at its target; lost data fails or is skipped as configured.
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -19,8 +21,9 @@ from readergroup.errors import FrameFormatError
 from readergroup.events import encode_event
 from readergroup.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client import EmbeddedClient
+from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.errors import ConnectionLostError, ReadTimeoutError, StoreClosedError
+from segmentstore.net.server import SegmentStoreServer
 from segmentstore.results import SegmentRead
 from spark_source.errors import DataLossError
 from spark_source.offsets import SourceOffset
@@ -488,3 +491,83 @@ def test_malformed_bytes_fail_the_planning_not_stall_it() -> None:
     with pytest.raises(FrameFormatError, match="offset 0: unknown kind 9"):
         p.next_offset(start, Limit(max_events=10), None)
     store.close()
+
+
+@pytest.mark.parametrize("fail_on_data_loss", ["true", "false"])
+@pytest.mark.parametrize("remote", [False, True])
+def test_deleting_a_stream_read_in_full_loses_nothing_and_other_streams_go_on(
+    fail_on_data_loss: str, remote: bool
+) -> None:
+    clock, store, c = make()
+    c.create_stream("s/a", 2)
+    c.create_stream("s/b", 1)
+    write(clock, c, "s/a", ["x", "y"] * 4)
+    write(clock, c, "s/b", ["z"] * 3)
+    warnings: list[str] = []
+    with contextlib.ExitStack() as stack:
+        pc: Any = c
+        if remote:  # the planner as a query runs it: over the wire
+            server = stack.enter_context(SegmentStoreServer(store))
+            pc = stack.enter_context(RemoteClient(("127.0.0.1", server.port), read_ahead=False))
+        p = planner(pc, stream="s/a,s/b", failOnDataLoss=fail_on_data_loss)
+        p._warn = warnings.append
+        _deleting_a_stream_read_in_full(p, clock, c, warnings)
+
+
+def _deleting_a_stream_read_in_full(
+    p: Planner, clock: ManualClock, c: EmbeddedClient, warnings: list[str]
+) -> None:
+    start, _, _ = drain(p, c, p.initial_offset())
+    c.seal_stream("s/a")
+    c.delete_stream("s/a")  # sealed and deleted between two triggers: the planner never saw it sealed
+    new = write(clock, c, "s/b", ["z"] * 3, "new")
+    end, batches, _ = drain(p, c, start)
+    assert Counter(payloads(batches)) == Counter(new)
+    gone = end.stream("s/a")
+    assert gone is not None and set(gone.positions) == gone.done  # complete: dropped from the next offset
+    end, more, _ = drain(p, c, end)  # later triggers: nothing more, and no warning
+    assert more == [] and warnings == []
+    p._check()
+
+
+def test_deleting_a_stream_not_read_in_full_is_data_loss() -> None:
+    clock, _, c = make()
+    c.create_stream("s/a", 1)
+    write(clock, c, "s/a", ["x"] * 4)
+    warnings: list[str] = []
+    p = planner(c)
+    p._warn = warnings.append
+    start, _, _ = drain(p, c, p.initial_offset())
+    write(clock, c, "s/a", ["x"] * 4, "unread")
+    p.next_offset(start, READ_ALL, None)  # the planner sees the new length
+    c.seal_stream("s/a")
+    c.delete_stream("s/a")
+    seg = next(iter(start.streams["s/a"].positions))
+    with pytest.raises(
+        DataLossError, match=rf"{seg}.*deleted at offset \d+ \(\d+ bytes long when last seen\)"
+    ):
+        p.next_offset(start, READ_ALL, None)
+    lenient = planner(c, failOnDataLoss="false")
+    lenient._warn = warnings.append
+    end, _, _ = drain(lenient, c, start)
+    drain(lenient, c, end)
+    assert len(warnings) == 1 and "never looked at" in warnings[0]  # said once, not on every trigger
+
+
+def test_a_stream_dropped_from_option_stream_is_no_longer_read() -> None:
+    clock, _, c = make()
+    c.create_stream("s/a", 1)
+    c.create_stream("s/b", 1)
+    write(clock, c, "s/a", ["x"] * 2)
+    write(clock, c, "s/b", ["y"] * 2)
+    p = planner(c, stream="s/a,s/b")
+    start, _, _ = drain(p, c, p.initial_offset())  # the checkpoint holds both streams
+    write(clock, c, "s/a", ["x"] * 2, "a-new")
+    b_new = write(clock, c, "s/b", ["y"] * 2, "b-new")
+    warnings: list[str] = []
+    restarted = planner(c, stream="s/b")
+    restarted._warn = warnings.append
+    end, batches, _ = drain(restarted, c, start)
+    assert Counter(payloads(batches)) == Counter(b_new)
+    assert set(end.streams) == {"s/b"}
+    assert len(warnings) == 1 and "'s/a'" in warnings[0] and "no longer in option stream" in warnings[0]

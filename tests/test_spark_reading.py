@@ -22,6 +22,8 @@ from spark_source.fetching import fetched_ahead, whole_frame_reads
 from spark_source.reading import (
     ARROW_SCHEMA,
     COLUMNS,
+    MAX_TIMESTAMP_US,
+    MIN_TIMESTAMP_US,
     BatchMeta,
     ingestion_times,
     read_range,
@@ -35,7 +37,8 @@ def expected_rows(
 ) -> list[dict[str, Any]]:
     """The rows ``read_range`` must give, from ``decode_frames`` and one ``watermark_at`` per event.
 
-    Timestamps as int64 µs; event times beyond what int64 µs holds saturate (order kept, no wrap).
+    Timestamps as int64 µs; event times beyond the years 1..9999 (what Spark and Python's
+    datetime hold) saturate there (order kept, no wrap).
     """
     data = client.read(seg, begin, end - begin).data
     frames, used = decode_frames(data, begin)
@@ -62,8 +65,7 @@ def expected_rows(
 
 
 def saturated_us(ms: int) -> int:
-    top = (2**63 - 1) // 1000
-    return max(-top, min(top, ms)) * 1000
+    return max(MIN_TIMESTAMP_US // 1000, min(MAX_TIMESTAMP_US // 1000, ms)) * 1000
 
 
 def read_rows(client: Any, stream: str, seg: str, begin: int, end: int, **kw: Any) -> list[dict[str, Any]]:

@@ -134,14 +134,14 @@ def test_timestamps_before_1970_round_down_to_their_millisecond() -> None:
     """
     import pyarrow as pa
 
-    from spark_source.sink import _encoded
+    from spark_source.sink import _encoded, _InputColumns
 
     us = [-500, -1_000, -1_500, 0, 1_999, None]
     batch = pa.record_batch(
         [pa.array(["k"] * len(us)), pa.array([b"p"] * len(us)), pa.array(us, pa.timestamp("us", tz="UTC"))],
         names=["routing_key", "payload", "event_time"],
     )
-    (events,) = list(_encoded(iter([batch]), (0, 1, 2)))
+    (events,) = list(_encoded(iter([batch]), _InputColumns(0, 1, 2, None)))
     frames, _ = decode_frames(events.data, 0)
     assert [f.event_time for f in frames] == [-1, -1, -2, 0, 1, None]
 
@@ -226,3 +226,57 @@ def test_rows_of_every_shape_are_written_as_encode_event_frames(spark: Any, serv
         spark.createDataFrame([(None, b"p")], "routing_key string, payload binary").write.format(
             "ingestwm"
         ).option("endpoint", served.endpoint).option("stream", "out/shapes").mode("append").save()
+
+
+def test_the_sources_watermark_rows_are_skipped_and_a_null_key_is_explained() -> None:
+    import pyarrow as pa
+
+    from spark_source.reading import ARROW_SCHEMA, BatchMeta, watermark_batch
+    from spark_source.sink import _check_input, _encoded
+
+    class _Field:
+        def __init__(self, name: str, typ: str) -> None:
+            self.name = name
+            self.dataType = type("T", (), {"typeName": staticmethod(lambda: typ)})()
+
+    schema = type("S", (), {"fields": [_Field("routing_key", "string"), _Field("payload", "binary"),
+                                       _Field("kind", "string")]})()  # fmt: skip
+    cols = _check_input(schema)
+    wm = watermark_batch(BatchMeta(5_000, 0))
+    events = pa.record_batch(
+        [pa.array(["k1", "k2"]), pa.array([b"a", b"b"]), pa.array(["event", "event"])],
+        names=["routing_key", "payload", "kind"],
+    )
+    mixed = pa.concat_batches([events, wm.select(["routing_key", "payload", "kind"])])
+    assert wm.schema == ARROW_SCHEMA
+    encoded = list(_encoded(iter([wm.select(["routing_key", "payload", "kind"]), mixed]), cols))
+    assert [len(e) for e in encoded] == [2]
+    no_kind = _check_input(type("S", (), {"fields": schema.fields[:2]})())
+    with pytest.raises(
+        SinkError, match=r"routing_key' has a null value.*kind = 'watermark'.*emitWatermarkRows"
+    ):
+        list(_encoded(iter([mixed.select(["routing_key", "payload"])]), no_kind))
+
+
+@pytest.mark.slow
+def test_the_source_piped_into_the_sink_copies_every_event_once(
+    spark: Any, served: Served, tmp_path: Path
+) -> None:
+    c = served.client
+    c.create_stream("pipe/in", 2)
+    c.create_stream("pipe/out", 1)
+    written = [(f"k{i % 4}", f"p{i}".encode(), 7_000 + i) for i in range(30)]
+    served.write("pipe/in", written)
+    q = (
+        served.reader(spark, "pipe/in", startingPosition="earliest")  # watermark rows included
+        .writeStream.format("ingestwm")
+        .option("endpoint", served.endpoint)
+        .option("stream", "pipe/out")
+        .option("deliveryGuarantee", "exactly-once")
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    assert q.exception() is None
+    assert Counter(stream_payloads(c, "pipe/out")) == Counter(written)

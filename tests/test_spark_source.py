@@ -80,10 +80,33 @@ def test_a_processing_time_query_follows_new_events_and_commits_positions(spark:
         q.stop()
     frame = 15 + 2 + 4  # header, key "kN", payload "rN-M": 21 or 22 bytes
     assert all(p["numInputRows"] <= 300 // frame for p in q.recentProgress)
-    # Spark commits a batch's end to the source when it plans the next batch: at least round 2 is committed
+    # every trigger records the end of the last micro-batch Spark committed: no batch behind
     committed = committed_positions(served.client, "s/follow", "follower")
-    assert set(committed) == set(segments)
-    assert all(lengths[1][s] <= committed[s] <= lengths[2][s] for s in segments)
+    assert committed == lengths[2]
+
+
+@pytest.mark.parametrize("emit", ["true", "false"])
+def test_committed_positions_follow_the_last_micro_batch(spark: Any, served: Served, emit: str) -> None:
+    served.client.create_stream("s/commit", 2)
+    segments = [s.name for s in served.client.get_stream("s/commit").active_segments]
+    df = served.reader(
+        spark, "s/commit", startingPosition="earliest", consumerName=f"c{emit}", emitWatermarkRows=emit
+    )
+    q = (
+        df.writeStream.format("memory")
+        .queryName(f"commit_{emit}")
+        .trigger(processingTime="50 milliseconds")
+        .start()
+    )
+    try:
+        served.write("s/commit", events(40))
+        settle(q)
+        lengths = {s: served.client.get_info(s).length for s in segments}
+        wait_until(
+            lambda: committed_positions(served.client, "s/commit", f"c{emit}") == lengths, 30, "positions"
+        )
+    finally:
+        q.stop()
 
 
 def test_an_idle_stream_keeps_the_event_time_watermark_moving(spark: Any, served_wall: Served) -> None:

@@ -55,9 +55,29 @@ _ENDPOINT = click.option(
     metavar="HOST:PORT",
     help="Address of `ingestwm serve`.",
 )
-_TOKEN = click.option(
-    "--token", envvar="INGESTWM_TOKEN", default=None, help="Shared secret (env INGESTWM_TOKEN)."
-)
+
+
+def _security_options(f: Any) -> Any:
+    """``--token`` (env INGESTWM_TOKEN), ``--tls``, ``--tls-ca-file``, ``--tls-server-name``."""
+    for opt in reversed(
+        (
+            click.option(
+                "--token", envvar="INGESTWM_TOKEN", default=None, help="Shared secret (env INGESTWM_TOKEN)."
+            ),
+            click.option("--tls", is_flag=True, default=False, help="Connect over TLS."),
+            click.option(
+                "--tls-ca-file",
+                type=click.Path(dir_okay=False),
+                default=None,
+                help="CA certificate(s) to trust (PEM); implies --tls.",
+            ),
+            click.option(
+                "--tls-server-name", default=None, help="Name in the server's certificate; implies --tls."
+            ),
+        )
+    ):
+        f = opt(f)
+    return f
 
 
 def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
@@ -207,10 +227,13 @@ def _ahead_cell(lag: int | None, ahead: int | None) -> str | None:
     return f"0 (+{ahead} ahead)" if ahead else str(lag)
 
 
-def _client(endpoint: str, token: str | None) -> Any:
-    from segmentstore.client import RemoteClient
+def _client(endpoint: str, sec: dict[str, Any]) -> Any:
+    """A client of ``endpoint`` with the token and TLS options (a server that is down fails at once)."""
+    from segmentstore.client.security import client_security
 
-    return RemoteClient(endpoint, token=token, timeout_s=10)
+    security = client_security(sec["token"], sec["tls"] or None, sec["tls_ca_file"], sec["tls_server_name"])
+    security.probe(endpoint)
+    return security.remote_client(endpoint, timeout_s=10)
 
 
 def _errors() -> tuple[type[Exception], ...]:
@@ -227,13 +250,13 @@ def group() -> None:
 
 @group.command("list")
 @_ENDPOINT
-@_TOKEN
-def list_cmd(endpoint: str, token: str | None) -> None:
+@_security_options
+def list_cmd(endpoint: str, **sec: Any) -> None:
     """List the reader groups in the store."""
     from readergroup.group import list_groups
 
     try:
-        with _client(endpoint, token) as c:
+        with _client(endpoint, sec) as c:
             names = list_groups(c)
     except _errors() as e:
         raise click.ClickException(str(e)) from None
@@ -246,14 +269,14 @@ def list_cmd(endpoint: str, token: str | None) -> None:
 @group.command("describe")
 @click.argument("name")
 @_ENDPOINT
-@_TOKEN
+@_security_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def describe_cmd(name: str, endpoint: str, token: str | None, as_json: bool) -> None:
+def describe_cmd(name: str, endpoint: str, as_json: bool, **sec: Any) -> None:
     """Members, assignment, per-segment positions, watermarks and lag of group NAME."""
     from segmentstore import WallClock
 
     try:
-        with _client(endpoint, token) as c:
+        with _client(endpoint, sec) as c:
             d = describe_group(c, name, WallClock().now())
     except _errors() as e:
         raise click.ClickException(str(e)) from None
@@ -268,14 +291,14 @@ def describe_cmd(name: str, endpoint: str, token: str | None, as_json: bool) -> 
 @click.argument("name")
 @click.argument("reader")
 @_ENDPOINT
-@_TOKEN
-def offline_cmd(name: str, reader: str, endpoint: str, token: str | None) -> None:
+@_security_options
+def offline_cmd(name: str, reader: str, endpoint: str, **sec: Any) -> None:
     """Declare READER of group NAME offline: its segments return at its acknowledged positions."""
     from readergroup.group import ReaderGroup
     from segmentstore import WallClock
 
     try:
-        with _client(endpoint, token) as c:
+        with _client(endpoint, sec) as c:
             ReaderGroup.open(name, c, WallClock()).reader_offline(reader)
     except _errors() as e:
         raise click.ClickException(str(e)) from None
@@ -285,14 +308,14 @@ def offline_cmd(name: str, reader: str, endpoint: str, token: str | None) -> Non
 @group.command("delete")
 @click.argument("name")
 @_ENDPOINT
-@_TOKEN
-def delete_cmd(name: str, endpoint: str, token: str | None) -> None:
+@_security_options
+def delete_cmd(name: str, endpoint: str, **sec: Any) -> None:
     """Delete group NAME (also one whose state log is corrupt): its readers stop at their next sync."""
     from readergroup.group import ReaderGroupManager
     from segmentstore import WallClock
 
     try:
-        with _client(endpoint, token) as c:
+        with _client(endpoint, sec) as c:
             ReaderGroupManager(c, WallClock()).delete_reader_group(name)
     except _errors() as e:
         raise click.ClickException(str(e)) from None
