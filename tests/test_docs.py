@@ -6,7 +6,9 @@ blocks as a script in a new process, ``sh`` blocks line by line (``ingestwm`` as
 ``python -m bench.cli``; ``pytest``, ``ruff``, ``mypy`` as ``python -m``), each in an
 empty directory with this checkout first on ``PYTHONPATH``. A ``text`` block right after
 an ``sh`` block is its output. ``# docs-test: slow`` blocks are marked slow;
-``# docs-test: long-running`` blocks and the README's two set-up commands are not run.
+``# docs-test: long-running`` blocks and the README's two set-up commands are not run;
+``# docs-test: fragment`` Python blocks (they need what a test cannot have, such as another
+host) are compiled, not run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^```([A-Za-z0-9_-]*)\n(.*?)^```\n?", re.MULTILINE | re.DOTALL)
-_MARK = re.compile(r"^# docs-test: (slow|long-running) \(.+\)$")
+_MARK = re.compile(r"^# docs-test: (slow|long-running|fragment) \(.+\)$")
 _IN_REPO = ("pytest", "ruff", "mypy")  # these look at the checkout: they run in it
 _TIMEOUT_S = 900
 
@@ -105,6 +107,9 @@ def _normal(text: str) -> list[str]:
 
 @pytest.mark.parametrize("block", _params())
 def test_documented_block_runs(block: Block, tmp_path: Path) -> None:
+    if block.lang == "python" and block.mark == "fragment":
+        compile(block.text, block.id, "exec")  # a syntax error still fails
+        return
     if block.lang == "python":
         done = _run([sys.executable, "-c", block.text], tmp_path)
         assert done.returncode == 0, f"{block.id}:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
