@@ -72,6 +72,10 @@ class RemoteClient(WireCalls, SegmentStoreClient):
     change, so the result is what the read would return, except that a segment truncated
     or deleted by another client meanwhile may still yield the chunk fetched before;
     this client's own truncate/delete/merge/stream calls drop what was read ahead.
+
+    Each operation is documented on the protocol (``segmentstore.client.interface``);
+    a method's own docstring here says only what this client adds (when it is sent again
+    after a lost reply), and one without shows the protocol's in ``help()``.
     """
 
     def __init__(
@@ -179,10 +183,7 @@ class RemoteClient(WireCalls, SegmentStoreClient):
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> concurrent.futures.Future[AppendResult]:
-        """Queue an append on the pipeline; the future gets its ``AppendResult`` or error.
-
-        Appends queued by one thread are stored and acknowledged in queue order.
-        """
+        """Queued on the pipeline: appends queued by one thread are stored and acknowledged in that order."""
         fut: concurrent.futures.Future[AppendResult] = concurrent.futures.Future()
         if self._closed:
             fut.set_exception(ClientClosedError(f"append to {name!r}: the remote client is closed; not sent"))

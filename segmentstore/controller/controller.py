@@ -60,12 +60,12 @@ class StreamController(StreamTransactions):
 
     # ------------------------------------------------------------------ queries
     def get_stream(self, stream: str) -> StreamInfo:
-        """The stream's state and active segments. O(active)."""
+        """See ``StreamClient.get_stream``."""
         with self._lock:
             return self._get(stream).info()
 
     def list_streams(self, pattern: str | None = None) -> list[str]:
-        """Names of the streams matching the fnmatch ``pattern`` (all if ``None``), sorted. O(streams)."""
+        """See ``StreamClient.list_streams``."""
         if pattern is not None and not isinstance(pattern, str):
             raise InvalidArgumentError(f"stream pattern must be a str or None, got {pattern!r:.80}")
         if pattern is not None:
@@ -79,12 +79,12 @@ class StreamController(StreamTransactions):
         return sorted(names)
 
     def get_segment(self, segment_name: str) -> StreamSegment:
-        """The stream segment called ``segment_name`` (active or sealed). O(1)."""
+        """See ``StreamClient.get_segment``."""
         with self._lock:
             return self._seg(segment_name)[1].info
 
     def get_successors(self, segment_name: str) -> tuple[SuccessorInfo, ...]:
-        """Successors of a segment sealed by a scale, with all their predecessors; else ``()``. O(k)."""
+        """See ``StreamClient.get_successors``."""
         with self._lock:
             st, seg = self._seg(segment_name)
             return tuple(
@@ -92,13 +92,13 @@ class StreamController(StreamTransactions):
             )
 
     def get_head_cut(self, stream: str) -> StreamCut:
-        """The stream's first segments at their start offsets (truncation-aware). O(segments)."""
+        """See ``StreamClient.get_head_cut``."""
         with self._lock:
             st = self._get(stream)
             return StreamCut(st.name, tuple((n, self._store.get_info(n).start_offset) for n in st.initial))
 
     def get_tail_cut(self, stream: str) -> StreamCut:
-        """The active segments at their current lengths. O(active)."""
+        """See ``StreamClient.get_tail_cut``."""
         with self._lock:
             st = self._get(stream)
             return StreamCut(st.name, tuple((s.name, self._store.get_info(s.name).length) for s in st.active))

@@ -56,7 +56,7 @@ class StreamScaling:
 
     # ------------------------------------------------------------------ changes
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
-        """Create ``stream`` with ``initial_segments`` segments splitting [0, 1) evenly."""
+        """See ``StreamClient.create_stream``."""
         check_stream_name(stream)
         n = initial_segments
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INITIAL_SEGMENTS:
@@ -76,7 +76,7 @@ class StreamScaling:
     def scale_stream(
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
     ) -> tuple[StreamSegment, ...]:
-        """Seal the active segments ``seal`` and create successors over ``new_ranges``; returns them."""
+        """See ``StreamClient.scale_stream``."""
         with self._lock:
             st = self._get_open(stream, "scaled")
             if isinstance(seal, str) or not isinstance(seal, Sequence) or not seal:
@@ -108,7 +108,7 @@ class StreamScaling:
             return self._scale(st, sealed, ranges)
 
     def seal_stream(self, stream: str) -> None:
-        """Seal every active segment of the stream; no more writes, scales or commits. Idempotent."""
+        """See ``StreamClient.seal_stream``."""
         with self._lock:
             st = self._get(stream)
             if not st.sealed:
@@ -118,7 +118,7 @@ class StreamScaling:
                 self._seal_segment(s.name)
 
     def delete_stream(self, stream: str) -> None:
-        """Delete a sealed stream and all its segments (Pravega: seal it first)."""
+        """See ``StreamClient.delete_stream``."""
         with self._lock:
             st = self._get(stream)
             if not st.sealed:

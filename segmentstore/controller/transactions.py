@@ -37,7 +37,7 @@ class StreamTransactions(StreamScaling):
     _committed: RecentNames
 
     def begin_transaction(self, stream: str) -> TransactionInfo:
-        """One transaction segment per active segment of the stream."""
+        """See ``StreamClient.begin_transaction``."""
         with self._lock:
             st = self._get_open(stream, "given a transaction")
             made: list[TransactionSegment] = []
@@ -51,10 +51,7 @@ class StreamTransactions(StreamScaling):
             return TransactionInfo(st.name, st.epoch, tuple(made))
 
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        """Seal and merge each transaction segment into its parent; rolled if the stream scaled meanwhile.
-
-        Idempotent: a transaction committed already is not merged again (the call returns).
-        """
+        """See ``StreamClient.commit_transaction``; a rolled commit is ``_roll`` (module docstring)."""
         with self._lock:
             names = _names(stream, txn_segments)
             if names and self._committed.holds(names):
@@ -88,7 +85,7 @@ class StreamTransactions(StreamScaling):
                 self._roll(st, txns)
 
     def abort_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        """Delete the transaction segments that still exist (idempotent)."""
+        """See ``StreamClient.abort_transaction``."""
         with self._lock:
             st = self._get(stream)
             live = [n for n in _names(stream, txn_segments) if self._store.exists(n)]

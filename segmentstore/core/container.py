@@ -60,10 +60,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
 
     # ------------------------------------------------------------------ create
     def create_segment(self, name: str) -> SegmentInfo:
-        """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal.
-
-        The name has at most ``limits.MAX_SEGMENT_NAME_CHARS`` characters.
-        """
+        """See ``SegmentClient.create_segment``."""
         check_new_name(name)
         if TRANSACTION_SEPARATOR in name:
             raise InvalidArgumentError(
@@ -87,12 +84,8 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> AppendResult:
-        """Append ``data`` (bytes-like, non-empty). Temporal; O(len(data)) amortised.
-
-        With ``expected_offset`` the append happens only if the segment's length equals it.
-        With ``writer_id`` and ``event_number`` the store keeps the writer's last event
-        number as an attribute (key ``writer_id``); an append whose event number is not
-        above it is a retry: it is acknowledged with ``duplicate=True`` and not stored.
+        """See ``SegmentClient.append``. The hot path: checked before the lock, one plain
+        acquire, logged, applied, and the result built without ``AppendResult.__new__``.
         """
         if type(data) is not bytes:
             data = as_bytes(name, data)
@@ -153,10 +146,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
     ) -> AppendResult:
-        """Append many events as one operation with one timestamp. O(total bytes).
-
-        The events are stored back to back; the result's ``length`` is their total size.
-        """
+        """See ``SegmentClient.append_batch``: the events checked and joined, then one ``append``."""
         if isinstance(events, (bytes, bytearray, memoryview, str)):
             raise InvalidArgumentError(
                 f"segment {quote(name)}: append_batch takes a sequence of bytes objects, "
@@ -182,11 +172,8 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
 
     # ------------------------------------------------------------------ attributes
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate], *, use: bool = True) -> int:
-        """Apply attribute updates atomically (all or none); return the operation's timestamp.
-
-        Temporal: ``LAST_WRITE_TIME`` moves even for an empty list (the watermark
-        advancer's trivial update). ``use=False`` is for the advancer: it does not count
-        as a client's use of the segment.
+        """See ``SegmentClient.update_attributes``. ``use=False`` is for the advancer: it does not
+        count as a client's use of the segment (eviction still sees it idle).
         """
         updates = as_updates(name, updates)
         with self._lock:
@@ -201,7 +188,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         return ts
 
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
-        """The segment's attributes, core ones included; only ``keys`` if given. O(k)."""
+        """See ``SegmentClient.get_attributes``."""
         if keys is not None:
             keys = check_attribute_keys(name, keys)
         with self._lock:
@@ -212,7 +199,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
 
     # ------------------------------------------------------------------ seal, truncate, delete
     def seal(self, name: str) -> int:
-        """Seal the segment; return its final length. Temporal: seal time - 1 is its final watermark."""
+        """See ``SegmentClient.seal``."""
         with self._lock:
             seg = self._writable(name)
             seq, ts = self._processor.stamp()
@@ -229,11 +216,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         seg.windex.record_time(ts)
 
     def truncate(self, name: str, offset: int) -> None:
-        """Move the start offset to ``offset`` (a no-op at the current start). Not temporal.
-
-        Below the current start offset it raises ``BadOffsetError``, as Pravega's
-        ``BadOffsetException``: the bytes there are gone already.
-        """
+        """See ``SegmentClient.truncate``."""
         with self._lock:
             seg = self.segment(name)
             check_offset(name, "truncate offset", offset)
@@ -261,12 +244,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         seg.windex.truncate(offset)
 
     def delete(self, name: str) -> None:
-        """Delete the segment and its open transactions; reads waiting on them fail. Not temporal.
-
-        A transaction cannot outlive its parent (Pravega deletes them together): left
-        open, it would merge into a later segment created under the same name.
-        O(segments) to find the transactions.
-        """
+        """See ``SegmentClient.delete``. The transactions are logged before the parent."""
         wakeups: list[Wakeup] = []
         with self._lock:
             seg = self.segment(name)

@@ -128,7 +128,7 @@ class SegmentTable:
             return names
 
     def exists(self, name: str) -> bool:
-        """Whether the segment exists. O(1)."""
+        """See ``SegmentClient.exists``."""
         with self._lock:
             self.check_open()
             if type(name) is not str:
@@ -138,7 +138,7 @@ class SegmentTable:
             return self._evictor is not None and self._evictor.is_cold(name)
 
     def get_info(self, name: str) -> SegmentInfo:
-        """Name, start offset, length, sealed, creation time, last write time. O(1)."""
+        """See ``SegmentClient.get_info``."""
         with self._lock:
             return self.segment(name).info()
 

@@ -35,7 +35,7 @@ class ContainerTransactions(SegmentTable):
     """The transaction operations of ``SegmentContainer``."""
 
     def create_transaction(self, parent: str) -> str:
-        """Create a transaction segment for ``parent`` and return its name. Temporal."""
+        """See ``SegmentClient.create_transaction``: its name is the parent's and a sequence number."""
         with self._lock:
             p = self._writable(parent)
             if p.parent is not None:
@@ -46,10 +46,9 @@ class ContainerTransactions(SegmentTable):
             return name
 
     def merge_transaction(self, txn: str, parent: str | None = None) -> MergeResult:
-        """Merge a sealed transaction into its parent, atomically, at the merge's own timestamp.
+        """See ``SegmentClient.merge_transaction``; returns the offset, length and timestamp.
 
-        The merged bytes take the merge's timestamp, never the transaction's own times
-        (PDP-26: a merge is one large append). The transaction segment is gone afterwards.
+        The transaction's bytes are read before the log record: a failed read changes nothing.
         """
         wakeups: list[Wakeup] = []
         with self._lock:
