@@ -7,7 +7,7 @@ future reads are completed after the lock is released, so their callbacks may ca
 back into the store. Reads go through the container's ``ReadIndex`` (``reads``).
 
 ``SegmentContainer`` is assembled from its concepts: the table of segments
-(``core.segment_table``: lookup, create and remove, the stamp of a write, close),
+(``core.container_table``: lookup, create and remove, the stamp of a write, close),
 transactions (``core.transactions``: create, merge, lease expiry), the state API of
 durability and eviction (``core.container_state``), and here the segment lifecycle
 (create, append, attributes, seal, truncate, delete), the advancer's pass and replay.
@@ -33,6 +33,7 @@ from ..errors import (
 )
 from ..results import AppendResult, SegmentInfo
 from .container_state import ContainerState, ContainerStateAPI
+from .container_table import ColdSegments
 from .operations import (
     Append,
     CreateSegment,
@@ -45,7 +46,6 @@ from .operations import (
 )
 from .read_index import Wakeup, complete, take_wakeups
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
-from .segment_table import ColdSegments
 from .transactions import ContainerTransactions
 from .validation import as_bytes, check_new_name, check_offset, check_writer, quote
 

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import SegmentStoreError
+from .container_table import ColdSegments, ContainerTable
 from .processor import OperationSink
 from .segment import Segment, is_system_segment
-from .segment_table import ColdSegments, SegmentTable
 from .storage import SegmentData
 
 __all__ = ["ContainerState", "ContainerStateAPI"]
@@ -32,7 +32,7 @@ class ContainerState:
     segments: tuple[Segment, ...]
 
 
-class ContainerStateAPI(SegmentTable):
+class ContainerStateAPI(ContainerTable):
     """The state API of ``SegmentContainer`` (durability, snapshots, eviction)."""
 
     def set_data_factory(self, factory: Callable[[str, int], SegmentData] | None) -> None:

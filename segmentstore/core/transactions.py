@@ -19,10 +19,10 @@ from ..errors import (
 )
 from ..limits import INT64_MAX
 from ..results import MergeResult
+from .container_table import ContainerTable
 from .operations import Delete, MergeTransaction
 from .read_index import Wakeup, complete, take_wakeups
 from .segment import TRANSACTION_SEPARATOR, Segment
-from .segment_table import SegmentTable
 from .validation import quote
 
 __all__ = ["ContainerTransactions"]
@@ -31,7 +31,7 @@ _EXPIRED_KEPT = 4096
 """Transactions whose expiry a later call's error names (the most recent ones)."""
 
 
-class ContainerTransactions(SegmentTable):
+class ContainerTransactions(ContainerTable):
     """The transaction operations of ``SegmentContainer``."""
 
     def create_transaction(self, parent: str) -> str:

@@ -1,13 +1,14 @@
 """The segment container's table of segments: lookup, creation and removal, the stamp of a write, open/closed.
 
-``SegmentTable`` is the base every part of the container (``core.container``) builds
-on: it holds the segments, the lock that serialises them and the operation processor,
-finds a segment (reactivating an evicted one through ``ColdSegments``), installs a new
-one after its create is logged, removes one (failing its waiting reads), and applies
-the timestamped attribute update every write and every watermark advance leaves. The
-operations themselves live in ``core.container`` (segment lifecycle, replay),
-``core.transactions`` (transactions, merges, leases) and ``core.container_state``
-(the state API of durability and eviction).
+``ContainerTable`` is the base every part of the container (``core.container``) builds
+on, and what the read index reads through (``read_index.SegmentTable``): it holds the
+segments, the lock that serialises them and the operation processor, finds a segment
+(reactivating an evicted one through ``ColdSegments``), installs a new one after its
+create is logged, removes one (failing its waiting reads), and applies the timestamped
+attribute update every write and every watermark advance leaves. The operations
+themselves live in ``core.container`` (segment lifecycle, replay), ``core.transactions``
+(transactions, merges, leases) and ``core.container_state`` (the state API of
+durability and eviction).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .segment import TRANSACTION_SEPARATOR, Segment
 from .storage import SegmentData
 from .validation import check_name, quote
 
-__all__ = ["ColdSegments", "SegmentTable"]
+__all__ = ["ColdSegments", "ContainerTable"]
 
 
 class ColdSegments(Protocol):
@@ -52,7 +53,7 @@ class ColdSegments(Protocol):
         ...
 
 
-class SegmentTable:
+class ContainerTable:
     """The segments of one container and what every operation on them shares. Thread-safe.
 
     Not used alone: ``SegmentContainer`` is the container.
@@ -81,7 +82,7 @@ class SegmentTable:
         return self._lock
 
     def segment(self, name: str, use: bool = True) -> Segment:
-        """The segment, reactivated if evicted; a use unless ``use=False``. Lock held. O(1)."""
+        """See ``read_index.SegmentTable.segment``; a use unless ``use=False``. O(1)."""
         if self._closed:
             raise StoreClosedError("the segment store is closed")
         try:
@@ -105,11 +106,11 @@ class SegmentTable:
         return seg
 
     def active(self, name: str) -> Segment | None:
-        """The segment if it is in the active set, else ``None``. Lock held. O(1)."""
+        """See ``read_index.SegmentTable.active``. O(1)."""
         return self._segments.get(name)
 
     def active_segments(self) -> Iterator[Segment]:
-        """The segments in the active set. Lock held."""
+        """See ``read_index.SegmentTable.active_segments``."""
         return iter(self._segments.values())
 
     def _writable(self, name: str) -> Segment:
