@@ -43,7 +43,7 @@ __all__ = [
 class StreamController(StreamTransactions):
     """Streams, scaling, successors, stream cuts and transactions over one store. Thread-safe.
 
-    Opening replays ``_system/_streams`` (O(records)). Use ``SegmentStore.stream_controller()``
+    Opening replays ``_system/_streams`` (O(records)). Use ``controller_of(store)``
     to share one controller per store.
     """
 

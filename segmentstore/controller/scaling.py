@@ -227,7 +227,7 @@ class StreamScaling:
         except BadOffsetError:
             raise SegmentStoreError(
                 f"{STREAMS_SEGMENT!r} was changed by another stream controller of this store; "
-                "this one is stale (share one via SegmentStore.stream_controller())"
+                "this one is stale (share one via controller_of(store))"
             ) from None
         self._log_length = r.offset + r.length
 
