@@ -46,6 +46,10 @@ class SegmentStore:
     ``StoreConfig``; ``data_dir`` makes the store durable (a write-ahead log with
     snapshots), ``None`` keeps everything in memory. Thread-safe. Use as a context
     manager or call ``close()``.
+
+    The operations a client has are documented once, on the client interface
+    (``segmentstore.client.interface.SegmentClient``; streams: ``StreamClient``, through
+    ``controller_of(store)``); a method here says only what differs.
     """
 
     def __init__(
@@ -86,15 +90,15 @@ class SegmentStore:
 
     # ------------------------------------------------------------------ segments
     def create_segment(self, name: str) -> SegmentInfo:
-        """Create an empty segment. Temporal: sets CREATION_TIME and LAST_WRITE_TIME."""
+        """See ``SegmentClient.create_segment``."""
         return self._container.create_segment(name)
 
     def create_transaction(self, parent: str) -> str:
-        """Create a transaction segment of ``parent``; returns its name."""
+        """See ``SegmentClient.create_transaction``."""
         return self._container.create_transaction(parent)
 
     append: _Append
-    """Append ``data``; returns where it landed and its ingestion timestamp (``SegmentContainer.append``).
+    """See ``SegmentClient.append``.
 
     Bound to the container's method in ``__init__``: a single append is the hot path,
     and a forwarding call here would cost a tenth of it.
@@ -103,35 +107,35 @@ class SegmentStore:
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
     ) -> AppendResult:
-        """Append many events at once: one operation, one timestamp, one index entry."""
+        """See ``SegmentClient.append_batch``."""
         return self._container.append_batch(name, events, expected_offset)
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
-        """Merge a sealed transaction into its parent; returns the offset it landed at."""
+        """See ``SegmentClient.merge_transaction``. ``merge_transaction_result`` says more."""
         return self._container.merge_transaction(txn_name, parent).offset
 
     def merge_transaction_result(self, txn_name: str, parent: str | None = None) -> MergeResult:
-        """Like ``merge_transaction``, returning offset, length and timestamp."""
+        """``merge_transaction``, returning the merged bytes' offset, length and timestamp."""
         return self._container.merge_transaction(txn_name, parent)
 
     def seal(self, name: str) -> int:
-        """Seal the segment; returns its final length."""
+        """See ``SegmentClient.seal``."""
         return self._container.seal(name)
 
     def truncate(self, name: str, offset: int) -> None:
-        """Drop the bytes below ``offset``."""
+        """See ``SegmentClient.truncate``."""
         self._container.truncate(name, offset)
 
     def delete(self, name: str) -> None:
-        """Delete the segment."""
+        """See ``SegmentClient.delete``."""
         self._container.delete(name)
 
     def get_info(self, name: str) -> SegmentInfo:
-        """The segment's metadata, with creation time and last write time."""
+        """See ``SegmentClient.get_info``."""
         return self._container.get_info(name)
 
     def exists(self, name: str) -> bool:
-        """Whether a segment of that name exists."""
+        """See ``SegmentClient.exists``."""
         return self._container.exists(name)
 
     def list_segments(self) -> list[str]:
@@ -140,49 +144,50 @@ class SegmentStore:
 
     # ------------------------------------------------------------------ attributes
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
-        """Apply attribute updates atomically; returns the operation's timestamp. Temporal."""
+        """See ``SegmentClient.update_attributes``."""
         return self._container.update_attributes(name, updates)
 
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
-        """The segment's attributes, core ones (CREATION_TIME, LAST_WRITE_TIME) included."""
+        """See ``SegmentClient.get_attributes``."""
         return self._container.get_attributes(name, keys)
 
     # ------------------------------------------------------------------ reads and watermarks
     def read(self, name: str, offset: int, max_length: int) -> SegmentRead:
-        """Read without waiting; the result carries ``watermark_at(offset + len(data))``."""
+        """``SegmentClient.read`` without waiting (``wait_ms=0``); ``read_future`` waits."""
         return self._reads.read(name, offset, max_length)
 
     def scan_records(
         self, name: str, offset: int, max_length: int, max_records: int | None = None
     ) -> RecordScan:
-        """Where the whole length-prefixed records from ``offset`` end (``core.records``). O(bytes)."""
+        """See ``SegmentClient.scan_records``."""
         return self._reads.scan_records(name, offset, max_length, max_records)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
     ) -> FutureRead:
-        """A read that waits at the tail for data, a watermark increase, a seal or its timeout."""
+        """``SegmentClient.read``, waiting as a future: it completes at the tail on data, a watermark
+        increase, a seal or its ``timeout_ms`` (on the ingestion clock).
+        """
         return self._reads.read_future(name, offset, max_length, timeout_ms)
 
     def wait_any(self, requests: Sequence[WaitRequest]) -> ReadyFuture:
-        """Wait on many segments at once: the indexes of the ``(segment, offset, known watermark)``
-        requests whose read would return something new (``segmentstore.wait_any``)."""
+        """``SegmentClient.wait_any`` as a future of the ready indexes (``segmentstore.wait_any``)."""
         return self._reads.wait_any(requests)
 
     def watermark_at(self, name: str, offset: int) -> int:
-        """Every byte at or after ``offset`` (and in successors) has ingestion time > this."""
+        """See ``SegmentClient.watermark_at``."""
         return self._reads.watermark_at(name, offset)
 
     def ingestion_time_at(self, name: str, offset: int) -> int:
-        """The timestamp of the append or merge that wrote byte ``offset``."""
+        """See ``SegmentClient.ingestion_time_at``."""
         return self._reads.ingestion_time_at(name, offset)
 
     def ingestion_runs(self, name: str, begin: int, end: int) -> np.ndarray:
-        """Bytes ``[begin, end)`` as runs of one ingestion time: ``(2, k)`` last offsets and times."""
+        """See ``SegmentClient.ingestion_runs``."""
         return self._reads.ingestion_runs(name, begin, end)
 
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
-        """``watermark_at`` for a numpy array of offsets, in one numba call."""
+        """See ``SegmentClient.watermarks_at``."""
         return self._reads.watermarks_at(name, offsets)
 
     # ------------------------------------------------------------------ advancer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -12,12 +13,17 @@ from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
 settings.register_profile(
-    "long",
-    max_examples=1_000,
-    stateful_step_count=100,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
+    "ingestwm",
+    deadline=None,  # examples run servers, threads and numba: their time says nothing
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+"""The suite's hypothesis settings, loaded below: a test file names only what differs (its
+``max_examples``, a ``stateful_step_count``, a function-scoped fixture it means to share)."""
+settings.register_profile(
+    "long", settings.get_profile("ingestwm"), max_examples=1_000, stateful_step_count=100
+)
+"""``pytest --hypothesis-profile=long``: many more examples and steps, for a soak run."""
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ingestwm"))
 
 START_MS = 1_000_000
 

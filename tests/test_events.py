@@ -49,7 +49,7 @@ def columns_as_rows(cols: dict[str, Any]) -> list[tuple[int, int, int, str, int 
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)  # below the profile's 100: enough for a codec of four fields
 @given(events=events_st, base=st.integers(0, 2**40), cut=st.integers(0, 10_000))
 def test_roundtrip_and_partial_frames(events: list[Any], base: int, cut: int) -> None:
     frames_bytes = [encode_event(k, p, t, kind) for k, p, t, kind in events]

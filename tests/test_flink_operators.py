@@ -89,7 +89,7 @@ _ops = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)  # above the profile's 100: a pure operator model, fast examples
 @given(_ops)
 def test_ordering_operator_against_a_model(ops: list[tuple[str, int]]) -> None:
     op, out = _ordering()
@@ -216,7 +216,7 @@ def test_sliding_windows_count_each_record_in_every_window() -> None:
     assert got == {(-10, 10): 1, (0, 20): 2, (10, 30): 2, (20, 40): 1}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)  # below the profile's 100: each example runs whole windows
 @given(
     st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 100)), max_size=40),
     st.integers(1, 30),

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flink_compat.errors import InvalidConfigError, MissingTimestampError
@@ -279,7 +279,7 @@ _round = st.tuples(
 )
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15)  # few: each example runs a store and a source's readers
 @given(
     rounds=st.lists(_round, min_size=1, max_size=10),
     parallelism=st.integers(1, 3),

@@ -90,7 +90,7 @@ _inputs = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)  # above the profile's 100: a pure valve, fast examples
 @given(_inputs)
 def test_valve_output_strictly_ascends_and_keeps_its_invariants(
     inputs: list[tuple[int, int | WatermarkStatus]],
@@ -108,7 +108,6 @@ def test_valve_output_strictly_ascends_and_keeps_its_invariants(
     assert emitted == sorted(set(emitted))
 
 
-@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10_000)), max_size=50))
 def test_without_idleness_output_is_the_running_minimum_over_channels(inputs: list[tuple[int, int]]) -> None:
     valve = StatusWatermarkValve(3)

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from readergroup import FrameFormatError, InvalidEventError
@@ -91,7 +91,7 @@ def outcome(fn: Any, *args: Any) -> tuple[Any, ...]:
     return ("ok", *result)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150)  # above the profile's 100: pure decoders, fast examples
 @given(frames=frames_st, base=st.integers(0, 2**40), cut=st.integers(0, 2**20), container=st.integers(0, 2))
 def test_bulk_decoder_gives_the_python_decoders_columns(
     frames: list[bytes], base: int, cut: int, container: int
@@ -109,7 +109,7 @@ def test_bulk_decoder_gives_the_python_decoders_columns(
     assert _walk(data, True) == _walk(data, False) == (whole, nxt, bad)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)  # above the profile's 100: pure decoders, fast examples
 @given(
     frames=st.lists(st.one_of(event_st, marker_st), min_size=1, max_size=12),
     flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=4),
@@ -130,7 +130,7 @@ def test_malformed_bytes_give_the_same_error(
         assert (whole, bad) == (want[2], False)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)  # above the profile's 100: pure decoders, fast examples
 @given(key=st.binary(max_size=12), pad=st.binary(max_size=4), kind=st.sampled_from([0, 1, 2]))
 def test_routing_keys_are_utf8_as_python_decodes_them(key: bytes, pad: bytes, kind: int) -> None:
     """Any key bytes, events and markers: valid exactly when Python's strict UTF-8 codec says so."""
@@ -183,7 +183,7 @@ rows_st = st.lists(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)  # above the profile's 100: pure encoders, fast examples
 @given(rows=rows_st, sliced=st.integers(0, 3), large=st.booleans(), text_payload=st.booleans())
 def test_encoded_columns_are_encode_events_frames(
     rows: list[tuple[str, bytes, int | None]], sliced: int, large: bool, text_payload: bool

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
@@ -66,7 +66,7 @@ def _bound(m: GroupModel, widest: int) -> int:
     return 1_000 + 250 * live + m.config.checkpoints_kept * (200 + 150 * widest)
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2)  # two: each example runs a whole group over a store
 @given(
     seed=st.integers(0, 2**32 - 1),
     streams=st.integers(1, 2),

@@ -43,7 +43,9 @@ def check_runs(client: SegmentStoreClient, seg: str, begin: int, end: int) -> np
     return runs
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # below the profile's 100: each example writes a store
 @given(
     steps=st.lists(st.tuples(st.integers(1, 40), st.integers(0, 2)), min_size=1, max_size=25),
     cut=st.integers(0, 10**6),

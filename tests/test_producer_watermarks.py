@@ -341,7 +341,7 @@ _ops = st.lists(
         (0, "ack", 33),
     ]
 )  # an idle writer that comes back below the watermark is not a truthful writer (found in CI)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)  # below the profile's 100: each example runs writers over a store
 @given(_ops)
 def test_truthful_writers_never_have_an_event_behind_the_watermark(ops: list[tuple[int, str, int]]) -> None:
     """With truthful writers, no event after the acknowledged positions is at or below the watermark.

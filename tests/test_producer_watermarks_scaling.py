@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from readergroup import EventWriter, Frame, WriterConfig, decode_frames, key_hash
@@ -215,20 +215,17 @@ def _run(kind: str, ops: list[tuple[str, int, int]]) -> None:
         group.state._check()
 
 
-_SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
 @example(
     [("split", 0, 0), ("merge", 0, 0), ("split", 0, 0), ("write", 1, 3), ("write", 0, 1), ("idle", 0, 0)]
 )
 @example([("write", 0, 1), ("split", 0, 1), ("write", 1, 2), ("note", 1, 5), ("idle", 0, 0)])
-@settings(_SETTINGS, max_examples=60)
+@settings(max_examples=60)  # below the profile's 100: each example runs a group over a store
 @given(st.lists(_op, min_size=1, max_size=30))
 def test_group_watermark_follows_the_writers_across_scaling_embedded(ops: list[tuple[str, int, int]]) -> None:
     _run("embedded", ops)
 
 
-@settings(_SETTINGS, max_examples=10)
+@settings(max_examples=10)  # fewer still: over a server on loopback
 @given(st.lists(_op, min_size=1, max_size=20))
 def test_group_watermark_follows_the_writers_across_scaling_remote(ops: list[tuple[str, int, int]]) -> None:
     _run("remote", ops)

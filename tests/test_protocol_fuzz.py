@@ -14,7 +14,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from segmentstore import AttributeUpdate, ManualClock, SegmentStore
@@ -26,7 +26,6 @@ from segmentstore.net.server import SegmentStoreServer
 
 _KEEP = {f"keep-{i}": bytes([65 + i]) * (100 + 37 * i) for i in range(3)}
 _HELLO = b"".join(bytes(p) for p in encode_frame([0, 1, "hello", {"version": PROTOCOL_VERSION}]))
-_FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class _Live:
@@ -156,19 +155,16 @@ def _mutated(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-@_FUZZ
 @given(raw=st.binary(max_size=200), after_hello=st.booleans())
 def test_random_bytes(live: _Live, raw: bytes, after_hello: bool) -> None:
     live.exchange((_HELLO if after_hello else b"") + raw)
 
 
-@_FUZZ
 @given(raw=_mutated())
 def test_mutated_frames(live: _Live, raw: bytes) -> None:
     live.exchange(raw)
 
 
-@_FUZZ
 @given(raw=_requests())
 def test_random_requests(live: _Live, raw: bytes) -> None:
     live.exchange(raw)

@@ -13,7 +13,7 @@ Embedded and over ``RemoteClient``.
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 from test_readergroup_inoperation import InOperationMachine
@@ -77,8 +77,6 @@ class EventTimeInOperationMachine(InOperationMachine):
 _SETTINGS = settings(
     max_examples=40,
     stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 EventTimeInOperationMachine.TestCase.settings = _SETTINGS
 TestEventTimeReaderGroupInOperation = EventTimeInOperationMachine.TestCase

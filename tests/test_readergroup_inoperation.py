@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 from test_readergroup_stateful import ReaderGroupMachine
@@ -120,8 +120,6 @@ class InOperationMachine(ReaderGroupMachine):
 _SETTINGS = settings(
     max_examples=60,
     stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 InOperationMachine.TestCase.settings = _SETTINGS
 TestReaderGroupInOperation = InOperationMachine.TestCase

@@ -23,7 +23,7 @@ Run over the embedded client and over ``RemoteClient`` against a served store.
 from __future__ import annotations
 
 from batches import event_rows
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 from test_readergroup_inoperation import InOperationMachine
@@ -178,8 +178,6 @@ class SharedGroupMachine(InOperationMachine):
 _SETTINGS = settings(
     max_examples=80,
     stateful_step_count=50,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 SharedGroupMachine.TestCase.settings = _SETTINGS
 TestReaderGroupShared = SharedGroupMachine.TestCase

@@ -23,7 +23,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 
 from batches import event_rows
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -343,8 +343,6 @@ else:
     _SETTINGS = settings(
         max_examples=150,
         stateful_step_count=60,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
 
 ReaderGroupMachine.TestCase.settings = _SETTINGS

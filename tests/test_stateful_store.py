@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -535,8 +535,6 @@ else:
     _SETTINGS = settings(
         max_examples=400,
         stateful_step_count=50,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
     )
 
 StoreMachine.TestCase.settings = _SETTINGS

@@ -414,7 +414,7 @@ class ScalingMachine(RuleBasedStateMachine):
 
 
 TestScaling = ScalingMachine.TestCase
-TestScaling.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)
+TestScaling.settings = settings(max_examples=25, stateful_step_count=15)
 
 
 def test_metadata_survives_a_durable_store_restart(tmp_path: Any) -> None:

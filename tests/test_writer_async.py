@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from faults import CuttingProxy
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from readergroup import (
@@ -701,7 +701,7 @@ _op = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)  # below the profile's 100: each example runs a writer over a store
 @given(st.lists(_op, min_size=1, max_size=60))
 def test_random_faults_and_scaling_keep_the_writer_consistent(ops: list[tuple[str, int]]) -> None:
     """Writes, acknowledgements released ok / lost / failed, splits, merges, flushes and markers

@@ -19,7 +19,11 @@ __all__ = ["EmbeddedClient"]
 
 
 class EmbeddedClient(SegmentStoreClient):
-    """Direct calls into a ``SegmentStore`` of this process."""
+    """Direct calls into a ``SegmentStore`` of this process.
+
+    Each method does what the protocol (``segmentstore.client.interface``) documents
+    and carries no docstring of its own, so ``help()`` shows the protocol's.
+    """
 
     def __init__(self, store: SegmentStore) -> None:
         self.store = store

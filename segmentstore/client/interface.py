@@ -8,6 +8,12 @@ protocol's command registry (``segmentstore.net.commands``) is derived from thes
 protocols: a command per method, its arguments from the signature, its wire types
 from the hints, and whether it may be sent again (``idempotent``) from the mark below.
 This module imports no server code.
+
+Each operation is documented once, here: what it does, what it raises and what it
+costs. ``EmbeddedClient``, ``RemoteClient``, the ``SegmentStore`` façade and the
+store's internals refer to it and say only what is particular to them. *Temporal*
+means the operation takes a timestamp from the store's ingestion clock and moves the
+segment's ``LAST_WRITE_TIME`` (docs/design.md §1).
 """
 
 from __future__ import annotations
@@ -49,14 +55,33 @@ def is_idempotent(method: Callable[..., Any]) -> bool:
 
 
 class SegmentClient(Protocol):
-    """Segment operations as a client sees them (Pravega's segment store client)."""
+    """Segment operations as a client sees them (Pravega's segment store client).
+
+    Besides the errors each operation names, any may raise ``SegmentNotFoundError`` (no
+    such segment), ``InvalidArgumentError`` (a bad argument: nothing changed),
+    ``StoreClosedError``, ``StoreReadOnlyError`` (a write to a store that cannot log),
+    and over ``RemoteClient`` the connection errors of ``client.resend``.
+    """
 
     def create_segment(self, name: str) -> SegmentInfo:
-        """Create an empty segment."""
+        """Create an empty, open segment; returns its info. Temporal: ``CREATION_TIME`` =
+        ``LAST_WRITE_TIME`` = the create's timestamp. O(1).
+
+        The name is a str of at most ``limits.MAX_SEGMENT_NAME_CHARS`` characters without the
+        transaction separator (reserved for ``create_transaction``). Raises
+        ``SegmentExistsError`` if the name is taken (an evicted segment's included),
+        ``InvalidArgumentError`` for a bad name.
+        """
         ...
 
     def create_transaction(self, parent: str) -> str:
-        """Create a transaction segment of ``parent``; returns its name."""
+        """Create a transaction segment of ``parent``; returns its name. Temporal. O(1).
+
+        Raises ``SegmentNotFoundError``, ``SegmentSealedError`` (a sealed parent), and
+        ``NotATransactionError`` when ``parent`` is a transaction itself (they do not nest).
+        A transaction not written for ``StoreConfig.transaction_lease_ms`` is aborted by the
+        store; a later call on it names why it is gone.
+        """
         ...
 
     def append(
@@ -68,7 +93,16 @@ class SegmentClient(Protocol):
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> AppendResult:
-        """Append bytes; a retry with the same writer id and event number is not stored twice."""
+        """Append ``data`` (bytes-like, non-empty); returns where it landed and its ingestion timestamp.
+
+        Temporal; O(len(data)) amortised. With ``expected_offset`` the append happens only if
+        the segment's length equals it, else ``BadOffsetError``. With ``writer_id`` and
+        ``event_number`` the store keeps the writer's last event number as an attribute (key
+        ``writer_id``); an append whose event number is not above it is a retry: it is
+        acknowledged with ``duplicate=True`` and not stored. Raises ``SegmentNotFoundError``,
+        ``SegmentSealedError``, ``AppendTooLargeError`` above ``StoreConfig.max_append_bytes``,
+        ``InvalidArgumentError`` for an empty or non-bytes payload.
+        """
         ...
 
     def append_async(
@@ -96,48 +130,86 @@ class SegmentClient(Protocol):
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
     ) -> AppendResult:
-        """Append many events as one operation with one timestamp."""
+        """Append many events as one operation: one timestamp, one index entry. O(total bytes).
+
+        The events (each non-empty bytes) are stored back to back; the result's ``length`` is
+        their total size. ``expected_offset`` and the errors as for ``append``.
+        """
         ...
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
-        """Merge a sealed transaction into its parent; returns the offset in the parent."""
+        """Merge a sealed transaction into its parent, atomically; returns its offset in the parent.
+
+        The merged bytes take the merge's own timestamp, never the transaction's times
+        (PDP-26: a merge is one large append); the transaction segment is gone afterwards.
+        O(transaction bytes). Raises ``NotATransactionError``, ``WrongParentError`` (``parent``
+        given and not the transaction's), ``SegmentNotSealedError`` (seal it first),
+        ``SegmentTruncatedError`` (a truncated transaction), ``SegmentSealedError`` (a sealed
+        parent).
+        """
         ...
 
     def seal(self, name: str) -> int:
-        """Seal a segment; returns its final length."""
+        """Seal a segment; returns its final length. Temporal: the seal's time - 1 is its final watermark.
+
+        Waiting reads complete. Raises ``SegmentSealedError`` if it is sealed already. O(1).
+        """
         ...
 
     @idempotent
     def truncate(self, name: str, offset: int) -> None:
-        """Drop the bytes below ``offset``."""
+        """Drop the bytes below ``offset`` (a no-op at the current start offset). Not temporal.
+
+        Raises ``BadOffsetError`` beyond the length, or below the current start offset (the
+        bytes are gone already, as Pravega's ``BadOffsetException``).
+        """
         ...
 
     def delete(self, name: str) -> None:
-        """Delete a segment."""
+        """Delete a segment and its open transactions; reads waiting on them fail. Not temporal.
+
+        A transaction cannot outlive its parent (left open, it would merge into a later
+        segment of the same name). O(segments) to find the transactions.
+        """
         ...
 
     @idempotent
     def get_info(self, name: str) -> SegmentInfo:
-        """Segment metadata, with creation time."""
+        """The segment's name, start offset, length, sealed, creation and last write time. O(1)."""
         ...
 
     @idempotent
     def exists(self, name: str) -> bool:
-        """Whether the segment exists."""
+        """Whether a segment of that name exists (an evicted one does). O(1)."""
         ...
 
     def update_attributes(self, name: str, updates: Iterable[AttributeUpdate]) -> int:
-        """Apply attribute updates atomically; returns the timestamp."""
+        """Apply attribute updates atomically (all or none); returns the operation's timestamp.
+
+        Temporal: ``LAST_WRITE_TIME`` moves even for an empty list (the watermark advancer's
+        trivial update). Raises ``SegmentSealedError``, ``BadAttributeUpdateError`` (a core
+        attribute, a condition that does not hold, an accumulation past 64 bits),
+        ``InvalidArgumentError`` (not an ``AttributeUpdate``). O(updates).
+        """
         ...
 
     @idempotent
     def get_attributes(self, name: str, keys: Iterable[int] | None = None) -> dict[int, int]:
-        """Attributes, core ones included."""
+        """The segment's attributes, core ones (``CREATION_TIME``, ``LAST_WRITE_TIME``) included.
+
+        Only ``keys``, if given (a key not set is left out). O(keys).
+        """
         ...
 
     @idempotent
     def read(self, name: str, offset: int, max_length: int, wait_ms: int = 0) -> SegmentRead:
-        """Read at ``offset``; at the tail wait up to ``wait_ms`` for data or a watermark increase."""
+        """Read up to ``max_length`` bytes at ``offset``; at the tail wait up to ``wait_ms`` for data,
+        a watermark increase or a seal.
+
+        The result carries ``watermark_at(offset + len(data))``. Raises
+        ``SegmentTruncatedError`` below the start offset, ``BadOffsetError`` beyond the length.
+        O(bytes read).
+        """
         ...
 
     @idempotent
@@ -148,7 +220,7 @@ class SegmentClient(Protocol):
 
         Records are a u32 little-endian length and that many bytes; ``offset`` must be a
         record boundary. At most ``max_records`` records ending within ``max_length``
-        bytes; one call may stop early (``RecordScan``): go on from its ``end``.
+        bytes; one call may stop early (``RecordScan``): go on from its ``end``. O(bytes).
         """
         ...
 
@@ -165,12 +237,14 @@ class SegmentClient(Protocol):
 
     @idempotent
     def watermark_at(self, name: str, offset: int) -> int:
-        """docs/design.md §1 ``watermark_at``."""
+        """Every byte at or after ``offset``, and in the segment's successors, has an ingestion
+        time above this (docs/design.md §1 ``watermark_at``). O(log n).
+        """
         ...
 
     @idempotent
     def ingestion_time_at(self, name: str, offset: int) -> int:
-        """docs/design.md §1 ``ingestion_time_at``."""
+        """The timestamp of the append or merge that wrote byte ``offset`` (docs/design.md §1). O(log n)."""
         ...
 
     @idempotent
@@ -187,71 +261,87 @@ class SegmentClient(Protocol):
 
     @idempotent
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
-        """``watermark_at`` for an array of offsets."""
+        """``watermark_at`` for an integer array of offsets, in one call."""
         ...
 
 
 class StreamClient(Protocol):
-    """Stream metadata operations (Pravega's controller client)."""
+    """Stream metadata operations (Pravega's controller client).
+
+    Besides the errors each operation names, any may raise ``StreamNotFoundError`` and
+    the errors every ``SegmentClient`` call may raise.
+    """
 
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
-        """Create ``scope/name`` with ``initial_segments`` segments splitting [0, 1) evenly."""
+        """Create ``scope/name`` with ``initial_segments`` segments splitting [0, 1) evenly.
+
+        Raises ``StreamExistsError``; ``InvalidArgumentError`` for a bad name or more than
+        ``limits.MAX_STREAM_SEGMENTS`` segments.
+        """
         ...
 
     @idempotent
     def get_stream(self, stream: str) -> StreamInfo:
-        """The stream's state and active segments (sorted by ``key_low``)."""
+        """The stream's state and active segments (sorted by ``key_low``). O(active)."""
         ...
 
     @idempotent
     def list_streams(self, pattern: str | None = None) -> list[str]:
-        """Stream names matching the fnmatch ``pattern`` (all if ``None``), sorted."""
+        """Stream names matching the fnmatch ``pattern`` (all if ``None``), sorted. O(streams)."""
         ...
 
     def scale_stream(
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
     ) -> tuple[StreamSegment, ...]:
-        """Seal active segments and create successors exactly covering their ranges; returns them."""
+        """Seal active segments and create successors exactly covering their ranges; returns them.
+
+        Successors are created first, then the change is recorded, then ``seal`` is sealed.
+        Raises ``InvalidScaleError`` (a segment not active, ranges that do not tile the sealed
+        ones), ``StreamSealedError``.
+        """
         ...
 
     @idempotent
     def get_segment(self, segment_name: str) -> StreamSegment:
-        """The stream segment of that name (active or sealed), with key range and creation time."""
+        """The stream segment of that name (active or sealed), with key range and creation time. O(1)."""
         ...
 
     @idempotent
     def get_successors(self, segment_name: str) -> tuple[SuccessorInfo, ...]:
-        """Successors of a segment sealed by a scale, each with all its predecessors; else ``()``."""
+        """Successors of a segment sealed by a scale, each with all its predecessors; else ``()``. O(k)."""
         ...
 
     @idempotent
     def get_head_cut(self, stream: str) -> StreamCut:
-        """The stream's first segments at their start offsets."""
+        """The stream's first segments at their start offsets (after truncation). O(segments)."""
         ...
 
     @idempotent
     def get_tail_cut(self, stream: str) -> StreamCut:
-        """The active segments at their current lengths."""
+        """The active segments at their current lengths. O(active)."""
         ...
 
     @idempotent
     def seal_stream(self, stream: str) -> None:
-        """Seal every active segment of the stream (idempotent)."""
+        """Seal every active segment of the stream: no more writes, scales or commits (idempotent)."""
         ...
 
     def delete_stream(self, stream: str) -> None:
-        """Delete a sealed stream and its segments."""
+        """Delete a sealed stream and its segments; ``StreamNotSealedError`` if it is open."""
         ...
 
     def begin_transaction(self, stream: str) -> TransactionInfo:
-        """One transaction segment per active segment of the stream."""
+        """One transaction segment per active segment of the stream; ``StreamSealedError`` if sealed."""
         ...
 
     @idempotent
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
-        """Seal and merge every transaction segment into its parent (rolled if the stream scaled).
+        """Seal each of the transaction's segments (all of them) and merge it into its parent.
 
-        Idempotent: a transaction committed already is not merged again.
+        If the stream scaled since the transaction began, the commit is rolled
+        (``controller.transactions``): readers see its events after every event written
+        before the commit, in per-routing-key order. Idempotent: a transaction committed
+        already is not merged again. ``StreamSealedError`` on a sealed stream (abort instead).
         """
         ...
 

@@ -1,39 +1,27 @@
 """``RemoteClient``: the ``SegmentStoreClient`` interface over the wire protocol to ``ingestwm serve``.
 
-Same frozen results, same ``SegmentStoreError`` subclasses as ``EmbeddedClient``.
-Calls other than appends go over a small pool of connections; a call whose
-connection breaks is retried on a new one until its timeout when it is idempotent
-(reads, info, attributes, watermarks, truncate) or certainly not executed. Appends
-go through one pipeline: ``append_async`` and ``append_many`` keep many appends in
-flight (coalesced into few frames, acknowledged in order); after a lost connection
-the pipeline resends every unacknowledged append that carries a writer id and event
-number, in order (the store drops the duplicates), and fails the others with
-``ConnectionLostError`` (their outcome is unknown).
-
-Every call returns or raises within its timeout, measured once from when it started
-(retries and reconnects do not restart it; a connection attempt gets the time left). A
-call that was never sent fails with a ``NotSentError`` (``UnreachableError`` when the
-server stayed unreachable, ``ClientClosedError`` after ``close``): not executed. One that
-was sent and not answered fails with ``ReadTimeoutError`` or ``ConnectionLostError``: its
-outcome is unknown. Appends: see ``append_pipeline`` (a server that acknowledged no append
-for ``timeout_s`` fails every pending one). ``close()`` is final: no thread of the client
-outlives it, nothing is sent after it returns, and every append it leaves is failed.
+Same frozen results, same ``SegmentStoreError`` subclasses as ``EmbeddedClient``. How
+calls reach the server, when one is sent again and how its timeout is measured:
+``client.resend``. Appends go through one pipeline: ``append_async`` and
+``append_many`` keep many appends in flight (coalesced into few frames, acknowledged
+in order); after a lost connection the pipeline resends every unacknowledged append
+that carries a writer id and event number, in order (the store drops the
+duplicates), and fails the others with ``ConnectionLostError`` (their outcome is
+unknown); see ``append_pipeline`` (a server that acknowledged no append for
+``timeout_s`` fails every pending one). Sequential reads are fetched ahead
+(``client.read_ahead``). ``close()`` is final: no thread of the client outlives it,
+nothing is sent after it returns, and every append it leaves is failed.
 """
 
 from __future__ import annotations
 
 import bisect
 import concurrent.futures
-import contextlib
-import functools
-import inspect
 import itertools
 import logging
-import os
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -44,7 +32,6 @@ from ..errors import (
     ClientClosedError,
     InvalidArgumentError,
     InvalidScaleError,
-    NotSentError,
     ProtocolError,
     ReadTimeoutError,
     SegmentExistsError,
@@ -53,63 +40,26 @@ from ..errors import (
     SegmentStoreError,
     StreamExistsError,
     StreamNotFoundError,
-    UnreachableError,
-    retriable,
 )
-from ..net.commands import COMMANDS, decode_read, encode_args
+from ..net.commands import decode_read
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
-from .append_pipeline import AppendPipeline, Chunk
-from .connection import Connection, ConnectionPool
+from .append_pipeline import Chunk
+from .connection import Connection
 from .interface import SegmentClient, SegmentStoreClient, StreamClient
+from .read_ahead import Fetch, ReadAhead
+from .resend import Settled, WireCalls, parse_address
 
 __all__ = ["RemoteClient", "parse_address"]
 
 _log = logging.getLogger(__name__)
 
-
-class _Settled:
-    """``_invoke``'s result when a resent command met ``error``, saying its state holds already."""
-
-    __slots__ = ("error",)
-
-    def __init__(self, error: SegmentStoreError) -> None:
-        self.error = error
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-@functools.cache
-def _signature(method: Callable[..., Any]) -> inspect.Signature:
-    return inspect.signature(method)
-
-
 _BYTES = (bytes, bytearray, memoryview)
 
 
-def parse_address(address: str | tuple[str, int]) -> tuple[str, int]:
-    """``"host:port"``, ``"[v6]:port"`` or ``(host, port)`` as ``(host, port)``."""
-    if isinstance(address, tuple) and len(address) == 2:
-        host, port = address
-    elif isinstance(address, str) and ":" in address:
-        host, _, p = address.rpartition(":")
-        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        try:
-            port = int(p)
-        except ValueError:
-            port = -1
-    else:
-        raise InvalidArgumentError(f"address must be 'host:port' or (host, port), got {address!r}")
-    if not isinstance(host, str) or not host or type(port) is not int or not 0 < port <= 65535:
-        raise InvalidArgumentError(f"bad server address {address!r}: need a host and a port in 1..65535")
-    return host, port
-
-
-class RemoteClient(SegmentStoreClient):
+class RemoteClient(WireCalls, SegmentStoreClient):
     """A ``SegmentStoreClient`` talking to a ``SegmentStoreServer``. Thread-safe.
 
     ``timeout_s`` bounds every call (waiting reads: ``wait_ms`` more); ``pool_size``
@@ -122,6 +72,10 @@ class RemoteClient(SegmentStoreClient):
     change, so the result is what the read would return, except that a segment truncated
     or deleted by another client meanwhile may still yield the chunk fetched before;
     this client's own truncate/delete/merge/stream calls drop what was read ahead.
+
+    Each operation is documented on the protocol (``segmentstore.client.interface``);
+    a method's own docstring here says only what this client adds (when it is sent again
+    after a lost reply), and one without shows the protocol's in ``help()``.
     """
 
     def __init__(
@@ -179,83 +133,9 @@ class RemoteClient(SegmentStoreClient):
         self._start()
 
     def _start(self) -> None:
-        self._pid = os.getpid()
-        self._ahead = _ReadAhead()
-        self._pool = ConnectionPool(self._connect, self.pool_size)
-        self._pipeline = AppendPipeline(
-            self._connect,
-            self.timeout_s,
-            self.max_batch_events,
-            self.max_batch_bytes,
-            self.window,
-            self.max_queued_events,
-            f"the segment store at {self.host}:{self.port}",
-        )
-
-    def _after_fork(self) -> None:
-        """In a forked child (Spark's Python workers): new connections and threads, not the parent's."""
-        if self._pid != os.getpid():
-            self._start()
-
-    # ------------------------------------------------------------------ plumbing
-    def _invoke(
-        self,
-        command: str,
-        args: dict[str, Any],
-        extra_s: float = 0.0,
-        copy_payload: bool = False,
-        idempotent: bool | None = None,
-        settled: type[SegmentStoreError] | None = None,
-    ) -> tuple[Any, bytes]:
-        """Send ``command``; after a lost connection send it again as the error's retry policy says,
-        ``idempotent`` being the command's (or this call's, when given).
-
-        ``settled``: the command asks for a state (sealed, gone), so it is sent again after a
-        lost reply too, and if the store then answers with this error, saying the state holds
-        already (the lost attempt, or another client, got there), the result is ``_Settled``
-        holding it: the caller checks the state and returns, or raises the error.
-        """
-        self._after_fork()
-        cmd = COMMANDS[command]
-        if idempotent is None:
-            idempotent = cmd.idempotent
-        try:
-            hargs, payload = encode_args(cmd, args)
-            packed = pack(hargs)
-        except TypeError as e:
-            raise InvalidArgumentError(f"{command}: cannot send the arguments: {e}") from None
-        deadline = monotonic_s() + self.timeout_s + extra_s
-        delay = 0.02
-        resent = False
-        sent = False  # some attempt may have reached the server
-        while True:
-            if self._closed:
-                raise ClientClosedError(f"{command}: the remote client is closed; not sent")
-            try:
-                conn = self._pool.get(deadline)
-                return conn.call(command, packed, payload, deadline, copy_payload)
-            except SegmentStoreError as e:  # the error class says whether to send it again
-                if resent and settled is not None and isinstance(e, settled):
-                    return _Settled(e), b""
-                sent = sent or not isinstance(e, NotSentError)
-                again = retriable(e, idempotent or settled is not None)
-                if not again or self._closed:
-                    raise
-                if monotonic_s() + delay >= deadline:
-                    if isinstance(e, NotSentError) and not sent:
-                        raise UnreachableError(
-                            f"{command}: not sent within its timeout (timeout_s={self.timeout_s:g} s): {e}"
-                        ) from e
-                    raise
-                resent = True
-            time.sleep(delay)
-            delay = min(2 * delay, 0.5)
-
-    def _call(self, method: Callable[Concatenate[Any, _P], _R], /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        """Send the command of interface ``method`` with these arguments, typed as the method. O(args)."""
-        bound = _signature(method).bind(self, *args, **kwargs)
-        bound.arguments.pop("self")
-        return cast(_R, self._invoke(method.__name__, bound.arguments)[0])
+        """``WireCalls._start``, and an empty read-ahead cache."""
+        self._ahead = ReadAhead()
+        super()._start()
 
     def ping(self) -> bool:
         """Round trip to the server."""
@@ -266,7 +146,7 @@ class RemoteClient(SegmentStoreClient):
         """Sent again after a lost reply: a segment found existing then, still as a create leaves
         one (empty, open), is the create done; any other one is ``SegmentExistsError``."""
         result = self._invoke("create_segment", {"name": name}, settled=SegmentExistsError)[0]
-        if not isinstance(result, _Settled):
+        if not isinstance(result, Settled):
             return cast(SegmentInfo, result)
         info = self.get_info(name)
         if info.length or info.start_offset or info.sealed:
@@ -303,10 +183,7 @@ class RemoteClient(SegmentStoreClient):
         writer_id: int | None = None,
         event_number: int | None = None,
     ) -> concurrent.futures.Future[AppendResult]:
-        """Queue an append on the pipeline; the future gets its ``AppendResult`` or error.
-
-        Appends queued by one thread are stored and acknowledged in queue order.
-        """
+        """Queued on the pipeline: appends queued by one thread are stored and acknowledged in that order."""
         fut: concurrent.futures.Future[AppendResult] = concurrent.futures.Future()
         if self._closed:
             fut.set_exception(ClientClosedError(f"append to {name!r}: the remote client is closed; not sent"))
@@ -437,7 +314,7 @@ class RemoteClient(SegmentStoreClient):
     def seal(self, name: str) -> int:
         """Sent again after a lost reply: a segment found sealed then is the seal done (its length)."""
         result = self._invoke("seal", {"name": name}, settled=SegmentSealedError)[0]
-        return self.get_info(name).length if isinstance(result, _Settled) else cast(int, result)
+        return self.get_info(name).length if isinstance(result, Settled) else cast(int, result)
 
     def truncate(self, name: str, offset: int) -> None:
         self._ahead.clear()
@@ -495,7 +372,7 @@ class RemoteClient(SegmentStoreClient):
         return tuple(result)
 
     def _prefetch(self, name: str, offset: int, max_length: int) -> None:
-        fetch = _Fetch()
+        fetch = Fetch()
         args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": 0}
         try:
             deadline = monotonic_s() + self.timeout_s
@@ -540,7 +417,7 @@ class RemoteClient(SegmentStoreClient):
         ``StreamExistsError``."""
         args = {"stream": stream, "initial_segments": initial_segments}
         result = self._invoke("create_stream", args, settled=StreamExistsError)[0]
-        if not isinstance(result, _Settled):
+        if not isinstance(result, Settled):
             return cast(StreamInfo, result)
         info = self.get_stream(stream)
         if info.epoch or info.sealed or len(info.active_segments) != initial_segments:
@@ -564,7 +441,7 @@ class RemoteClient(SegmentStoreClient):
         ``new_ranges`` is the scale done (its successors); anything else is the store's error."""
         args = {"stream": stream, "seal": seal, "new_ranges": new_ranges}
         result = self._invoke("scale_stream", args, settled=InvalidScaleError)[0]
-        if not isinstance(result, _Settled):
+        if not isinstance(result, Settled):
             return cast(tuple[StreamSegment, ...], result)
         successors: dict[str, SuccessorInfo] = {}
         for name in seal:
@@ -630,47 +507,3 @@ class RemoteClient(SegmentStoreClient):
             self._pipeline.close(self.timeout_s)
         finally:
             self._pool.close()
-
-
-class _Fetch:
-    """A read fetched ahead: set once its reply (or failure) arrived."""
-
-    __slots__ = ("event", "read")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.read: SegmentRead | None = None
-
-    def done(self, ok: bool, result: Any, payload: memoryview) -> None:
-        if ok:
-            with contextlib.suppress(SegmentStoreError):
-                self.read = decode_read(result, bytes(payload))
-        self.event.set()
-
-
-class _ReadAhead:
-    """Reads fetched ahead, by ``(segment, offset, max_length)``; at most ``limit`` kept."""
-
-    def __init__(self, limit: int = 64) -> None:
-        self._lock = threading.Lock()
-        self._fetches: dict[tuple[str, int, int], _Fetch] = {}
-        self._limit = limit
-
-    def put(self, key: tuple[str, int, int], fetch: _Fetch) -> None:
-        with self._lock:
-            self._fetches[key] = fetch
-            if len(self._fetches) > self._limit:
-                del self._fetches[next(iter(self._fetches))]
-
-    def take(self, key: tuple[str, int, int], timeout_s: float) -> SegmentRead | None:
-        """The read fetched ahead for ``key`` if it succeeded short of the tail, else ``None``."""
-        with self._lock:
-            fetch = self._fetches.pop(key, None)
-        if fetch is None or not fetch.event.wait(timeout_s):
-            return None
-        r = fetch.read
-        return r if r is not None and not r.at_tail else None
-
-    def clear(self) -> None:
-        with self._lock:
-            self._fetches.clear()

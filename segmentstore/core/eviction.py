@@ -107,11 +107,11 @@ class Evictor:
 
     # ------------------------------------------------------------------ container hooks (lock held)
     def is_cold(self, name: object) -> bool:
-        """Whether ``name`` is an evicted segment. O(1)."""
+        """See ``ColdSegments.is_cold``. O(1)."""
         return name in self.cold
 
     def cold_names(self) -> list[str]:
-        """Names of the evicted segments. O(cold)."""
+        """See ``ColdSegments.cold_names``. O(cold)."""
         return list(self.cold.names())
 
     def reactivate(self, name: str, advance: bool = True) -> Segment | None:
@@ -129,7 +129,7 @@ class Evictor:
         return seg
 
     def activate_for_replay(self, op: Operation) -> None:
-        """Reactivate (without advancing) the cold segments a replayed operation touches."""
+        """See ``ColdSegments.activate_for_replay``."""
         if not len(self.cold) or isinstance(op, CreateSegment):
             return
         if isinstance(op, MergeTransaction):

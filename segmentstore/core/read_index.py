@@ -325,7 +325,7 @@ class ReadIndex:
             return seg.windex.watermark_at(o)
 
     def ingestion_time_at(self, name: str, offset: int) -> int:
-        """Timestamp of the append or merge that wrote byte ``offset``. O(log n)."""
+        """See ``SegmentClient.ingestion_time_at``."""
         with self._lock:
             seg = self._table.segment(name, use=False)
             o = self._check_position(seg, offset, "offset", end_ok=False)
@@ -349,7 +349,7 @@ class ReadIndex:
             return seg.windex.ingestion_runs(b, e)
 
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
-        """Batch ``watermark_at`` over an integer array of offsets (numba). O(q log n) or O(q + n)."""
+        """See ``SegmentClient.watermarks_at``: in numba, O(q log n) or O(q + n) for q offsets."""
         arr = np.asarray(offsets)
         if arr.dtype.kind not in "iu":
             raise InvalidArgumentError(

@@ -39,7 +39,8 @@ from pathlib import Path
 from ..checks import checked
 from ..clock import monotonic_s
 from ..config import StoreConfig
-from ..core.container import ContainerState, SegmentContainer
+from ..core.container import SegmentContainer
+from ..core.container_state import ContainerState
 from ..core.operations import Operation
 from ..core.segment import Segment
 from ..errors import DataCorruptionError, InvalidArgumentError, StorageError, StoreLockedError
