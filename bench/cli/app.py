@@ -150,6 +150,7 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
 
     from ..lab import (
         LabScenarioError,
+        LabStrategyError,
         format_table,
         lab_scenarios,
         load_lab_scenario,
@@ -161,6 +162,8 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
         result = run_compare(load_lab_scenario(scenario))
     except LabScenarioError as e:
         raise click.ClickException(f"{e} (shipped: {', '.join(lab_scenarios())})") from None
+    except LabStrategyError as e:
+        raise click.ClickException(str(e)) from None
     click.echo(format_table(result))
     if out is not None:
         for path in write_outputs(result, Path(out), plots=not no_plot):

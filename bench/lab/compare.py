@@ -31,7 +31,7 @@ from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN
 
-from .compared_strategies import Strategy, make_strategies
+from .compared_strategies import LabEvent, Strategy, make_strategies
 from .lab_scenario import LabReader, LabScenario, LabWriter
 
 __all__ = ["LabResult", "run_compare", "summarise"]
@@ -219,10 +219,12 @@ class _Readers:
             if s.rate_per_s is not None:
                 cap = max(1.0, s.rate_per_s)
                 self.budget[i] = min(self.budget[i] + s.rate_per_s * self.tick / 1000.0, cap)
-            _drain(reader, strat, self.budget, i, s.rate_per_s is not None)
+            _drain(reader, strat, self.budget, i, s.rate_per_s is not None, strat.clock.now())
 
 
-def _drain(reader: EventReader, strat: Strategy, budget: list[float], i: int, limited: bool) -> None:
+def _drain(
+    reader: EventReader, strat: Strategy, budget: list[float], i: int, limited: bool, now: int
+) -> None:
     stream_of: dict[str, str] = {}
     while not limited or budget[i] >= 1.0:
         r = reader.read_next_event(0)
@@ -236,14 +238,18 @@ def _drain(reader: EventReader, strat: Strategy, budget: list[float], i: int, li
             if stream is None:
                 stream = stream_of[seg] = seg.split("/", 2)[0] + "/" + seg.split("/", 2)[1]
             p = r.payload or b""
-            assert r.event_time is not None
-            strat.on_event(
-                stream,
-                seg,
-                int.from_bytes(p[:4], "little"),
-                int.from_bytes(p[4:8], "little"),
-                r.event_time,
-                r.length,
+            assert r.event_time is not None and r.ingestion_time is not None
+            strat.deliver(
+                LabEvent(
+                    now,
+                    stream,
+                    seg,
+                    int.from_bytes(p[:4], "little"),
+                    int.from_bytes(p[4:8], "little"),
+                    r.event_time,
+                    r.ingestion_time,
+                    r.length,
+                )
             )
         elif r.kind is ReadKind.WATERMARK:
             assert r.watermark is not None

@@ -23,6 +23,7 @@ strategies differ only in the event-time watermark:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from flink_compat import (
@@ -46,6 +47,7 @@ from segmentstore.limits import INT64_MIN
 from .lab_scenario import LabStrategies
 
 __all__ = [
+    "LabEvent",
     "StrategyPipeline",
     "Strategy",
     "IngestionStrategy",
@@ -54,6 +56,25 @@ __all__ = [
     "SparkStrategy",
     "make_strategies",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class LabEvent:
+    """One delivered event, as every strategy receives it (``Strategy.deliver``).
+
+    ``now_ms``: the lab clock when it was delivered (ms since the epoch);
+    ``ingestion_time``: when the store appended it; ``event_time``: the writer's time;
+    ``writer`` / ``seq``: which writer and its sequence number; ``nbytes``: frame size.
+    """
+
+    now_ms: int
+    stream: str
+    segment: str
+    writer: int
+    seq: int
+    event_time: int
+    ingestion_time: int
+    nbytes: int
 
 
 Firing = tuple[int, int, int, int]
@@ -149,6 +170,10 @@ class Strategy:
         self.config = config
         self.clock = clock
         self.pipeline = StrategyPipeline(window_ms, clock)
+
+    def deliver(self, event: LabEvent) -> None:
+        """A delivered event, as the readers hand it over (a custom strategy sees all of it)."""
+        self.on_event(event.stream, event.segment, event.writer, event.seq, event.event_time, event.nbytes)
 
     def on_event(
         self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
@@ -278,6 +303,10 @@ class SparkStrategy(Strategy):
 
 
 def make_strategies(config: LabStrategies, window_ms: int, clock: Clock) -> list[Strategy]:
-    """The four strategies, in table order."""
+    """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order."""
+    from .plugins import PluginStrategy
+
     kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, FlinkStrategy, SparkStrategy)
-    return [cls(config, window_ms, clock) for cls in kinds]
+    out = [cls(config, window_ms, clock) for cls in kinds]
+    out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
+    return out

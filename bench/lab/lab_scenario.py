@@ -24,6 +24,8 @@ __all__ = [
     "LabWriter",
     "LabReader",
     "LabStrategies",
+    "LabCustomStrategy",
+    "BUILTIN_STRATEGIES",
     "LabScenario",
     "WHEN_IDLE",
     "lab_scenarios",
@@ -32,6 +34,7 @@ __all__ = [
 ]
 
 WHEN_IDLE = ("heartbeat", "mark_idle", "silent")
+BUILTIN_STRATEGIES = ("ingestion", "producer", "flink", "spark")
 
 
 class LabScenarioError(SpecError):
@@ -161,8 +164,32 @@ class LabReader:
 
 
 @dataclass(frozen=True, slots=True)
+class LabCustomStrategy:
+    """A researcher's strategy (docs/strategies.md): ``class_path`` is ``module:Class``.
+
+    ``params`` (a mapping) are passed to the class's constructor as keyword arguments.
+    The class is imported and built once when the scenario loads, so a bad module, a
+    missing class, a class without ``on_event``/``watermark`` or rejected params fail
+    here, with the field's path.
+    """
+
+    name: str
+    class_path: str
+    params: Any = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise LabScenarioError("must not be empty", "name")
+        if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
+            raise LabScenarioError(f"must be a mapping of names to values, got {self.params!r}", "params")
+        from .plugins import instantiate
+
+        instantiate(self)  # import, check the interface and the params now, not mid-run
+
+
+@dataclass(frozen=True, slots=True)
 class LabStrategies:
-    """The four strategies' knobs.
+    """The four strategies' knobs, and the custom strategies run beside them (``custom``).
 
     ``max_event_time_lag_ms`` (ingestion time), ``flink_*`` (bounded out-of-orderness per
     segment, idleness, periodic emit interval), ``spark_*`` (delay, trigger interval, and
@@ -177,6 +204,7 @@ class LabStrategies:
     spark_delay_ms: int = 1_000
     spark_trigger_ms: int = 1_000
     spark_input: str = "stream"
+    custom: tuple[LabCustomStrategy, ...] = ()
 
     def __post_init__(self) -> None:
         for f in ("max_event_time_lag_ms", "flink_bound_ms", "spark_delay_ms"):
@@ -185,6 +213,13 @@ class LabStrategies:
             _low(self, f, 1)
         if self.spark_input not in ("stream", "segment"):
             raise LabScenarioError(f"must be stream or segment, got {self.spark_input!r}", "spark_input")
+        names = [c.name for c in self.custom]
+        for i, n in enumerate(names):
+            if n in BUILTIN_STRATEGIES or n in names[:i]:
+                raise LabScenarioError(
+                    f"{n!r} is already a strategy's name ({', '.join(BUILTIN_STRATEGIES)} are built in)",
+                    f"custom.{i}.name",
+                )
 
 
 @dataclass(frozen=True, slots=True)
