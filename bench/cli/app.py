@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from ..figures import FORMATS as FIGURE_FORMATS
 from .group import group as group_commands
 
 __all__ = ["main", "cli"]
@@ -69,14 +70,22 @@ def demo(out: str | None, no_spark: bool) -> None:
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
 )
-def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
+def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, fmt: str) -> None:
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
     from pathlib import Path
 
     from ..sim.simulate import simulate as run_simulation
 
     try:
-        run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo)
+        run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo, fmt=fmt)
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
 
@@ -142,9 +151,17 @@ def experiment(sweep: str, master: str, out: str | None) -> None:
 
 @cli.command()
 @click.argument("scenario")
-@click.option("--out", default=None, metavar="DIR", help="Also write compare.csv/.json/.png there.")
+@click.option("--out", default=None, metavar="DIR", help="Also write compare.csv/.json and the figure there.")
 @click.option("--no-plot", is_flag=True, help="With --out: skip the figure.")
-def compare(scenario: str, out: str | None, no_plot: bool) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
+def compare(scenario: str, out: str | None, no_plot: bool, fmt: str) -> None:
     """Run lab SCENARIO (shipped name or YAML file) through four watermark strategies; print the table."""
     from pathlib import Path
 
@@ -166,7 +183,7 @@ def compare(scenario: str, out: str | None, no_plot: bool) -> None:
         raise click.ClickException(str(e)) from None
     click.echo(format_table(result))
     if out is not None:
-        for path in write_outputs(result, Path(out), plots=not no_plot):
+        for path in write_outputs(result, Path(out), plots=not no_plot, fmt=fmt):
             click.echo(f"wrote {path}")
 
 

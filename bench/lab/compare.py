@@ -359,6 +359,8 @@ def summarise(
         "wm_lag_mean_ms": round(sum(lags) / len(lags)) if lags else None,
         "wm_lag_max_ms": max(lags) if lags else None,
         "result_latency_p50_ms": _percentile(latencies, 0.5),
+        "result_latency_p95_ms": _percentile(latencies, 0.95),
+        "result_latency_p99_ms": _percentile(latencies, 0.99),
         "result_latency_max_ms": max(latencies) if latencies else None,
         "buffer_peak_events": p.peak_events,
         "buffer_peak_bytes": p.peak_bytes,

@@ -280,12 +280,12 @@ def _faults(world: World) -> list[dict[str, Any]]:
     return out
 
 
-def write_result(result: SimResult, out_dir: Path) -> list[Path]:
-    """Write the summary, series and plots of ``result`` into ``out_dir``; returns the files written."""
+def write_result(result: SimResult, out_dir: Path, fmt: str = "png") -> list[Path]:
+    """Write the summary, series and plots (as ``fmt``: png, svg, pdf) into ``out_dir``; returns the files."""
     sc = result.scenario
     paths = write_outputs(out_dir, result.summary, result.recorder, sc.metrics.parquet)
     if sc.metrics.plots:
         from .plots import plot_result
 
-        paths += plot_result(result, out_dir)
+        paths += plot_result(result, out_dir, fmt)
     return paths

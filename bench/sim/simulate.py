@@ -15,6 +15,7 @@ from typing import Any
 
 from segmentstore import SegmentStore
 
+from ..figures import FORMATS
 from .engine import run_scenario, write_result
 from .errors import OutputError
 from .result import SimResult
@@ -82,12 +83,18 @@ def simulate(
     out: Path | None = None,
     echo: Callable[[str], None] = print,
     progress: bool | None = None,
+    fmt: str = "png",
 ) -> tuple[SimResult, list[Path]]:
-    """Load, run and write a scenario; print a short summary. Returns the result and files written."""
+    """Load, run and write a scenario (figures as ``fmt``: png, svg or pdf); print a short summary.
+
+    Returns the result and the files written.
+    """
+    if fmt not in FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     scenario = load_scenario(name_or_path, overrides, seed)
     out_dir = prepare_output_dir(out if out is not None else default_out_dir(scenario))
     result = run_with_progress(scenario, progress)
-    paths = write_result(result, out_dir)
+    paths = write_result(result, out_dir, fmt)
     for line in summary_lines(result):
         echo(line)
     echo(f"outputs in {out_dir}/: " + ", ".join(p.name for p in paths))
