@@ -100,7 +100,11 @@ class World:
         self.pipeline: EventTimePipeline | None = None
         if sc.pipeline.ordering:
             self.pipeline = EventTimePipeline(
-                len(self.reader_names), sc.group.max_event_time_lag_ms, sc.pipeline.window_ms, self.clock
+                len(self.reader_names),
+                sc.group.max_event_time_lag_ms,
+                sc.pipeline.window_ms,
+                self.clock,
+                sc.pipeline.stages,
             )
         self.advanced = 0
         self.last_write_ms: int | None = None

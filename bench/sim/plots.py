@@ -7,6 +7,7 @@
 - ``lateness.<fmt>``: each delivered event's event time against its ingestion time (when
   the scenario logs events) with late events marked, or the events over time; below it
   late events and the reordering buffer over time.
+- ``stages.<fmt>`` (with ``pipeline.stages``): each stage's watermark lag and output lag.
 
 Every panel has its axis labels with units and its legend inside the axes.
 """
@@ -180,10 +181,40 @@ def _lateness(plt: Any, result: SimResult, out_dir: Path, fmt: str) -> Path:
         plt.close(fig)
 
 
+def _stages(plt: Any, result: SimResult, out_dir: Path, fmt: str) -> Path:
+    """Watermark lag and output lag of every stage (0: the reordering step) over time."""
+    names = ["reorder", *(st.name for st in result.scenario.pipeline.stages)]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for k, name in enumerate(names):
+        rows = [r for r in result.stage_rows if r[1] == k]
+        style = {"color": figures.colour(k), "linestyle": figures.linestyle(k), "label": f"{k}: {name}"}
+        ax.plot(
+            [r[0] / 1000.0 for r in rows], [None if r[3] is None else r[3] / 1000.0 for r in rows], **style
+        )
+        ax2.plot(
+            [r[0] / 1000.0 for r in rows], [None if r[5] is None else r[5] / 1000.0 for r in rows], **style
+        )
+    ax.set_title(f"{result.scenario.name}: lag per pipeline stage")
+    ax.set_ylabel("watermark lag, now - W_k (s)")
+    ax2.set_ylabel("output lag, now - newest result (s)")
+    for a in (ax, ax2):
+        a.set_xlabel("simulated time (s)")
+        a.tick_params(labelbottom=True)
+        _marks(a, result)
+        figures.legend(a)
+    fig.tight_layout()
+    try:
+        return _save(fig, out_dir, "stages", fmt)
+    finally:
+        plt.close(fig)
+
+
 def plot_result(result: SimResult, out_dir: Path, fmt: str = "png") -> list[Path]:
     """Write ``watermarks.<fmt>`` and ``lateness.<fmt>`` (png, svg, pdf) into ``out_dir``; returns them."""
     if fmt not in figures.FORMATS:
         raise OutputError(f"figure format must be one of {', '.join(figures.FORMATS)}, got {fmt!r}")
     plt = figures.pyplot()
     paths = [_watermarks(plt, result, out_dir, fmt), _lateness(plt, result, out_dir, fmt)]
+    if result.stage_rows:
+        paths.append(_stages(plt, result, out_dir, fmt))
     return paths

@@ -37,6 +37,7 @@ __all__ = [
     "NoAckFault",
     "ReaderSpec",
     "GroupSpec",
+    "StageSpec",
     "PipelineSpec",
     "MetricsSpec",
     "Scenario",
@@ -276,17 +277,51 @@ class GroupSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class StageSpec:
+    """One operator of a multi-stage pipeline after the reordering step (``bench.sim.stages``).
+
+    ``kind: window``: keyed tumbling windows of ``window_ms`` combining values with
+    ``function``; ``kind: aggregate``: a keyed running ``function``. ``key``: ``key`` keeps
+    the record's key (the writer at the first stage), ``all`` puts every record under
+    one. ``delay_ms``: how long records and watermarks take to reach this stage.
+    """
+
+    name: str = _f()
+    kind: str = _f("window", choices=("window", "aggregate"))
+    window_ms: int | None = _f(None, low=1)
+    key: str = _f("key", choices=("key", "all"))
+    function: str = _f("sum", choices=("sum", "max"))
+    delay_ms: int = _f(0, low=0)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if self.kind == "window" and self.window_ms is None:
+            raise ScenarioError("a window stage needs window_ms", "window_ms")
+        if self.kind == "aggregate" and self.window_ms is not None:
+            raise ScenarioError("an aggregate stage has no window_ms (it is not windowed)", "window_ms")
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineSpec:
     """What follows the readers: ``flink_compat``'s event-time reordering, then tumbling windows.
 
     The event-time watermark is the group watermark minus ``group.max_event_time_lag_ms``.
+    ``stages``: a chain of operators after the reordering step, with the watermark lag
+    measured per stage (``bench.sim.stages``; written to ``stages.csv``).
     """
 
     ordering: bool = False
     window_ms: int | None = _f(None, low=1)
+    stages: tuple[StageSpec, ...] = ()
 
     def __post_init__(self) -> None:
         _validate(self)
+        if self.stages and not self.ordering:
+            raise ScenarioError("stages follow the ordering step: set pipeline.ordering", "stages")
+        names = [s.name for s in self.stages]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup or "reorder" in names:
+            raise ScenarioError(f"stage names must be unique and not 'reorder', got {names}", "stages")
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,6 +132,11 @@ def summary_lines(result: SimResult) -> list[str]:
             f"{p['late_dropped']:,} dropped late, "
             f"up to {p['buffered_max']:,} buffered; {p['windows_fired']} windows fired"
         )
+    stages = s.get("pipeline", {}).get("stages")
+    if stages:
+        for what, key in (("watermark lag", "wm_lag_ms"), ("output lag", "output_lag_ms")):
+            chain = " -> ".join(f"{st['name']} {fmt_ms(st[key]['mean'])}" for st in stages)
+            lines.append(f"  stages, {what} (mean): {chain}")
     if s["scaling"]["events"]:
         lines.append(f"  scaling: {s['scaling']['events']} scale events")
     return lines
