@@ -119,6 +119,8 @@ def test_the_plugin_sees_each_event_once_with_both_times() -> None:
         )
     finally:
         PluginStrategy.__init__ = orig  # type: ignore[method-assign]
+    seen[0]._check()
+    assert seen[0].regressions == 0
     events = seen[0].impl.events
     s = TINY["start_time_ms"]
     assert [(e.writer, e.seq, e.event_time - s, e.ingestion_time - s) for e in events] == [

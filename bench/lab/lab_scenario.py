@@ -175,7 +175,7 @@ class LabCustomStrategy:
 
     name: str
     class_path: str
-    params: Any = dataclasses.field(default_factory=dict)
+    params: Any = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 from readergroup.config import TimeDomain
 from readergroup.state import SegmentState
 from segmentstore import Clock
+from segmentstore.checks import checked
 
 from .compared_strategies import LabEvent, Strategy
 from .lab_scenario import LabCustomStrategy, LabScenarioError, LabStrategies
@@ -170,3 +171,12 @@ class PluginStrategy(Strategy):
         if wm < self.pipeline.watermark:
             self.regressions += 1
         self.pipeline.advance(wm)
+
+    @checked
+    def _check(self) -> None:
+        """The pipeline's invariants, then the plugin's own ``_check()`` if it has one."""
+        self.pipeline._check()
+        assert self.regressions >= 0
+        own = getattr(self.impl, "_check", None)
+        if callable(own):
+            own()

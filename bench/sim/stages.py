@@ -115,6 +115,11 @@ class _Running(StreamOperator):
         self.totals[k] = total
         self.output.collect(record.replace((k, total)))
 
+    @checked
+    def _check(self) -> None:
+        super()._check()
+        assert all(isinstance(v, (int, float)) for v in self.totals.values())
+
 
 class _Stage(DiscardingOutput):
     """One stage: its input queue (due time, element), its operator, and what it emitted."""
