@@ -93,6 +93,35 @@ def test_shipped_pipeline_lag_grows_through_the_stages(tmp_path: Path) -> None:
     assert len(got) == len(rows) and got[0]["stage"] == "0"
 
 
+def test_in_the_lab_every_strategy_feeds_its_own_chain_and_pays_its_lag_at_every_stage() -> None:
+    from bench.lab import format_table, lab_scenario_from_dict, lab_scenarios, run_compare
+    from bench.scenarios.yaml_specs import read_mapping
+
+    data = read_mapping(lab_scenarios()["pipeline-stages"], "lab scenario")
+    data["duration_ms"] = 35_000
+    result = run_compare(lab_scenario_from_dict(data))
+    names = ["count-5s", "max-all", "max-30s"]
+    for row in result.rows:
+        lags = [row["wm_lag_mean_ms"]] + [row[f"{n}_wm_lag_mean_ms"] for n in names]
+        for a, b in itertools.pairwise(lags):
+            assert b >= a + 290, (row["strategy"], lags)  # 300 ms per hop (means rounded)
+        assert row["max-30s_output_lag_mean_ms"] > row["count-5s_output_lag_mean_ms"] + 5_000
+    worst = max(result.rows, key=lambda r: r["wm_lag_mean_ms"])
+    assert all(worst["max-30s_wm_lag_mean_ms"] >= r["max-30s_wm_lag_mean_ms"] for r in result.rows)
+    table = format_table(result)
+    assert "stage lag ms (watermark/output)" in table and "max-30s" in table
+
+
+def test_lab_stages_are_checked_like_the_simulators() -> None:
+    from bench.lab import LabScenarioError, lab_scenario_from_dict
+
+    base = {"name": "x", "duration_ms": 1000, "writers": [{"name": "w"}]}
+    with pytest.raises(LabScenarioError, match=r"stages\.0\.window_ms: a window stage needs window_ms"):
+        lab_scenario_from_dict({**base, "stages": [{"name": "a"}]})
+    with pytest.raises(LabScenarioError, match=r"stages: stage names must be unique"):
+        lab_scenario_from_dict({**base, "stages": [{"name": "reorder", "kind": "aggregate"}]})
+
+
 @pytest.mark.parametrize(
     ("pipeline", "match"),
     [

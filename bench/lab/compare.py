@@ -275,7 +275,7 @@ def run_compare(sc: LabScenario) -> LabResult:
     try:
         client = EmbeddedClient(store)
         client.create_stream(sc.stream.name, sc.stream.segments)
-        strategies = make_strategies(sc.strategies, sc.window_ms, clock)
+        strategies = make_strategies(sc.strategies, sc.window_ms, clock, sc.stages)
         groups = [
             ReaderGroup(
                 f"lab-{st.name}",
@@ -312,6 +312,8 @@ def run_compare(sc: LabScenario) -> LabResult:
                 for st in strategies:
                     wm = st.watermark
                     p = st.pipeline
+                    if p.chain is not None:
+                        p.chain.sample(t, clock.now())
                     series[st.name].append(
                         (t, None if wm == INT64_MIN else wm, p.buffered_events, p.buffered_bytes)
                     )
@@ -364,4 +366,18 @@ def summarise(
         "result_latency_max_ms": max(latencies) if latencies else None,
         "buffer_peak_events": p.peak_events,
         "buffer_peak_bytes": p.peak_bytes,
+        **_stage_columns(st),
     }
+
+
+def _stage_columns(st: Strategy) -> dict[str, Any]:
+    """``<stage>_wm_lag_mean_ms`` and ``<stage>_output_lag_mean_ms`` for each stage (none without stages)."""
+    chain = st.pipeline.chain
+    out: dict[str, Any] = {}
+    if chain is None:
+        return out
+    for item in chain.summary()[1:]:
+        for key in ("wm_lag_ms", "output_lag_ms"):
+            mean = item[key]["mean"]
+            out[f"{item['name']}_{key[: -len('_ms')]}_mean_ms"] = None if mean is None else round(mean)
+    return out

@@ -16,6 +16,8 @@ from typing import Any
 
 from ..scenarios.errors import SpecError
 from ..scenarios.yaml_specs import build_dataclass, find, read_yaml, shipped
+from ..sim.errors import ScenarioError
+from ..sim.scenario import StageSpec
 
 __all__ = [
     "LabScenarioError",
@@ -25,6 +27,7 @@ __all__ = [
     "LabReader",
     "LabStrategies",
     "LabCustomStrategy",
+    "LabStage",
     "BUILTIN_STRATEGIES",
     "LabScenario",
     "WHEN_IDLE",
@@ -223,8 +226,27 @@ class LabStrategies:
 
 
 @dataclass(frozen=True, slots=True)
+class LabStage(StageSpec):
+    """A stage after each strategy's reordering buffer: the simulator's ``pipeline.stages`` item.
+
+    Fields and semantics as ``bench.sim.scenario.StageSpec`` (docs/pipelines.md); each
+    strategy gets its own copy of the chain, fed by its reordering buffer.
+    """
+
+    def __post_init__(self) -> None:
+        try:
+            StageSpec.__post_init__(self)
+        except ScenarioError as e:
+            raise LabScenarioError(e.detail, e.field) from None
+
+
+@dataclass(frozen=True, slots=True)
 class LabScenario:
-    """One workload for ``compare``: store, stream, writers, readers, windows and strategy knobs."""
+    """One workload for ``compare``: store, stream, writers, readers, windows and strategy knobs.
+
+    ``stages``: an optional chain of operators after each strategy's reordering buffer,
+    with the watermark lag of every stage reported per strategy (docs/pipelines.md).
+    """
 
     name: str
     duration_ms: int
@@ -240,6 +262,7 @@ class LabScenario:
     writers: tuple[LabWriter, ...] = ()
     readers: tuple[LabReader, ...] = (LabReader("reader"),)
     strategies: LabStrategies = dataclasses.field(default_factory=LabStrategies)
+    stages: tuple[LabStage, ...] = ()
 
     def __post_init__(self) -> None:
         for f in ("duration_ms", "tick_ms", "sample_ms", "window_ms"):
@@ -254,6 +277,11 @@ class LabScenario:
             names = [s.name for s in getattr(self, what)]
             if len(set(names)) != len(names):
                 raise LabScenarioError(f"names repeat: {names}", what)
+        stage_names = [s.name for s in self.stages]
+        if len(set(stage_names)) != len(stage_names) or "reorder" in stage_names:
+            raise LabScenarioError(
+                f"stage names must be unique and not 'reorder', got {stage_names}", "stages"
+            )
         for f in ("sample_ms", "window_ms"):
             if getattr(self, f) % self.tick_ms:
                 raise LabScenarioError(f"must be a multiple of tick_ms {self.tick_ms}", f)

@@ -56,7 +56,27 @@ def format_table(result: LabResult) -> str:
         _line(head, widths),
     ]
     lines.extend(_line(row, widths) for row in body)
+    stages = result.scenario.stages
+    if stages:
+        head = ["stage lag ms (watermark/output)", *(s.name for s in stages)]
+        body = [
+            [
+                r["strategy"],
+                *(
+                    f"{_dash(r[f'{s.name}_wm_lag_mean_ms'])}/{_dash(r[f'{s.name}_output_lag_mean_ms'])}"
+                    for s in stages
+                ),
+            ]
+            for r in result.rows
+        ]
+        widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
+        lines.append(_line(head, widths))
+        lines.extend(_line(row, widths) for row in body)
     return "\n".join(lines)
+
+
+def _dash(v: Any) -> str:
+    return "-" if v is None else str(v)
 
 
 def _line(cells: list[str], widths: list[int]) -> str:
