@@ -93,8 +93,10 @@ def test_shipped_pipeline_lag_grows_through_the_stages(tmp_path: Path) -> None:
     assert len(got) == len(rows) and got[0]["stage"] == "0"
 
 
-def test_in_the_lab_every_strategy_feeds_its_own_chain_and_pays_its_lag_at_every_stage() -> None:
-    from bench.lab import format_table, lab_scenario_from_dict, lab_scenarios, run_compare
+def test_in_the_lab_every_strategy_feeds_its_own_chain_and_pays_its_lag_at_every_stage(
+    tmp_path: Path,
+) -> None:
+    from bench.lab import format_table, lab_scenario_from_dict, lab_scenarios, run_compare, write_outputs
     from bench.scenarios.yaml_specs import read_mapping
 
     data = read_mapping(lab_scenarios()["pipeline-stages"], "lab scenario")
@@ -110,6 +112,8 @@ def test_in_the_lab_every_strategy_feeds_its_own_chain_and_pays_its_lag_at_every
     assert all(worst["max-30s_wm_lag_mean_ms"] >= r["max-30s_wm_lag_mean_ms"] for r in result.rows)
     table = format_table(result)
     assert "stage lag ms (watermark/output)" in table and "max-30s" in table
+    svg = write_outputs(result, tmp_path, fmt="svg")[-1].read_text()
+    assert "watermark lag per pipeline stage" in svg and "3: max-30s" in svg
 
 
 def test_lab_stages_are_checked_like_the_simulators() -> None:

@@ -108,6 +108,8 @@ def write_outputs(result: LabResult, out_dir: Path, plots: bool = True, fmt: str
 def plot(result: LabResult, path: Path) -> Path:
     """One figure, four panels: lag over time, buffer over time, late/completeness bars, latency bars.
 
+    With ``stages``, two more: the mean watermark lag and output lag of each stage per strategy.
+
     The format is the path's suffix (``png``, ``svg`` or ``pdf``). Each strategy keeps
     its Okabe-Ito colour in every panel; scaling events are marked on the time panels.
     """
@@ -115,7 +117,8 @@ def plot(result: LabResult, path: Path) -> Path:
     plt = figures.pyplot()
     sc = result.scenario
     names = [r["strategy"] for r in result.rows]
-    fig, ax = plt.subplots(2, 2, figsize=(12, 8))
+    stages = [st.name for st in sc.stages]
+    fig, ax = plt.subplots(3 if stages else 2, 2, figsize=(12, 12 if stages else 8))
     start = sc.start_time_ms
     for i, name in enumerate(names):
         style = {"color": figures.colour(i), "linestyle": figures.linestyle(i), "label": name}
@@ -153,9 +156,29 @@ def plot(result: LabResult, path: Path) -> Path:
     ax[1][1].set(
         title="result latency (window fired - window end)", ylabel="result latency (s)", xlabel="strategy"
     )
+    bar_axes = [ax[1][0], ax[1][1]]
+    if stages:
+        width = 0.8 / (len(stages) + 1)
+        levels = ["reorder", *stages]
+        for a, what, label in (
+            (ax[2][0], "wm_lag", "mean watermark lag (s)"),
+            (ax[2][1], "output_lag", "mean output lag (s)"),
+        ):
+            for k, stage in enumerate(levels):
+                if k == 0 and what == "output_lag":
+                    continue  # the reordering step's output lag is not in the rows
+                key = "wm_lag_mean_ms" if k == 0 else f"{stage}_{what}_mean_ms"
+                vals = [(r[key] or 0) / 1000 for r in result.rows]
+                offs = [i - 0.4 + width * (k + 0.5) for i in x]
+                a.bar(offs, vals, width=width, label=f"{k}: {stage}", color=figures.colour(k))
+            a.set(title=f"{label[5:-4]} per pipeline stage", ylabel=label, xlabel="strategy")
+            bar_axes.append(a)
     rotate = 20 if len(names) > 5 else 0
-    for a in (ax[1][0], ax[1][1]):
+    for a in bar_axes:
         a.set_xticks(x, names, rotation=rotate)
+    for a in bar_axes[1:]:  # room above the bars for the legend
+        low, high = a.get_ylim()
+        a.set_ylim(low, high + 0.3 * (high - low))
     for a in ax.flat:
         figures.legend(a)
     fig.suptitle(f"{sc.name}: {result.events_written} events, windows of {sc.window_ms / 1000:g} s")
