@@ -10,7 +10,7 @@
   loader the simulator, the lab and the sweeps read them with.
 
 Each folder imports only the engines below (``spark_source``, ``flink_compat``,
-``readergroup``, ``segmentstore``; DESIGN §2), ``scenarios``, and, for ``cli`` and
+``readergroup``, ``segmentstore``; docs/design.md §2), ``scenarios``, and, for ``cli`` and
 ``perf``, the other folders whose work they run.
 """
 

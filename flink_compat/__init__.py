@@ -1,4 +1,4 @@
-"""flink_compat: what a Flink job sees from an ingestion-watermarked Pravega source (DESIGN §2).
+"""flink_compat: what a Flink job sees from an ingestion-watermarked Pravega source (docs/design.md §2).
 
 Flink's contracts reproduced without a Flink cluster, with the names Flink users know:
 ``Watermark``, ``WatermarkStatus`` (IDLE/ACTIVE), ``StreamRecord``, ``TimestampAssigner``,

@@ -3,7 +3,7 @@
 Flink's contracts, reproduced:
 
 - A ``Watermark(t)`` says no record with timestamp ``<= t`` follows on that channel; a
-  record with timestamp ``<=`` the current watermark is *late* (DESIGN §1).
+  record with timestamp ``<=`` the current watermark is *late* (docs/design.md §1).
 - Each source subtask emits strictly ascending watermarks; a subtask with nothing to
   read emits ``WatermarkStatus.IDLE`` and ``ACTIVE`` again before its next record or
   watermark.

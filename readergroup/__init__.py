@@ -1,4 +1,4 @@
-"""readergroup: see DESIGN §2."""
+"""readergroup: the client side of ingestwm (docs/design.md §2)."""
 
 from .checkpoint import Checkpoint, ReaderPosition, SegmentPosition
 from .config import ReaderGroupConfig, TimeDomain

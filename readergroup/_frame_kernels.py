@@ -1,4 +1,4 @@
-"""Numba kernels over event frames; imported lazily, on first bulk use (DESIGN §7).
+"""Numba kernels over event frames; imported lazily, on first bulk use (docs/design.md §7).
 
 The frame layout is ``readergroup.events``'s: ``rest`` u32, ``kind`` u8, ``event_time``
 i64, ``key_length`` u16 (15 header bytes, little-endian), the routing key, the payload.

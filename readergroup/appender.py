@@ -19,7 +19,12 @@ for larger ones). An acknowledgement completes the futures of its block's events
   whose resends are exhausted (outcome unknown) fails its events and every later block
   queued for that segment (never sent). The first such error is raised by the next
   ``flush``. Event numbers are not reused, so a block whose outcome was unknown can never
-  make a later one look like a duplicate.
+  make a later one look like a duplicate. A ``ReadTimeoutError`` or ``UnreachableError``
+  is not resent: the client's deadline passed (it resent across reconnects meanwhile), so a
+  server gone fails a block within the client's ``timeout_s``, and ``flush``,
+  ``commit`` and ``result()`` end. A block never sent fails with the client's
+  ``NotSentError`` (not stored); one sent fails with a ``WriterError`` saying its events
+  may or may not be stored.
 - Back-pressure: ``max_bytes_in_flight`` bounds the bytes written and not yet settled;
   a write beyond it waits up to ``max_block_ms`` (0: raises ``WriterBufferFullError``).
 - Threads: sends happen outside the lock. ``RemoteClient`` keeps appends in flight by
@@ -49,7 +54,7 @@ from segmentstore import AppendResult, AppendTooLargeError, Clock, SegmentSealed
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
-from segmentstore.errors import retriable
+from segmentstore.errors import NotSentError, ReadTimeoutError, UnreachableError, retriable
 
 from .config import WriterConfig
 from .errors import WriterBufferFullError, WriterError
@@ -251,7 +256,7 @@ class AppendEngine:
         b = app.blocks[0]
         if not (b.closed or self._eager):
             linger = self.config.linger_ms
-            # held while 0 <= age < linger; a clock stepped back (age < 0) ends the wait (DESIGN §1)
+            # held while 0 <= age < linger; a clock stepped back (age < 0) ends the wait (docs/design.md §1)
             if linger is None or 0 <= self._now() - b.first_ms < linger:
                 return None
         app.blocks.popleft()
@@ -384,7 +389,12 @@ class AppendEngine:
             elif isinstance(exc, SegmentSealedError) and self.on_sealed is not None:
                 app.trouble = exc
                 self.work = True
-            elif retriable(exc, idempotent=True) and b.attempts < self.config.retry_attempts:
+            elif (
+                retriable(exc, idempotent=True)
+                # the client's own deadline passed: it resent across reconnects meanwhile
+                and not isinstance(exc, (ReadTimeoutError, UnreachableError))
+                and b.attempts < self.config.retry_attempts
+            ):
                 b.attempts += 1
                 app.trouble = exc
                 self.work = True
@@ -393,7 +403,9 @@ class AppendEngine:
                 self._learn_limit(exc.limit, app, b)
                 if not self.paused:
                     nxt = self._start(app)
-            elif not retriable(exc, idempotent=True):  # a definite answer: this block is not stored
+            elif not retriable(exc, idempotent=True) and not (b.attempts and isinstance(exc, NotSentError)):
+                # a definite answer: this block is not stored (a resend not sent, as after the
+                # client's close, leaves the earlier sends' outcome unknown: below)
                 app.inflight = None
                 cbs = self._complete(b, None, exc)
                 if self.error is None:
@@ -446,7 +458,11 @@ class AppendEngine:
         return parts
 
     def _error(self, b: Block, exc: BaseException) -> BaseException:
-        if retriable(exc, idempotent=True):
+        """The error of a block that failed for good: ``exc`` if never sent (not stored), else one
+        saying its events may or may not be stored."""
+        if isinstance(exc, NotSentError) and not b.attempts:
+            return exc
+        if retriable(exc, idempotent=True) or b.attempts:
             err = WriterError(
                 f"segment {b.segment!r}: append of {len(b.frames)} events (event number {b.number}) "
                 f"failed {b.attempts + 1} times; they may or may not be stored: {exc}"
@@ -722,7 +738,10 @@ class AppendEngine:
         except Exception as e:  # the events cannot be numbered: they fail (not stored)
             err: BaseException = e
             if retriable(e, idempotent=True):
-                err = WriterError(f"segment {app.segment!r}: the writer's last event number is unknown: {e}")
+                err = WriterError(
+                    f"segment {app.segment!r}: the writer's last event number is unknown ({e}); "
+                    "its events were not sent, so they are not stored"
+                )
                 err.__cause__ = e
             with self.lock:
                 return self.fail_appender(app, err) if app.assigned is None else []
@@ -787,15 +806,18 @@ class AppendEngine:
                 self.kick()  # blocks whose linger ran out
 
     def close(self) -> None:
-        """No more worker thread (a flush came first). Idempotent."""
+        """No more worker or sender thread (a flush came first): both have ended when it returns,
+        unless one is busy in a client call, which ends within the client's timeout. Idempotent."""
         with self.lock:
             self._closed = True
             worker = self._worker
             self.cv.notify_all()
         with self._queue_cv:
+            sender = self._sender
             self._queue_cv.notify_all()
-        if worker is not None and worker is not threading.current_thread():
-            worker.join(5.0)
+        for t in (worker, sender):
+            if t is not None and t is not threading.current_thread():
+                t.join(5.0)
 
     @checked
     def _check(self) -> None:

@@ -1,6 +1,6 @@
 """Reader-group configuration: which streams, where to start, which time domain, how often to report.
 
-A frozen value apart from the running state (DESIGN §5). ``TimeDomain`` is PDP-26's opt-in:
+A frozen value apart from the running state (docs/design.md §5). ``TimeDomain`` is PDP-26's opt-in:
 ``PROCESSING_TIME`` (the default) delivers events only; ``INGESTION_TIME`` also delivers
 the group's ingestion-time watermarks; ``EVENT_TIME`` the writers' asserted event-time
 watermarks (``readergroup.event_time``).
@@ -47,15 +47,22 @@ class ReaderGroupConfig:
       checkpoint, release a segment or close.
     - ``read_buffer_bytes``: bytes per segment read (one read is decoded as a block).
     - ``max_event_time_lag_ms``: for the "late events seen" metric: an event whose event
-      time is ``<=`` (emitted watermark - lag) when delivered counts as late (DESIGN §1).
+      time is ``<=`` (emitted watermark - lag) when delivered counts as late (docs/design.md §1).
       Not used in ``EVENT_TIME``, where the watermark already is an event time.
     - ``reader_timeout_ms``: a reader's lease. Readers heartbeat every quarter of it
-      while they read; one not heard from for this long (on the clock of the process
-      that notices) is declared offline and its segments return at its acknowledged
-      positions. ``0`` = never: readers leave only by ``close()`` or ``reader_offline``.
+      while they read; a live process holding the group (its readers as they beat, or
+      ``expire_readers()``) declares offline a reader whose heartbeat did not change for
+      this long on that process's clock, counted from when it first saw the heartbeat's
+      current value; its segments return at its acknowledged positions. ``0`` = never:
+      readers leave only by ``close()`` or ``reader_offline``.
     - ``state_snapshot_interval``: batches in the group's state log between compacted
       snapshots (and at least a snapshot's worth of bytes); the log is truncated below
       each snapshot, so it stays bounded.
+    - ``checkpoints_kept``: completed checkpoints the group's state keeps (the latest), as
+      Pravega keeps only its latest ones. A process waiting on a checkpoint it initiated
+      gets it as its replica applies the completion (kept or not); only a replica that
+      fell behind a compaction meanwhile sees just the kept ones. A name may be used
+      again once its checkpoint is no longer kept.
     """
 
     streams: tuple[str, ...]
@@ -66,6 +73,7 @@ class ReaderGroupConfig:
     max_event_time_lag_ms: int = 0
     reader_timeout_ms: int = 30_000
     state_snapshot_interval: int = 200
+    checkpoints_kept: int = 3
 
     def __post_init__(self) -> None:
         streams = self.streams
@@ -116,6 +124,7 @@ class ReaderGroupConfig:
         _check_int("max_event_time_lag_ms", self.max_event_time_lag_ms, 0)
         _check_int("reader_timeout_ms", self.reader_timeout_ms, 0)
         _check_int("state_snapshot_interval", self.state_snapshot_interval, 2)
+        _check_int("checkpoints_kept", self.checkpoints_kept, 1)
 
     @property
     def watermarks(self) -> bool:

@@ -100,7 +100,7 @@ class ReaderGroupNotFoundError(ReaderGroupError, KeyError):
 
 
 class DuplicateCheckpointError(ReaderGroupError):
-    """A checkpoint of that name was initiated already in this epoch."""
+    """A checkpoint of that name is in progress, or completed and still kept, in this epoch."""
 
 
 class CheckpointAbortedError(ReaderGroupError):

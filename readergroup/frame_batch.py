@@ -17,7 +17,7 @@ For the engines (the Spark source and sink), which move events by the ten thousa
 
 Buffers below 32 KiB take a Python path (``decode_frames``, a header loop), so a
 short read pays no numba import or kernel load (numba is imported on first bulk use,
-DESIGN §7).
+docs/design.md §7).
 """
 
 from __future__ import annotations

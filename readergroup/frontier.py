@@ -11,7 +11,7 @@ derives its watermarks the same way:
   when every segment is done (a sealed stream read to its end) is it the minimum of
   their final watermarks (``frontier_watermark``);
 - the event-time watermark of an ingestion-time watermark ``W`` is ``W -
-  maxEventTimeLag`` (DESIGN §1), with its edges kept: no watermark stays none, the end
+  maxEventTimeLag`` (docs/design.md §1), with its edges kept: no watermark stays none, the end
   of time stays the end of time, and nothing else falls to "none" or wraps around
   (``event_time_watermark``).
 

@@ -46,7 +46,6 @@ from .errors import (
     InvalidPositionError,
     InvalidReaderGroupConfigError,
     ReaderGroupExistsError,
-    ReaderNotInGroupError,
 )
 from .metrics import GroupMetrics, collect_metrics
 from .reader import EventReader, ReaderStats
@@ -318,10 +317,13 @@ class ReaderGroupManager:
         return self.get_reader_group(group).create_reader(reader_id)
 
     def delete_reader_group(self, name: str) -> None:
-        """Delete the group from the store; its readers fail on their next read (elsewhere: next sync).
+        """Delete the group from the store; its readers raise ``ReaderGroupNotFoundError``.
 
-        Also a group whose state log cannot be read any more (``GroupStateError``: a corrupt
-        batch, updates the store lost): its log goes without the offline declarations.
+        Readers of this manager's replica fail on their next read, those of other replicas
+        (other processes) at their next sync with the group (within a report interval or a
+        quarter lease). Its readers are not declared offline first: they learn that the
+        group is gone, not that they lost their lease. Also a group whose state log cannot
+        be read any more (``GroupStateError``: a corrupt batch, updates the store lost).
         """
         try:
             group: ReaderGroup | None = self.get_reader_group(name)
@@ -329,12 +331,10 @@ class ReaderGroupManager:
             group = None
         with self._lock:
             self._groups.pop(name, None)
-        if group is not None:
-            for rid in group.online_readers():
-                with contextlib.suppress(ReaderNotInGroupError, GroupStateError):
-                    group.reader_offline(rid)
         with contextlib.suppress(SegmentNotFoundError):
             self.client.delete(state_segment(name))
+        if group is not None:
+            group.state.synchronizer.mark_deleted()
         with contextlib.suppress(SegmentStoreError):
             _index(self.client, "delete", name)
 

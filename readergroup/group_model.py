@@ -20,7 +20,20 @@ For every incomplete segment — assigned, unassigned (readable) or future (a su
 waiting for predecessors) — the replica keeps its acknowledged position and the
 watermark there; the group watermark is their minimum, raised after every update into
 a floor that never decreases within an epoch. Costs: a report O(log n) per segment,
-acquire O(k log n), a checkpoint's completion O(n), a snapshot O(n).
+acquire O(k log n), a completion O(n), a checkpoint's completion O(n), a snapshot O(n).
+
+What the replica keeps is bounded by what is live, however long the group runs (as
+Pravega's ``ReaderGroupState`` keeps its latest checkpoints and its future segments'
+outstanding predecessors only): the incomplete segments, the online readers, the
+checkpoints in progress, the latest ``config.checkpoints_kept`` completed ones, and a
+completed segment only while it can still be named again. A completed segment is named
+again only by the completion of one of its predecessors (as that predecessor's
+successor, which must not be registered a second time); a predecessor of ``C`` overlaps
+``C``'s keys in an earlier stream epoch, so ``C`` is kept exactly while an entry of its
+stream overlaps its keys in an earlier epoch. A successor registers when its first
+predecessor completes, waiting for the others still to come, and is readable only once
+they completed, so in a consistent state no such entry is left when ``C`` completes:
+``completed`` is normally empty after every update.
 """
 
 from __future__ import annotations
@@ -69,12 +82,10 @@ from .group_updates import (
 )
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
 
-__all__ = ["GroupModel", "RESULTS_KEPT"]
+__all__ = ["GroupModel", "SNAPSHOT_VERSION"]
 
-RESULTS_KEPT = 64
-"""Completed checkpoints a replica keeps (the latest), for processes waiting on their futures."""
-
-_SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
+"""Snapshot format written; version 1 (before completed segments and checkpoints were dropped) loads too."""
 
 
 class GroupModel:
@@ -91,12 +102,12 @@ class GroupModel:
         self.by_wm: SortedList = SortedList()  # (watermark, name) of every entry
         self.unassigned: SortedList = SortedList()  # (watermark, name) of readable unassigned ones
         self.readers: dict[str, Slot] = {}
-        self.completed: dict[str, int] = {}  # name -> final watermark, this epoch
+        self.completed: dict[str, tuple[StreamSegment, int]] = {}  # name -> (segment, final watermark)
         self.checkpoints: deque[Pending] = deque()
-        self.checkpoint_names: set[str] = set()
-        self.results: deque[Checkpoint] = deque(maxlen=RESULTS_KEPT)
+        self.results: deque[tuple[int, Checkpoint]] = deque(maxlen=config.checkpoints_kept)  # (token, cp)
         self.rejected = 0  # updates skipped on apply (not part of the state)
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
+        self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
 
     @classmethod
     def initial(
@@ -146,15 +157,28 @@ class GroupModel:
         cp = self.active()
         return cp is not None and reader_id in cp.crossed
 
-    def result(self, epoch: int, name: str) -> Checkpoint | None:
-        """A completed checkpoint still kept, or ``None``. O(RESULTS_KEPT)."""
-        for cp in self.results:
-            if cp.epoch == epoch and cp.name == name:
+    @property
+    def checkpoint_names(self) -> set[str]:
+        """Names in use in this epoch: checkpoints in progress and completed ones still kept. O(k)."""
+        names = {cp.name for cp in self.checkpoints}
+        names.update(cp.name for _, cp in self.results if cp.epoch == self.epoch)
+        return names
+
+    def result(self, token: int) -> Checkpoint | None:
+        """The completed checkpoint initiated at log position ``token``, if still kept. O(kept)."""
+        for t, cp in self.results:
+            if t == token:
                 return cp
         return None
 
-    def is_pending(self, epoch: int, name: str) -> bool:
-        return epoch == self.epoch and any(cp.name == name for cp in self.checkpoints)
+    def take_completions(self) -> list[tuple[int, Checkpoint]]:
+        """``(token, checkpoint)`` of every checkpoint completed since the last call, kept or not. O(1)."""
+        done, self.completions = self.completions, []
+        return done
+
+    def is_pending(self, token: int) -> bool:
+        """Whether the checkpoint initiated at log position ``token`` is in progress (or queued). O(k)."""
+        return any(cp.token == token for cp in self.checkpoints)
 
     def fair_share(self) -> int:
         readable = len(self.entries) - sum(1 for e in self.entries.values() if e.waiting)
@@ -290,7 +314,7 @@ class GroupModel:
         final = max(u.final_watermark, e.watermark)
         slot.segments.discard(name)
         self._drop(e)
-        self.completed[name] = final
+        self.completed[name] = (e.seg, final)
         for plan in u.successors:
             s = plan.segment.name
             f = self.entries.get(s)
@@ -303,12 +327,22 @@ class GroupModel:
                 if not f.waiting:
                     f.waiting = None
                     self.unassigned.add((f.watermark, s))
+        self._forget_completed()
+
+    def _forget_completed(self) -> None:
+        """Drop the completed segments no completion can name again (see the module). O(completed x n)."""
+        for name, (c, _) in list(self.completed.items()):
+            if not any(
+                e.seg.stream == c.stream and e.seg.epoch < c.epoch and e.seg.overlaps(c.key_low, c.key_high)
+                for e in self.entries.values()
+            ):
+                del self.completed[name]
 
     def _register(self, plan: SuccessorPlan, wm: int) -> None:
         waiting: set[str] = set()
         for p in plan.predecessors:
             if p in self.completed:
-                wm = max(wm, self.completed[p])
+                wm = max(wm, self.completed[p][1])
             elif p in self.entries or p in plan.to_come:
                 waiting.add(p)
         e = Entry(plan.segment, plan.start, wm)
@@ -359,8 +393,7 @@ class GroupModel:
             raise DuplicateCheckpointError(
                 f"group {self.group!r}: checkpoint {u.name!r} exists already in epoch {self.epoch}"
             )
-        self.checkpoint_names.add(u.name)
-        self.checkpoints.append(Pending(u.name))
+        self.checkpoints.append(Pending(u.name, token))
         self._activate()
 
     def _reached(self, u: CheckpointReached, token: int) -> None:
@@ -377,7 +410,6 @@ class GroupModel:
         if u.epoch != self.epoch + 1:
             raise StaleEpochError(f"group {self.group!r}: reset to epoch {u.epoch} from epoch {self.epoch}")
         self.checkpoints.clear()
-        self.checkpoint_names.clear()
         self.epoch = u.epoch
         for slot in self.readers.values():
             slot.segments.clear()
@@ -404,7 +436,9 @@ class GroupModel:
             for e in self.entries.values()
             if not e.waiting
         )
-        self.results.append(Checkpoint(cp.name, self.group, self.epoch, self.streams, positions))
+        done = (cp.token, Checkpoint(cp.name, self.group, self.epoch, self.streams, positions))
+        self.results.append(done)
+        self.completions.append(done)  # one update may complete more than are kept (a queue, no readers)
         self.results_added += 1
         self.checkpoints.popleft()
         for name, (offset, wm) in sorted(cp.deferred.items()):
@@ -447,7 +481,7 @@ class GroupModel:
     def to_obj(self) -> dict[str, Any]:
         """The whole state as canonical JSON-ready values (sorted; equal replicas give equal values). O(n)."""
         return {
-            "v": _SNAPSHOT_VERSION,
+            "v": SNAPSHOT_VERSION,
             "group": self.group,
             "gid": self.group_id,
             "config": config_to_obj(self.config),
@@ -464,25 +498,32 @@ class GroupModel:
                 for _, e in sorted(self.entries.items())
             ],
             "readers": [[rid, s.token] for rid, s in sorted(self.readers.items())],
-            "completed": sorted([n, w] for n, w in self.completed.items()),
+            "completed": [[segment_to_obj(c), w] for _, (c, w) in sorted(self.completed.items())],
             "checkpoints": [
                 [
                     cp.name,
+                    cp.token,
                     None if cp.waiting is None else sorted(cp.waiting),
                     sorted(cp.crossed),
                     sorted([n, o, w] for n, (o, w) in cp.deferred.items()),
                 ]
                 for cp in self.checkpoints
             ],
-            "checkpoint_names": sorted(self.checkpoint_names),
-            "results": [json.loads(cp.to_json()) for cp in self.results],
+            "results": [[t, json.loads(cp.to_json())] for t, cp in self.results],
         }
 
     @classmethod
     def from_obj(cls, o: dict[str, Any]) -> GroupModel:
-        """The inverse of ``to_obj``. O(n log n)."""
-        if o.get("v") != _SNAPSHOT_VERSION:
-            raise ValueError(f"snapshot version {o.get('v')!r}, expected {_SNAPSHOT_VERSION}")
+        """The inverse of ``to_obj``; also reads version 1 snapshots. O(n log n).
+
+        A version 1 snapshot holds every segment completed in the epoch (without its key
+        range) and every checkpoint name used: those are dropped, as this version would
+        have dropped them, and only the latest ``checkpoints_kept`` completed checkpoints
+        stay. Its checkpoints carry no token: they get negative ones no process waits on.
+        """
+        version = o.get("v")
+        if version not in (1, SNAPSHOT_VERSION):
+            raise ValueError(f"snapshot version {version!r}, this client reads 1 and {SNAPSHOT_VERSION}")
         m = cls(str(o["group"]), str(o["gid"]), config_from_obj(o["config"]))
         m.epoch = int(o["epoch"])
         m.floor = int(o["floor"])
@@ -500,16 +541,22 @@ class GroupModel:
                 m.readers[e.owner].segments.add(name)
             else:
                 m.unassigned.add((e.watermark, name))
-        m.completed = {str(n): int(w) for n, w in o["completed"]}
-        for name, waiting, crossed, deferred in o["checkpoints"]:
-            cp = Pending(str(name))
+        if version == 1:
+            pending = [[name, -1 - i, *rest] for i, (name, *rest) in enumerate(o["checkpoints"])]
+            results = [[-1 - len(pending) - i, r] for i, r in enumerate(o["results"])]
+        else:
+            pending, results = o["checkpoints"], o["results"]
+            for seg_o, w in o["completed"]:
+                c = segment_from_obj(seg_o)
+                m.completed[c.name] = (c, int(w))
+        for name, token, waiting, crossed, deferred in pending:
+            cp = Pending(str(name), int(token))
             cp.waiting = None if waiting is None else {str(r) for r in waiting}
             cp.crossed = {str(r) for r in crossed}
             cp.deferred = {str(n): (int(p), int(w)) for n, p, w in deferred}
             m.checkpoints.append(cp)
-        m.checkpoint_names = {str(n) for n in o["checkpoint_names"]}
-        for r in o["results"]:
-            m.results.append(Checkpoint.from_json(json.dumps(r)))
+        for token, r in results:
+            m.results.append((int(token), Checkpoint.from_json(json.dumps(r))))
         return m
 
     # ------------------------------------------------------------------ invariants
@@ -554,7 +601,17 @@ class GroupModel:
         if cp is not None and cp.waiting is not None:
             assert cp.waiting <= set(self.readers), "checkpoint waits for an offline reader"
             assert not (cp.waiting & cp.crossed)
-        assert self.checkpoint_names >= {c.name for c in self.checkpoints}
+        pending = [c.name for c in self.checkpoints]
+        assert len(set(pending)) == len(pending), "two checkpoints in progress share a name"
+        tokens = [c.token for c in self.checkpoints] + [t for t, _ in self.results]
+        assert len(set(tokens)) == len(tokens), "two checkpoints share a token"
+        assert len(self.results) <= self.config.checkpoints_kept
+        for name, (c, _) in self.completed.items():  # kept only while it can be named again
+            assert c.name == name
+            assert any(
+                e.seg.stream == c.stream and e.seg.epoch < c.epoch and e.seg.overlaps(c.key_low, c.key_high)
+                for e in self.entries.values()
+            ), f"completed segment {name} is kept though no entry precedes it"
 
 
 _HANDLERS: dict[type, Any] = {

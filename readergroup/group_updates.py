@@ -238,6 +238,7 @@ def config_to_obj(c: ReaderGroupConfig) -> dict[str, Any]:
         "max_event_time_lag_ms": c.max_event_time_lag_ms,
         "reader_timeout_ms": c.reader_timeout_ms,
         "state_snapshot_interval": c.state_snapshot_interval,
+        "checkpoints_kept": c.checkpoints_kept,
     }
 
 
@@ -252,6 +253,7 @@ def config_from_obj(o: dict[str, Any]) -> ReaderGroupConfig:
         max_event_time_lag_ms=int(o["max_event_time_lag_ms"]),
         reader_timeout_ms=int(o["reader_timeout_ms"]),
         state_snapshot_interval=int(o["state_snapshot_interval"]),
+        checkpoints_kept=int(o.get("checkpoints_kept", 3)),  # (not in snapshots before version 2)
     )
 
 

@@ -9,7 +9,7 @@ deliver them as events.
 Inclusive/exclusive. ``note_time(t)`` follows the PIP's wording: *"the minimum event
 time for any subsequent message is at least the specified time"* — every later event
 of that writer has event time ``>= t``. The project's watermarks are exclusive (an
-event with event time ``<=`` the watermark is late, DESIGN §1), so the watermark a
+event with event time ``<=`` the watermark is late, docs/design.md §1), so the watermark a
 writer's assertion ``t`` yields is ``t - 1``: an event at exactly ``t`` is on time.
 
 Tracker. Along one segment, in order, a writer *joins* the active set with its first

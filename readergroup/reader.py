@@ -25,19 +25,19 @@ replica learns of other processes' updates when it syncs (a caught-up reader wat
 the log in the same ``wait_any`` as its tails). With ``reader_timeout_ms`` it
 heartbeats (its lease) at least every quarter of it, syncing then too, and a reader
 whose lease was taken (declared offline) raises ``ReaderNotInGroupError`` instead of
-delivering anything more.
+delivering anything more; a reader of a deleted group raises ``ReaderGroupNotFoundError``.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
 
-from segmentstore import Clock, SegmentNotFoundError
+from segmentstore import Clock, SegmentNotFoundError, SegmentStoreError
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
@@ -45,7 +45,13 @@ from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from .checkpoint import ReaderPosition, SegmentPosition
 from .config import TimeDomain
-from .errors import InvalidReadError, ReaderGroupNotFoundError, ReaderNotInGroupError, StaleEpochError
+from .errors import (
+    InvalidReadError,
+    ReaderGroupError,
+    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
+    StaleEpochError,
+)
 from .events import NO_EVENT_TIME
 from .frontier import event_time_watermark
 from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
@@ -109,6 +115,7 @@ class EventReader:
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._closed = False
+        self._deleted = False  # the group was deleted (the reader is closed too)
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
 
     # ------------------------------------------------------------------ public API
@@ -125,8 +132,11 @@ class EventReader:
         return self._state.is_online(self.reader_id, self._token)
 
     def _check_membership(self) -> None:
-        """After the replica changed: restart on a new epoch, fail if this reader is offline. O(1)."""
+        """After the replica changed: restart on a new epoch, fail if this reader is offline
+        or its group was deleted. O(1)."""
         version = self._sync_obj.version
+        if self._sync_obj.deleted is not None:
+            self._group_gone()
         if self._state.epoch != self._epoch or self._closed or not self._online():
             self._restart()
         self._cps = self._state.model.checkpoints
@@ -261,8 +271,12 @@ class EventReader:
         try:
             alive = beat.beat(now)
         except SegmentNotFoundError:  # the group was deleted
-            alive = False
-        if not alive:  # fenced: declared offline; deliver nothing more
+            self._group_gone()
+        if not alive:  # fenced: declared offline, or the group deleted (and made again?)
+            with contextlib.suppress(SegmentStoreError, ReaderGroupError):
+                self._state.refresh()
+            if self._sync_obj.deleted is not None:
+                self._group_gone()
             self._closed = True
             self._segs.clear()
             self._cur = None
@@ -552,8 +566,7 @@ class EventReader:
                 except ReaderNotInGroupError:
                     self._restart()  # raises: declared offline
                 except ReaderGroupNotFoundError:
-                    self._closed = True
-                    self._restart()  # raises: the group was deleted
+                    self._group_gone()
                 if st.epoch == self._epoch and self._online():
                     break
             self._follow(st)
@@ -572,8 +585,20 @@ class EventReader:
             self._ready_tails(0)  # the next selection reads the tails that moved
         return marker
 
+    def _group_gone(self) -> NoReturn:
+        """The group was deleted: deliver nothing more, ever."""
+        self._closed = self._deleted = True
+        self._segs.clear()
+        self._cur = None
+        why = self._sync_obj.deleted or f"reader group state {self._state.segment!r} does not exist"
+        raise ReaderGroupNotFoundError(
+            f"reader {self.reader_id!r}: reader group {self._state.group!r} was deleted ({why})"
+        )
+
     def _restart(self) -> None:
         """A new epoch (reset): drop every buffered read; or fail if the reader left the group."""
+        if self._deleted:
+            self._group_gone()
         if self._closed or not self._online():
             self._segs.clear()
             raise ReaderNotInGroupError(

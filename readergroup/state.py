@@ -18,7 +18,7 @@ reader *reports* them, after the events before them were processed; a reader tha
 goes offline returns its segments at the last reported position. Unassigned segments
 are kept ordered by watermark, oldest first, and are acquired in that order.
 
-Why no reader ever delivers an event at or below an emitted watermark (DESIGN §4.1)
+Why no reader ever delivers an event at or below an emitted watermark (docs/design.md §4.1)
 ----------------------------------------------------------------------------------
 Facts: (a) the store stamps temporal operations with non-decreasing times, so
 ingestion times never decrease along a segment, and ``watermark_at(s, p)`` is a lower
@@ -140,11 +140,12 @@ class ReaderGroupState:
         self.segment = sync.segment
         self._event_time: ProducerWatermarks | None = None
         self._planner = UpdatePlanner(client)
-        self._futures: dict[tuple[int, str], CheckpointFuture] = {}
+        self._futures: dict[int, tuple[int, str, CheckpointFuture]] = {}  # token -> (epoch, name, future)
         self._settled: tuple[int, int, int, int] = (0, 0, 0, 0)
         timeout = self.config.reader_timeout_ms
         self._monitor = LivenessMonitor(timeout) if timeout else None
         self._next_sweep = INT64_MIN
+        sync.on_apply = self._settle  # after every batch: a result is settled before it can be dropped
 
     @classmethod
     def create(
@@ -245,11 +246,6 @@ class ReaderGroupState:
         """Every incomplete segment with position, watermark, owner and status, by name. O(n)."""
         with self.lock:
             return self.model.rows()
-
-    def completed(self) -> dict[str, int]:
-        """Segments completed in this epoch, with their final watermarks. O(n)."""
-        with self.lock:
-            return dict(self.model.completed)
 
     def is_online(self, reader_id: str, token: int) -> bool:
         """Whether this incarnation of the reader is online (in this replica). O(1)."""
@@ -545,35 +541,49 @@ class ReaderGroupState:
             return [InitiateCheckpoint(name, m.epoch)]
 
         with self.lock:
-            self._update(fn)
-            fut = self._futures[(epoch, name)] = CheckpointFuture(self._poll_futures)
+            applied = self._update(fn)
+            assert applied is not None and applied.ok
+            fut = CheckpointFuture(self._poll_futures)
+            self._futures[applied.offset] = (epoch, name, fut)  # its token: alone in its batch
             self._settle()  # with no reader online it is complete already
             return fut
 
     def _settle(self) -> None:
-        """Complete or abort the futures of checkpoints this process initiated, from the replica."""
+        """Complete or abort the futures of checkpoints this process initiated, from the replica.
+
+        Called after every batch applied: the checkpoints completed by it are taken from the
+        replica whether or not it still keeps them. After a reload (this replica fell behind
+        a compaction) only the kept ones are known; an older one is reported lost.
+        """
+        m = self.model
+        done = m.take_completions()
         if not self._futures:
             return
-        m = self.model
+        for token, completed in done:
+            entry = self._futures.pop(token, None)
+            if entry is not None:
+                entry[2].set_result(completed)
         seen = (id(m), m.epoch, m.results_added, len(self._futures))
         if seen == self._settled:
             return  # no checkpoint completed, no reset, no new future since the last look
         self._settled = seen
-        for (epoch, name), fut in list(self._futures.items()):
-            cp = m.result(epoch, name)
+        for token, (epoch, name, fut) in list(self._futures.items()):
+            cp = m.result(token)
             if cp is not None:
                 fut.set_result(cp)
-            elif not m.is_pending(epoch, name):
+            elif not m.is_pending(token):
                 fut.set_exception(
                     CheckpointAbortedError(
                         f"group {self.group!r}: checkpoint {name!r} aborted by a reset to epoch {m.epoch}"
                         if m.epoch > epoch
-                        else f"group {self.group!r}: checkpoint {name!r} was lost (too many completed since)"
+                        else f"group {self.group!r}: checkpoint {name!r} was lost (this replica fell "
+                        f"behind a compaction, and over checkpoints_kept={m.config.checkpoints_kept} "
+                        "completed since)"
                     )
                 )
             else:
                 continue
-            del self._futures[(epoch, name)]
+            del self._futures[token]
 
     def _poll_futures(self) -> None:
         """What a waiting checkpoint future does: catch up with the log (which settles it)."""
@@ -586,7 +596,7 @@ class ReaderGroupState:
             pass  # the store is unreachable now: still not done
 
     def _abort_all(self, why: str) -> None:
-        for (_, name), fut in list(self._futures.items()):
+        for _, name, fut in list(self._futures.values()):
             fut.set_exception(CheckpointAbortedError(f"group {self.group!r}: checkpoint {name!r}: {why}"))
         self._futures.clear()
 
@@ -634,5 +644,5 @@ class ReaderGroupState:
             self.model._check()
             if self._monitor is not None:
                 self._monitor._check()
-            for (epoch, _), fut in list(self._futures.items()):
+            for epoch, _, fut in list(self._futures.values()):
                 assert not Future.done(fut) and epoch <= self.model.epoch  # (done() would catch up)

@@ -56,12 +56,17 @@ class Slot:
 
 
 class Pending:
-    """A checkpoint in progress: readers still to reach it, readers that did."""
+    """A checkpoint in progress: readers still to reach it, readers that did.
 
-    __slots__ = ("crossed", "deferred", "name", "waiting")
+    ``token`` is the log position of its ``InitiateCheckpoint``: it names this checkpoint
+    alone, also once its name is used again (after its result is no longer kept).
+    """
 
-    def __init__(self, name: str) -> None:
+    __slots__ = ("crossed", "deferred", "name", "token", "waiting")
+
+    def __init__(self, name: str, token: int) -> None:
         self.name = name
+        self.token = token
         self.waiting: set[str] | None = None  # set when the checkpoint becomes active
         self.crossed: set[str] = set()
         self.deferred: dict[str, tuple[int, int]] = {}  # positions of readers that left after it

@@ -27,7 +27,10 @@ counted, and fails ``_check()``).
 
 A batch is applied only whole: an append is atomic in the store, and a frame that is
 corrupt (bad magic, version or CRC) raises ``GroupStateCorruptError`` instead of being
-applied. Thread-safe under ``lock``; every store call happens under it.
+applied. ``on_apply`` (if set) is called after every batch applied and every reload.
+A log found gone — deleted, or another group's under the same name — is remembered in
+``deleted``: from then on the replica raises ``ReaderGroupNotFoundError`` and never
+appends again. Thread-safe under ``lock``; every store call happens under it.
 """
 
 from __future__ import annotations
@@ -130,6 +133,8 @@ class StateSynchronizer:
         self.bytes_since_snapshot = 0
         self.snapshot_bytes = 0  # the last snapshot's frame
         self.snapshot_offset = 0
+        self.on_apply: Callable[[], None] | None = None  # called after every batch applied and reload
+        self.deleted: str | None = None  # why the group is known to be gone (deleted), once it is
 
     # ------------------------------------------------------------------ life cycle
     @classmethod
@@ -175,12 +180,10 @@ class StateSynchronizer:
             try:
                 info = self.client.get_info(self.segment)
                 if info.length == info.start_offset:
-                    raise ReaderGroupNotFoundError(f"reader group state {self.segment!r} is empty")
+                    raise self._gone("is empty")
                 batches, _ = self._read_frames(info.start_offset, 1)
             except SegmentNotFoundError:
-                raise ReaderGroupNotFoundError(
-                    f"reader group state {self.segment!r} does not exist (deleted?)"
-                ) from None
+                raise self._gone("does not exist (deleted?)") from None
             except SegmentTruncatedError:
                 continue  # compacted meanwhile: read the new start
             if not batches or not isinstance(batches[0].updates[0], Snapshot):
@@ -188,6 +191,8 @@ class StateSynchronizer:
                     f"group state {self.segment!r}: no snapshot at the start offset {info.start_offset}"
                 )
             b = batches[0]
+            if self.state is not None and b.group_id != self.state.group_id:
+                raise self._gone(f"was deleted and created again (snapshot at {b.offset})")
             self.state = self._load_snapshot(b)
             self.revision = b.end
             self.since_snapshot = self.bytes_since_snapshot = 0
@@ -195,8 +200,23 @@ class StateSynchronizer:
             self.snapshot_offset = b.offset
             self.stats.reloads += 1
             self.version += 1
+            if self.on_apply is not None:
+                self.on_apply()
             return
         raise GroupStateConflictError(f"group state {self.segment!r}: kept being truncated while loading")
+
+    def _gone(self, why: str) -> ReaderGroupNotFoundError:
+        """The error for a log that is gone (deleted, or another group's now); remembered in
+        ``deleted``, and ``version`` moves so every reader of this replica looks at it."""
+        if self.deleted is None:
+            self.deleted = f"reader group state {self.segment!r} {why}"
+            self.version += 1
+        return ReaderGroupNotFoundError(self.deleted)
+
+    def mark_deleted(self) -> None:
+        """This process deleted the group: its replica's readers fail on their next read."""
+        with self.lock:
+            self._gone("was deleted")
 
     # ------------------------------------------------------------------ reading
     def _read_frames(self, offset: int, limit: int | None = None) -> tuple[list[Batch], int]:
@@ -229,6 +249,8 @@ class StateSynchronizer:
     def fetch_updates(self) -> int:
         """Apply every batch appended since the revision, in log order; returns how many. O(new bytes)."""
         with self.lock:
+            if self.deleted is not None:
+                raise ReaderGroupNotFoundError(self.deleted)
             applied = 0
             while True:
                 try:
@@ -237,9 +259,7 @@ class StateSynchronizer:
                     self._reload()
                     continue
                 except SegmentNotFoundError:
-                    raise ReaderGroupNotFoundError(
-                        f"reader group state {self.segment!r} does not exist (deleted?)"
-                    ) from None
+                    raise self._gone("does not exist (deleted?)") from None
                 except BadOffsetError as e:  # the log is shorter than what this replica applied
                     self._check_incarnation()  # another group of the same name: deleted, made again
                     raise GroupStateCorruptError(
@@ -263,9 +283,7 @@ class StateSynchronizer:
             start = self.client.get_info(self.segment).start_offset
             batches, _ = self._read_frames(start, 1)
             if batches and batches[0].group_id != self.state.group_id:
-                raise ReaderGroupNotFoundError(
-                    f"reader group state {self.segment!r} was deleted and created again"
-                )
+                raise self._gone("was deleted and created again")
 
     def _check_shape(self, b: Batch) -> None:
         """A batch holds at least one update, and a snapshot only alone (it replaces the whole state)."""
@@ -292,9 +310,7 @@ class StateSynchronizer:
 
     def _apply_batch(self, b: Batch) -> None:
         if b.group_id != self.state.group_id:
-            raise ReaderGroupNotFoundError(
-                f"reader group state {self.segment!r} was deleted and created again (batch at {b.offset})"
-            )
+            raise self._gone(f"was deleted and created again (batch at {b.offset})")
         if len(b.updates) == 1 and isinstance(b.updates[0], Snapshot):
             loaded = self._load_snapshot(b)
             if loaded.to_obj() != self.state.to_obj():
@@ -311,6 +327,8 @@ class StateSynchronizer:
                 self._landed[b.seq] = Applied(b.offset, accepted)
         self.revision = b.end
         self.version += 1
+        if self.on_apply is not None:
+            self.on_apply()
 
     # ------------------------------------------------------------------ writing
     def update(self, fn: Callable[[Any], Sequence[Update]]) -> Applied | None:
@@ -321,6 +339,8 @@ class StateSynchronizer:
         batch. Raises ``GroupStateConflictError`` after too many conflicts in a row.
         """
         with self.lock:
+            if self.deleted is not None:  # never append to a log of the same name made again
+                raise ReaderGroupNotFoundError(self.deleted)
             deadline = monotonic_s() + _GIVE_UP_S
             attempt = 0
             while attempt < 2 or monotonic_s() < deadline:
@@ -339,9 +359,7 @@ class StateSynchronizer:
                     self._catch_up(attempt)
                     continue
                 except SegmentNotFoundError:
-                    raise ReaderGroupNotFoundError(
-                        f"reader group state {self.segment!r} does not exist (deleted?)"
-                    ) from None
+                    raise self._gone("does not exist (deleted?)") from None
                 except SegmentStoreError as e:
                     if not retriable(e, True):
                         raise
@@ -382,6 +400,8 @@ class StateSynchronizer:
         nothing is written and the next update past the interval tries again. O(state).
         """
         with self.lock:
+            if self.deleted is not None:
+                return False
             self._seq += 1
             frame = encode_batch(self.state.group_id, self.origin, self._seq, [Snapshot(self.state.to_obj())])
             at = self.revision

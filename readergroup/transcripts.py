@@ -28,7 +28,7 @@ times int ms)::
                                          #   watermark, in delivery order
       pending: []                        # neither: still held when the steps end, event-time order
 
-Meaning (DESIGN §1): a reader's event-time watermark is its ingestion watermark minus
+Meaning (docs/design.md §1): a reader's event-time watermark is its ingestion watermark minus
 ``max_event_time_lag``; each reader's event-time watermarks are emitted only when they
 increase; the combined watermark is the minimum over readers that are not idle, emitted
 when it increases (a reader back from idleness counts again once its watermark reaches
@@ -37,7 +37,7 @@ delivered is late. Every event is in exactly one of ``on_time``, ``late``, ``pen
 
 ``load_transcript`` validates a file, including the store's guarantees that make a
 transcript realistic: each reader's ingestion watermarks strictly ascend, and no event
-is delivered with an ingestion time ``<=`` a watermark delivered before it (DESIGN §4.1).
+is delivered with an ingestion time ``<=`` a watermark delivered before it (docs/design.md §4.1).
 An engine plays a transcript and returns a ``TranscriptResult``;
 ``TranscriptResult.mismatches`` lists what differs from ``expected``
 (``flink_compat.transcript_runner.run_transcript`` is the Flink layer's player).

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import BadAttributeUpdateError, InvalidArgumentError
-from .limits import INT64_MAX, INT64_MIN
+from .limits import INT64_MAX, INT64_MIN, MAX_ATTRIBUTE_KEYS, MAX_ATTRIBUTE_UPDATES, check_size, shorten
 
 __all__ = [
     "CORE_KEY_MIN",
@@ -163,9 +163,14 @@ def check_attribute_keys(segment: str, keys: object) -> tuple[int, ...]:
             f"got {type(keys).__name__} {keys!r:.60}"
         )
     out = tuple(keys)
+    _check_count(segment, "attribute keys", len(out), MAX_ATTRIBUTE_KEYS, "MAX_ATTRIBUTE_KEYS")
     for k in out:
         _check_int64(f"segment {segment!r}: attribute key", k)
     return out
+
+
+def _check_count(segment: str, what: str, n: int, limit: int, limit_name: str) -> None:
+    check_size(f"segment {shorten(segment)}: the list of {what}", n, limit, limit_name, "items")
 
 
 def replace_all(segment: str, values: Mapping[object, object]) -> list[AttributeUpdate]:
@@ -186,6 +191,9 @@ def as_updates(segment: str, updates: object) -> tuple[AttributeUpdate, ...]:
     else, identically in the embedded store and the remote client.
     """
     if isinstance(updates, Mapping):
+        _check_count(
+            segment, "attribute updates", len(updates), MAX_ATTRIBUTE_UPDATES, "MAX_ATTRIBUTE_UPDATES"
+        )
         return tuple(replace_all(segment, updates))
     if isinstance(updates, (str, bytes, bytearray)) or not isinstance(updates, Iterable):
         raise InvalidArgumentError(
@@ -193,6 +201,7 @@ def as_updates(segment: str, updates: object) -> tuple[AttributeUpdate, ...]:
             f"mapping {{key: value}}, got {type(updates).__name__} {updates!r:.60}"
         )
     out = tuple(updates)
+    _check_count(segment, "attribute updates", len(out), MAX_ATTRIBUTE_UPDATES, "MAX_ATTRIBUTE_UPDATES")
     for u in out:
         if not isinstance(u, AttributeUpdate):
             raise InvalidArgumentError(

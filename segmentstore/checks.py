@@ -1,6 +1,6 @@
 """``_check()`` failures that show the structure: ``@checked`` adds a bounded repr of its state.
 
-Every stateful structure has a ``_check()`` that asserts its invariants (DESIGN §4);
+Every stateful structure has a ``_check()`` that asserts its invariants (docs/design.md §4);
 stress and property tests call it after every step. As sortedcontainers' ``_check()``
 does, a failure should show the state that broke the invariant, not only the assert::
 

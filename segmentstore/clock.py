@@ -1,7 +1,7 @@
 """Ingestion clocks: the only place the project reads the system time.
 
 Time is an ``int`` of milliseconds since the epoch. Domain code receives a clock and
-calls ``now()``; it never reads the system time itself (DESIGN §1). ``WallClock``
+calls ``now()``; it never reads the system time itself (docs/design.md §1). ``WallClock``
 is real time; ``ManualClock`` is advanced, or set (also backwards, to simulate a
 wall-clock step back), by its owner: tests and the simulator. ``TickingClock`` is a
 manual clock that also moves on its own at every reading, as a busy wall clock seen

@@ -9,6 +9,11 @@ reply leaves the outcome unknown (``Retry.IF_IDEMPOTENT``: send again only what 
 to repeat, as the interface marks it, or what carries a writer id and event number,
 which the store deduplicates); a request certainly never executed may always be sent
 again (``Retry.ALWAYS``). ``retriable(error, idempotent)`` applies it.
+
+A client's failed call says what became of it: a ``NotSentError`` (among them
+``UnreachableError``, ``ClientClosedError``) was never executed (an append: not stored);
+any other ``ConnectionLostError``, or a ``ReadTimeoutError``, was in flight: its outcome
+is unknown.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ __all__ = [
     "StoreClosedError",
     "DataCorruptionError",
     "StoreLockedError",
+    "StorageError",
+    "StoreReadOnlyError",
     "ReadTimeoutError",
     "StreamNotFoundError",
     "StreamExistsError",
@@ -45,6 +52,8 @@ __all__ = [
     "ConnectionLostError",
     "NotSentError",
     "InvalidClockError",
+    "UnreachableError",
+    "ClientClosedError",
 ]
 
 
@@ -152,6 +161,32 @@ class StoreLockedError(SegmentStoreError):
     """Another process holds the data directory."""
 
 
+class StorageError(SegmentStoreError):
+    """The file system refused a read or write of the data directory; ``path`` names the file.
+
+    The operation that raised changed nothing (it is not in the log and not applied), also
+    after a restart. ``errno`` is the OS error number (28: no space left on device, 13:
+    permission denied, 30: read-only file system), ``None`` if there was none.
+    """
+
+    def __init__(self, message: str, path: str = "", errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+    @classmethod
+    def of(cls, what: str, path: object, error: OSError) -> StorageError:
+        """``what`` (e.g. "cannot create segment data file") failed on ``path`` with ``error``."""
+        why = error.strerror or str(error)
+        return cls(f"{what} {path}: {why} (errno {error.errno})", str(path), error.errno)
+
+
+class StoreReadOnlyError(StorageError):
+    """The store opened read-only (its data directory could not be written at start-up, e.g. a
+    full disk): it serves reads and refuses every write; ``path`` names the file it could not
+    write. Free space (or fix the permissions) and restart the store."""
+
+
 class ReadTimeoutError(SegmentStoreError, TimeoutError):
     """A call did not complete within its timeout (its outcome is unknown)."""
 
@@ -203,3 +238,17 @@ class NotSentError(ConnectionLostError):
 
 class InvalidClockError(SegmentStoreError):
     """The store's clock returned something that is not int64 milliseconds; nothing was changed."""
+
+
+class UnreachableError(NotSentError, TimeoutError):
+    """The server could not be reached (or did not answer) for the call's whole timeout, and the
+    request was never sent: not executed (an append: not stored). The client gave up retrying."""
+
+
+class ClientClosedError(NotSentError, StoreClosedError):
+    """The client was closed before the request was sent: not executed (an append: not stored).
+
+    Sending it again on the closed client fails the same way (``Retry.NEVER``).
+    """
+
+    retry = Retry.NEVER

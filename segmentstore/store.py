@@ -1,4 +1,4 @@
-"""``SegmentStore``: the façade over the clock, config, container, read index and advancer (DESIGN §6)."""
+"""``SegmentStore``: façade over the clock, config, container, read index, advancer (docs/design.md §6)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .config import StoreConfig
 from .core.advancer import AdvancerStats, WatermarkAdvancer
 from .core.container import SegmentContainer
 from .core.eviction import EvictionStats, Evictor, MemoryColdStore
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, StorageError
 from .future_read import FutureRead
 from .results import AppendResult, MergeResult, RecordScan, SegmentInfo, SegmentRead
 from .wait_any import ReadyFuture, WaitRequest
@@ -212,6 +212,12 @@ class SegmentStore:
         """Take a snapshot and truncate the log now (no-op without a data directory)."""
         if self._durable is not None:
             self._durable.snapshot()
+
+    @property
+    def read_only(self) -> StorageError | None:
+        """Why the store refuses writes, naming the file it could not write at start-up (a full
+        disk, a read-only directory); ``None`` for a writable store. Reads are served either way."""
+        return self._container.processor.read_only
 
     @property
     def last_timestamp(self) -> int:

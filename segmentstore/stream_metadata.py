@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import InvalidArgumentError
+from .limits import MAX_NAME_PART_CHARS, shorten
 
 __all__ = [
     "StreamSegment",
@@ -28,7 +29,7 @@ __all__ = [
 KEY_EPSILON = 1e-9
 """Key-range boundaries closer than this are the same boundary (they are snapped together)."""
 
-_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}")
+_PART = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{MAX_NAME_PART_CHARS - 1}}}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,8 +147,9 @@ def check_stream_name(stream: object) -> str:
     parts = stream.split("/")
     if len(parts) != 2 or not all(_PART.fullmatch(p) for p in parts):
         raise InvalidArgumentError(
-            f"stream name {stream!r} must be 'scope/name', each part of letters, digits, '_', '.', '-', "
-            "not starting with '_' or '.' (reserved for system streams)"
+            f"stream name {shorten(stream)} must be 'scope/name', each part of letters, digits, "
+            "'_', '.', '-', not starting with '_' or '.' (reserved for system streams), and at most "
+            f"{MAX_NAME_PART_CHARS} characters (segmentstore.limits.MAX_NAME_PART_CHARS)"
         )
     return stream
 

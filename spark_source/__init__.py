@@ -8,7 +8,7 @@
 - ``session``: a quiet local SparkSession; ``demo``: the Spark part of ``ingestwm demo``.
 
 Importing this package is cheap; ``pyspark`` is imported by the modules that need it.
-Spark's camelCase names stay inside this package (DESIGN §5).
+Spark's camelCase names stay inside this package (docs/design.md §5).
 """
 
 __all__: list[str] = []

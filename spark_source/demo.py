@@ -5,7 +5,8 @@
 query, counts each sensor's (routing key's) readings in tumbling event-time windows
 driven by ``withWatermark("event_time_watermark", "0 seconds")``, and prints the
 windows and the late readings (event time at or below the event-time watermark when
-they arrived). It returns both, so the caller can check or report them. The caller
+they arrived); a failed query is a ``SparkSourceError`` with the first line of Spark's
+error. It returns both, so the caller can check or report them. The caller
 starts the server and writes the workload (``iot-sensors``) first.
 """
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import SparkSourceError
 from .eventtime import event_time_windows, late_rows
 
 __all__ = ["WindowResult", "LateReading", "SparkDemoResult", "run_spark_demo"]
@@ -84,7 +86,7 @@ def run_spark_demo(
     """
     from .session import local_session
 
-    spark = spark if spark is not None else local_session("ingestwm-demo")
+    spark = spark if spark is not None else local_session("ingestwm-demo", log_level="fatal")
     df = (
         spark.readStream.format("ingestwm")
         .option("endpoint", endpoint)
@@ -103,7 +105,11 @@ def run_spark_demo(
             .trigger(availableNow=True)
             .start()
         )
-        query.awaitTermination()
+        try:
+            query.awaitTermination()
+        except Exception as e:  # StreamingQueryException: the JVM's stack trace follows its first line
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise SparkSourceError(f"the demo's Spark query on {stream} failed: {first}") from None
         late_count = late_rows(query)
         batches = len(query.recentProgress)
     windows = sorted(

@@ -12,6 +12,7 @@ __all__ = [
     "InvalidOffsetError",
     "DataLossError",
     "SinkError",
+    "JavaUnavailableError",
 ]
 
 
@@ -33,3 +34,7 @@ class DataLossError(SparkSourceError):
 
 class SinkError(SparkSourceError):
     """The sink cannot write or commit a micro-batch (names the stream, column or batch)."""
+
+
+class JavaUnavailableError(SparkSourceError):
+    """No usable Java for Spark: names the ``java`` looked for (``JAVA_HOME`` or ``PATH``) and why."""

@@ -7,7 +7,7 @@ the column is global and never decreases), keep the ``kind = 'event'`` rows, and
 keyed ``applyInPandasWithState`` with event-time timeouts:
 
 - an event whose event time is ``<=`` Spark's current watermark when it arrives is
-  *late* (DESIGN §1); so is an event without an event time. Late rows come out at
+  *late* (docs/design.md §1); so is an event without an event time. Late rows come out at
   once with ``late = true`` (``late="flag"``) or are dropped (``late="drop"``); either
   way they are counted in the query's observed metrics (``late_rows(query)``);
 - ``reorder_by_event_time`` buffers on-time events per key and releases them in

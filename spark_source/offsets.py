@@ -10,7 +10,7 @@ resumes from it. An offset holds, per stream:
 - ``starts``: segments that joined in this micro-batch (successors, new streams) and
   the offset they are read from (absent: 0).
 
-and one ``watermark``: the ingestion watermark (DESIGN §1) at those positions, global
+and one ``watermark``: the ingestion watermark (docs/design.md §1) at those positions, global
 over all streams read, never decreasing from one offset to the next. JSON keys are
 sorted, so equal offsets serialise equally (Spark compares them as strings).
 """

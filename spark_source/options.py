@@ -104,7 +104,7 @@ class Position:
 
 @dataclass(frozen=True, slots=True)
 class SourceOptions:
-    """The source's validated options (DESIGN §1 units: milliseconds)."""
+    """The source's validated options (docs/design.md §1 units: milliseconds)."""
 
     endpoint: str
     streams: tuple[str, ...]

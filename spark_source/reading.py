@@ -9,7 +9,7 @@ works per event in Python:
 - ``decode_events`` turns each read's frames into columns with two numba kernels over
   the raw bytes (writer markers validated and dropped);
 - every event's ingestion time is ``watermark_at(o) + 1`` (``o`` below the length,
-  DESIGN §1). ``watermark_at`` never decreases with ``o``, so one ``watermarks_at``
+  docs/design.md §1). ``watermark_at`` never decreases with ``o``, so one ``watermarks_at``
   call asks for every 64th event's offset, and a second only for the events of the
   blocks whose ends differ (none, when a block's events were appended together);
 - the columns become one ``pyarrow.RecordBatch`` per read in exactly the schema Spark

@@ -1,5 +1,6 @@
-"""Fault injection for the tests: a TCP proxy that cuts every connection it carries, on demand,
-and a remote client whose first reply of chosen calls is lost that way."""
+"""Fault injection for the tests: a TCP proxy that cuts every connection it carries, or black-holes
+them (every byte swallowed, the connections kept open), on demand; a server that accepts
+connections and never answers; and a remote client whose first reply of chosen calls is lost."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from typing import Any
 
 from segmentstore import SegmentStore
 from segmentstore.client import RemoteClient
+from segmentstore.net.protocol import PROTOCOL_VERSION, REPLY, encode_frame
 from segmentstore.net.server import SegmentStoreServer
 
-__all__ = ["CuttingProxy", "replies_lost_once"]
+__all__ = ["CuttingProxy", "SilentServer", "replies_lost_once"]
 
 
 class CuttingProxy:
-    """A TCP proxy to ``port`` that can cut every connection at once (a fault injector)."""
+    """A TCP proxy to ``port`` that can cut every connection at once, or black-hole them (a fault
+    injector): after ``black_hole()`` it forwards nothing either way, keeps every connection open
+    and accepts new ones without connecting them upstream (a partition that TCP does not see)."""
 
     def __init__(self, port: int) -> None:
         self.upstream = port
@@ -26,7 +30,12 @@ class CuttingProxy:
         self.socks: list[socket.socket] = []
         self.lock = threading.Lock()
         self.cuts = 0
+        self.holed = False
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def black_hole(self) -> None:
+        """From now on swallow every byte; connections stay open, new ones are accepted."""
+        self.holed = True
 
     def _accept(self) -> None:
         while True:
@@ -34,6 +43,11 @@ class CuttingProxy:
                 a, _ = self.listener.accept()
             except OSError:
                 return
+            if self.holed:
+                with self.lock:
+                    self.socks.append(a)
+                threading.Thread(target=_swallow, args=(a,), daemon=True).start()
+                continue
             try:
                 b = socket.create_connection(("127.0.0.1", self.upstream))
             except OSError:
@@ -44,11 +58,11 @@ class CuttingProxy:
             for src, dst in ((a, b), (b, a)):
                 threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := src.recv(1 << 16):
-                dst.sendall(data)
+                if not self.holed:
+                    dst.sendall(data)
         for s in (src, dst):
             with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
@@ -66,6 +80,61 @@ class CuttingProxy:
     def close(self) -> None:
         self.listener.close()
         self.cut()
+
+
+def _swallow(sock: socket.socket) -> None:
+    """Read and drop everything ``sock`` receives until it closes."""
+    with contextlib.suppress(OSError):
+        while sock.recv(1 << 16):
+            pass
+
+
+class SilentServer:
+    """A server that accepts connections, reads what they send and never answers (not even the
+    hello): a process hung, or a port taken by something else. With ``hello``, it answers the
+    hello, then nothing (a server stuck after accepting). ``close()`` drops it all."""
+
+    def __init__(self, port: int = 0, hello: bool = False) -> None:
+        self.hello = hello
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.port = self.listener.getsockname()[1]
+        self.socks: list[socket.socket] = []
+        self.received = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.socks.append(conn)
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, sock: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if self.hello:
+                data = sock.recv(1 << 16)
+                with self.lock:
+                    self.received += len(data)
+                info = {"version": PROTOCOL_VERSION, "max_in_flight": 64}
+                sock.sendall(b"".join(encode_frame([REPLY, 1, info])))
+            while data := sock.recv(1 << 16):
+                with self.lock:
+                    self.received += len(data)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+        self.listener.close()
+        with self.lock:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The watermark advancer: idle progress (DESIGN §4.3), candidates, future reads, counters, both modes."""
+"""Watermark advancer: idle progress (docs/design.md §4.3), candidates, future reads, counters, both modes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every benchmark module imports and runs at the ``tiny`` size, both ways, so that none can rot.
 
-Benchmarks are not tests (DESIGN §5): nothing here is timed or compared. The modules
+Benchmarks are not tests (docs/design.md §5): nothing here is timed or compared. The modules
 are listed from the ``bench/perf`` folder, not imported to be found, so one that fails
 to import is a failing test here, never a skip. ``SLOW`` modules (Spark) are marked
 ``slow`` and share the suite's Spark session.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +15,7 @@ from bench.cli import main
 from bench.perf.errors import BenchmarkError
 from bench.perf.suite import format_table, run_bench
 
+ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ["demo", "simulate", "bench", "experiment", "serve"]
 
 
@@ -153,3 +156,123 @@ def test_experiment_runs_a_two_point_grid_on_spark(
         assert int(r["idle_lag_max_ms"]) <= bound
         assert r["events_written"] == r["events_delivered"] != "0"
     assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.json").exists()
+
+
+def test_a_negative_seed_is_a_usage_error_naming_the_option(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--seed -1`` was a numpy traceback from deep in the simulator; a YAML seed of -1 too."""
+    assert main(["simulate", "idle-tail", "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "'--seed'" in err and "-1 is not in the range x>=0" in err
+    assert main(["simulate", "idle-tail", "--set", "seed=-1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seed" in err[0] and "must be >= 0" in err[0]
+
+
+class _Module:
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+
+def test_a_failing_benchmark_is_one_line_the_others_run_and_the_exit_is_non_zero(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.perf.suite as suite
+
+    def boom(size: str) -> list[dict[str, Any]]:
+        raise RuntimeError("the query q failed: Job aborted\n\tat org.apache.spark.SparkException(...)")
+
+    def fine(size: str) -> list[dict[str, Any]]:
+        return [suite.row("x per second", 10.0, "1/s")]
+
+    fakes = {"bench_store": _Module(boom), "bench_index": _Module(fine)}
+    monkeypatch.setattr(suite, "load", lambda name: fakes[name])
+    assert main(["bench", "--tiny", "--only", "bench_store", "--only", "bench_index"]) == 1
+    captured = capsys.readouterr()
+    assert "bench_store FAILED: RuntimeError: the query q failed: Job aborted" in captured.out
+    assert "org.apache" not in captured.out + captured.err and "Traceback" not in captured.err
+    assert any(ln.startswith("bench_index") and "x per second" in ln for ln in captured.out.splitlines())
+    assert captured.err.strip() == "Error: 1 of 2 benchmark modules failed: bench_store"
+
+
+def _no_java_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "PATH")}
+    empty = tmp_path / "empty-bin"
+    empty.mkdir(exist_ok=True)
+    return {**env, "PATH": str(empty), "PYTHONPATH": str(ROOT), **extra}
+
+
+@pytest.mark.parametrize("where", ["path", "java_home", "broken_java"])
+def test_demo_without_java_is_one_line_naming_what_was_looked_for(where: str, tmp_path: Path) -> None:
+    """No Java (nothing on PATH, JAVA_HOME pointing nowhere, a java that fails): one line, no traceback."""
+    extra: dict[str, str] = {}
+    if where == "java_home":
+        extra["JAVA_HOME"] = str(tmp_path / "no-jdk")
+    if where == "broken_java":
+        home = tmp_path / "jdk"
+        (home / "bin").mkdir(parents=True)
+        java = home / "bin" / "java"
+        java.write_text("#!/bin/sh\necho 'Error: could not create the Java Virtual Machine.' >&2\nexit 1\n")
+        java.chmod(0o755)
+        extra["JAVA_HOME"] = str(home)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "demo", "--out", str(tmp_path / "out")],
+        cwd=ROOT,
+        env=_no_java_env(tmp_path, **extra),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    err = done.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert err[0].startswith("Error: ") and "--no-spark" in err[0] and "JAVA_HOME" in err[0]
+    looked_for = {
+        "path": str(tmp_path / "empty-bin"),
+        "java_home": str(tmp_path / "no-jdk"),
+        "broken_java": "could not create the Java Virtual Machine",
+    }
+    assert looked_for[where] in err[0]
+    assert not (tmp_path / "out").exists()  # failed before the simulation ran
+
+
+def test_check_java_finds_a_working_java_and_refuses_a_slow_one(tmp_path: Path) -> None:
+    from spark_source.errors import JavaUnavailableError
+    from spark_source.session import check_java
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    java = fake / "java"
+    java.write_text("#!/bin/sh\necho 'openjdk version \"17.0.9\" 2023-10-17' >&2\n")
+    java.chmod(0o755)
+    assert check_java({"PATH": str(fake)}) == str(java)
+    old = tmp_path / "old" / "bin"
+    old.mkdir(parents=True)
+    (old / "java").write_text("#!/bin/sh\necho 'java version \"1.8.0_392\"' >&2\n")
+    (old / "java").chmod(0o755)
+    with pytest.raises(JavaUnavailableError, match=r"Java 8 at .*Spark needs Java 17 or later"):
+        check_java({"JAVA_HOME": str(old.parent), "PATH": str(fake)})
+    slow = tmp_path / "slow" / "bin"
+    slow.mkdir(parents=True)
+    (slow / "java").write_text("#!/bin/sh\nsleep 5\n")
+    (slow / "java").chmod(0o755)
+    with pytest.raises(JavaUnavailableError, match=r"did not answer in 0.5 s .*--no-spark"):
+        check_java({"JAVA_HOME": str(slow.parent)}, timeout_s=0.5)
+
+
+@pytest.mark.slow
+def test_bench_spark_prints_its_table_and_no_spark_noise(tmp_path: Path) -> None:
+    """``ingestwm bench --tiny --only bench_spark`` printed pages of killed tasks and broken pipes."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "bench", "--tiny", "--only", "bench_spark"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    out = done.stdout + done.stderr
+    for noise in ("TaskKilledException", "Traceback", "StackOverflowError", "BrokenPipeError", "EOFError"):
+        assert noise not in out, out[-4000:]
+    assert "Setting default log level" not in out and " ERROR " not in out
+    assert sum(ln.startswith("bench_spark ") for ln in done.stdout.splitlines()) >= 10

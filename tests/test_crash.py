@@ -1,4 +1,4 @@
-"""kill -9 at random moments: every acknowledged append survives, and no time goes backwards (DESIGN §4.4).
+"""kill -9 at random moments: acknowledged appends survive, no time goes backwards (docs/design.md §4.4).
 
 A writer subprocess with ``sync="always"`` appends (and merges transactions, updates
 attributes, runs advancer passes that evict segments, takes snapshots every few dozen

@@ -292,7 +292,7 @@ def test_no_late_events_when_the_lag_bounds_the_delay(
     segments: int,
     restore_at: int | None,
 ) -> None:
-    """DESIGN §4.5: ingestion - event time <= lag for every event => none is late, also across a restore."""
+    """docs/design.md §4.5: ingestion - event time <= lag for all events => none late, even on restore."""
     clock = ManualClock(1_000_000)
     store = SegmentStore(clock=clock)
     try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -99,3 +101,39 @@ def test_a_group_with_a_corrupt_log_can_be_deleted_and_made_again(
     assert any(r.is_event for r in reads)  # a fresh group reads from the head
     with pytest.raises(ReaderGroupNotFoundError):
         group.refresh()  # the old replica learns its group is gone
+
+
+def test_list_on_a_store_without_groups_says_so(
+    store: SegmentStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with SegmentStoreServer(store) as srv:
+        endpoint = f"127.0.0.1:{srv.port}"
+        assert main(["group", "list", "--endpoint", endpoint]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""  # stdout stays one name per line for scripts
+    assert captured.err.strip() == f"no reader groups in the store at {endpoint}"
+
+
+def test_describe_shows_utc_times_and_never_a_negative_lag(served: tuple[str, ReaderGroup]) -> None:
+    """The store's clock ahead of this machine's: lag 0 and by how much it is ahead, not ``lag -1234``."""
+    from bench.cli.group import describe_group, format_description
+    from segmentstore.client import RemoteClient
+
+    endpoint, group = served
+    wm = group.group_watermark
+    assert wm is not None
+    with RemoteClient(endpoint) as c:
+        behind = describe_group(c, "g1", wm + 2_500)
+        ahead = describe_group(c, "g1", wm - 1_500)
+    assert behind["watermark_lag_ms"] == 2_500 and behind["watermark_ahead_ms"] == 0
+    assert ahead["watermark_lag_ms"] == 0 and ahead["watermark_ahead_ms"] == 1_500
+    for d in (behind, ahead):
+        assert all(s["watermark_lag_ms"] >= 0 and s["watermark_ahead_ms"] >= 0 for s in d["segments"])
+        assert all(r["heartbeat_age_ms"] >= 0 for r in d["readers"])
+    iso = dt.datetime.fromtimestamp(wm / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{wm % 1000:03d}Z"
+    assert ahead["group_watermark_utc"] == iso
+    text = "\n".join(format_description(ahead))
+    assert f"group watermark {iso}  lag 0 ms (1500 ms ahead of this machine's clock)" in text
+    assert "lag -" not in text and not re.search(r"\s-\d", text)
+    assert str(wm) not in text  # no epoch milliseconds in the text
+    assert "lag 2500 ms" in "\n".join(format_description(behind))

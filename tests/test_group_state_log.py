@@ -44,8 +44,8 @@ from readergroup.group_updates import (
 from readergroup.reader import EventReader, ReadKind
 from readergroup.state import state_segment
 from readergroup.writer import EventWriter
-from segmentstore import ConnectionLostError, ManualClock, StreamSegment
-from segmentstore.client import SegmentStoreClient
+from segmentstore import ConnectionLostError, ManualClock, SegmentStore, StreamSegment
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 S = "test/shared"
 
@@ -344,19 +344,69 @@ def test_an_offline_reader_that_comes_back_finds_itself_offline_and_reports_noth
     b._check()
 
 
-def test_a_deleted_group_fails_the_readers_of_every_replica(
+def _reads_until_it_raises(r: EventReader, error: type[Exception]) -> str:
+    """Read (whatever is still buffered) until the reader raises ``error``; its message."""
+    with pytest.raises(error) as info:
+        for _ in range(1_000):
+            r.read_next_event()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("lease", [False, True])
+def test_a_deleted_group_fails_the_readers_of_every_replica_naming_the_group(
+    clock: ManualClock, client: SegmentStoreClient, lease: bool
+) -> None:
+    """Readers of the deleting process and of another one learn that the group was deleted, not
+    that they were declared offline: at their next read, or sync, or (with a lease and a report
+    interval longer than the test) at their next beat."""
+    client.create_stream(S, 2)
+    opts: dict[str, Any] = {"reader_timeout_ms": 0}
+    if lease:
+        opts = {"reader_timeout_ms": 1_000, "position_report_interval_ms": 10**9}
+    mgr = ReaderGroupManager(client, clock)
+    mgr.create_reader_group("g", _config(**opts))
+    mine = mgr.create_reader("g", "mine")
+    other = ReaderGroupManager(client, clock)
+    theirs = other.create_reader("g", "theirs")
+    _write(client, clock, 30)
+    for r in (mine, theirs):
+        for _ in range(3):
+            r.read_next_event()
+    assert other.list_reader_groups() == ["g"]
+    mgr.delete_reader_group("g")
+    assert other.list_reader_groups() == []
+    if lease:
+        clock.advance(600)  # their next beat finds the group gone
+    for r in (mine, theirs):
+        msg = _reads_until_it_raises(r, ReaderGroupNotFoundError)
+        assert "'g'" in msg and "deleted" in msg and "offline" not in msg
+        assert "'g'" in _reads_until_it_raises(r, ReaderGroupNotFoundError)  # and it stays so
+    with pytest.raises(ReaderGroupNotFoundError, match="'_system/_rg/g'"):
+        other.get_reader_group("g").online_readers()
+    mine.close()  # nothing to leave
+    with pytest.raises(ReaderGroupNotFoundError):
+        mgr.delete_reader_group("g")
+
+
+def test_a_reader_of_a_group_deleted_and_made_again_learns_its_group_is_gone(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
     client.create_stream(S, 1)
+    cfg = _config(reader_timeout_ms=1_000, position_report_interval_ms=10**9)
     mgr = ReaderGroupManager(client, clock)
-    mgr.create_reader_group("g", _config())
-    other = ReaderGroupManager(client, clock)
-    r = other.create_reader("g", "r")
-    assert other.list_reader_groups() == ["g"]
+    mgr.create_reader_group("g", cfg)
+    old = ReaderGroupManager(client, clock).create_reader("g", "r")
+    old.read_next_event()
     mgr.delete_reader_group("g")
-    with pytest.raises(ReaderNotInGroupError):
-        r.read_next_event()
-    assert other.list_reader_groups() == []
+    new = ReaderGroupManager(client, clock).create_reader_group("g", cfg)
+    heir = new.create_reader("r")  # the same reader id in the new group
+    clock.advance(600)  # the old reader beats: its heartbeat is not in the new group's segment
+    msg = _reads_until_it_raises(old, ReaderGroupNotFoundError)
+    assert "'g'" in msg and "created again" in msg
+    written = _write(client, clock, 5)
+    assert sorted(_drain(heir)) == sorted(written)  # the new group is untouched by the old reader
+    assert new.online_readers() == ["r"]
+    new._check()
 
 
 # ---------------------------------------------------------------------- leases
@@ -426,6 +476,26 @@ def test_the_state_segment_keeps_a_heartbeat_per_online_reader_only(
     assert a.online_readers() == ["ra"]
     assert len(_heartbeat_keys(client)) == 1
     a._check()
+
+
+def test_a_lease_counts_from_when_a_live_process_first_sees_the_heartbeat(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """The README's "when a dead reader is declared offline": a process that first looks at a
+    long-dead reader's heartbeat still waits a whole lease on its own clock from that look."""
+    client.create_stream(S, 1)
+    a = ReaderGroup("g", _config(reader_timeout_ms=1_000), client, clock)
+    dead = a.create_reader("dead")
+    dead.read_next_event()  # it beats once, then its process stops
+    clock.advance(5_000)  # five leases later a process opens the group and looks
+    late = ReaderGroup.open("g", client, clock)
+    assert late.expire_readers() == []  # its first sight of the heartbeat's value
+    clock.advance(999)
+    assert late.expire_readers() == []
+    clock.advance(1)
+    assert late.expire_readers() == ["dead"]  # a whole lease since it first saw it
+    assert a.online_readers() == []
+    late._check()
 
 
 def test_a_slow_reader_within_its_lease_keeps_its_segments(
@@ -583,3 +653,27 @@ def test_a_log_that_lost_updates_a_replica_applied_is_a_clear_error(tmp_path: An
         client.close()
         server.stop()
         store.close()
+
+
+def test_a_deletion_whose_reply_was_lost_still_fails_the_readers_as_deleted(
+    clock: ManualClock, store: SegmentStore
+) -> None:
+    """Over a connection cut right after the store deleted the state (the reply is lost): the
+    delete is resolved, and readers here and elsewhere learn that the group was deleted."""
+    from faults import replies_lost_once
+
+    elsewhere = EmbeddedClient(store)
+    elsewhere.create_stream(S, 1)
+    with replies_lost_once(store, store, "delete") as (client, proxy, applied):
+        mgr = ReaderGroupManager(client, clock)
+        mgr.create_reader_group("g", _config())
+        mine = mgr.create_reader("g", "mine")
+        theirs = ReaderGroupManager(elsewhere, clock).create_reader("g", "theirs")
+        _write(elsewhere, clock, 10)
+        mine.read_next_event()
+        theirs.read_next_event()
+        mgr.delete_reader_group("g")
+        assert proxy.cuts >= 1 and len(applied["delete"]) == 1  # deleted once, its reply lost
+        for r in (mine, theirs):
+            assert "'g' was deleted" in _reads_until_it_raises(r, ReaderGroupNotFoundError)
+        assert mgr.list_reader_groups() == []

@@ -25,25 +25,31 @@ TINY = {
     "name": "tiny",
     "start_time_ms": S,
     "duration_ms": 6000,
-    "tick_ms": 1000,
-    "sample_ms": 1000,
-    "window_ms": 2000,
-    "report_interval_ms": 0,
     # the advancer never fires within the run: the writer's markers keep the tail fresh
     "store": {"max_watermark_lag_ms": 100_000, "polling_period_ms": 1000},
     "stream": {"name": "lab/tiny", "segments": 1},
     "writers": [
         {
             "name": "A",
-            "schedule_ms": [1000, 2000, 3000],
-            "schedule_offsets_ms": [0, -1500, 0],
+            "keys": ["A"],
+            "workload": {
+                "kind": "schedule",
+                "events": [
+                    {"at_ms": 1000, "key": "A"},
+                    {"at_ms": 2000, "key": "A", "event_time_offset_ms": -1500},
+                    {"at_ms": 3000, "key": "A"},
+                ],
+            },
             "assert_every_ms": 1000,
-            "stop_ms": 3000,
+            "stop_ms": 3001,
         }
     ],
     "readers": [{"name": "r"}],
+    "group": {"position_report_interval_ms": 0, "max_event_time_lag_ms": 500},
+    "pipeline": {"ordering": True, "window_ms": 2000},
+    "metrics": {"sample_ms": 1000},
     "strategies": {
-        "max_event_time_lag_ms": 500,
+        "tick_ms": 1000,
         "flink_bound_ms": 0,
         "flink_idle_timeout_ms": 100_000,
         "flink_interval_ms": 1000,
@@ -176,7 +182,7 @@ def test_scenario_errors_name_the_field() -> None:
     with pytest.raises(LabScenarioError, match=r"strategies\.nope: unknown field"):
         lab_scenario_from_dict({**TINY, "strategies": {"nope": 1}})
     with pytest.raises(LabScenarioError, match="tick_ms"):
-        lab_scenario_from_dict({**TINY, "window_ms": 1500})
+        lab_scenario_from_dict({**TINY, "pipeline": {"ordering": True, "window_ms": 1500}})
 
 
 def test_shipped_scenarios_load() -> None:

@@ -12,8 +12,12 @@ _FENCE = re.compile(r"^```sh\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def _readme_commands() -> list[str]:
+    """The README's set-up commands: its ``sh`` blocks that make a virtual environment.
+
+    Its other ``sh`` blocks are examples, run by ``tests/test_docs.py``.
+    """
     blocks = _FENCE.findall((ROOT / "README.md").read_text(encoding="utf-8"))
-    return [b.strip() for b in blocks]
+    return [b.strip() for b in blocks if b.startswith("python3 -m venv")]
 
 
 def _script_commands(path: Path) -> list[str]:
@@ -23,6 +27,8 @@ def _script_commands(path: Path) -> list[str]:
 
 def test_readme_has_exactly_two_single_line_set_up_commands() -> None:
     commands = _readme_commands()
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.count("python3 -m venv") == len(commands), "a set-up command outside its own sh block"
     assert len(commands) == 2, commands
     assert all("\n" not in c for c in commands), commands
     main, tests = commands

@@ -1,6 +1,6 @@
 """Reader groups as they run in operation: a clock that ticks on every reading, restores, exactness.
 
-The state machine of ``test_readergroup_stateful`` (invariants 1 and 2 of DESIGN §4
+The state machine of ``test_readergroup_stateful`` (invariants 1 and 2 of docs/design.md §4
 over random scaling, transactions, seals, reader join/crash/leave, checkpoints and
 resets) run again with what the manual clock hides and two more checks:
 

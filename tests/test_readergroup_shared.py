@@ -35,6 +35,8 @@ from readergroup.reader import EventReader, ReadKind
 
 
 class SharedGroupMachine(InOperationMachine):
+    REPLICAS_MAY_FALL_BEHIND = True  # a replica that does not look for a while misses compactions
+
     def __init__(self) -> None:
         super().__init__()
         self.replicas: list[ReaderGroup] = []

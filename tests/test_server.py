@@ -29,7 +29,12 @@ from segmentstore import (
 )
 from segmentstore.client import RemoteClient
 from segmentstore.clock import monotonic_s
-from segmentstore.errors import AuthenticationError, ConnectionLostError, SegmentNotFoundError
+from segmentstore.errors import (
+    AuthenticationError,
+    ConnectionLostError,
+    NotSentError,
+    SegmentNotFoundError,
+)
 from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack
 from segmentstore.net.server import SegmentStoreServer
 
@@ -452,7 +457,7 @@ def test_lost_appends_are_resent_only_with_writer_ids() -> None:
         with pytest.raises(ConnectionLostError, match="may or may not"):
             plain.result(10)
         keyed = c.append_async("s", b"keyed", writer_id=1, event_number=1)
-        with pytest.raises(ConnectionLostError):  # resent on every new connection until the timeout
+        with pytest.raises(ReadTimeoutError, match="may or may not"):  # resent until the timeout
             keyed.result(10)
     _close_listener(listener)
 
@@ -514,6 +519,51 @@ def test_kill_9_and_restart_loses_nothing_acknowledged(tmp_path: Path) -> None:
         for i, r in enumerate(acked):
             if not r.duplicate:
                 assert data[r.offset : r.offset + _REC] == _rec(1, i)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(30) == 0
+
+
+@pytest.mark.slow
+def test_kill_9_fails_pending_appends_in_time_saying_which_were_not_stored(tmp_path: Path) -> None:
+    """The server killed and not back within timeout_s: every pending append fails in time; after
+    the restart, acknowledged ones are stored once, ones never sent (NotSentError) are not."""
+    server, port = _start_serve(tmp_path / "data", 0)
+    futs: list[Any] = []
+    with RemoteClient(("127.0.0.1", port), timeout_s=1, window=2, max_batch_events=16) as c:
+        c.create_segment("s")
+        stop = threading.Event()
+
+        def write() -> None:
+            i = 0
+            while not stop.is_set() and i < 50_000:
+                futs.append(c.append_async("s", _rec(1, i), writer_id=1, event_number=i))
+                i += 1
+                if i % 64 == 0:
+                    stop.wait(0.001)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        while sum(f.done() for f in futs[:500]) < 500:
+            threading.Event().wait(0.01)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait()
+        threading.Event().wait(0.3)  # appends pile up against the dead server
+        stop.set()
+        writer.join()
+        assert c.flush(10), "appends still pending 10 s after the server was killed (timeout_s=1)"
+        errs = [f.exception(0) for f in futs]
+        unsent = [i for i, e in enumerate(errs) if isinstance(e, NotSentError)]
+        unknown = [i for i, e in enumerate(errs) if e is not None and not isinstance(e, NotSentError)]
+        assert unsent and all(isinstance(errs[i], (ReadTimeoutError, ConnectionLostError)) for i in unknown)
+        server, _ = _start_serve(tmp_path / "data", port)
+        stored = _parse(c.read("s", 0, 1 << 24).data)
+    counts = {i: 0 for i in range(len(futs))}
+    for w, i in stored:
+        assert w == 1
+        counts[i] += 1
+    assert all(counts[i] == 1 for i, e in enumerate(errs) if e is None)  # acknowledged: once
+    assert all(counts[i] == 0 for i in unsent)  # never sent: not stored
+    assert all(n <= 1 for n in counts.values())  # nothing twice
     server.send_signal(signal.SIGTERM)
     assert server.wait(30) == 0
 

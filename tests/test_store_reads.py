@@ -1,4 +1,4 @@
-"""Reads and watermarks (DESIGN §1) and future reads that wait at the tail."""
+"""Reads and watermarks (docs/design.md §1) and future reads that wait at the tail."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def read_stream(client: SegmentStoreClient, stream: str, meta: Any = None) -> di
 
 
 def check_successor_watermarks(client: SegmentStoreClient, stream: str) -> None:
-    """DESIGN §1: every byte of a successor has ingestion time > its predecessors' final watermark."""
+    """docs/design.md §1: every byte of a successor has ingestion time > its predecessors' final watermark."""
     for seg in all_segments(client, stream):
         length = client.get_info(seg.name).length
         final = client.watermark_at(seg.name, length)

@@ -1,4 +1,4 @@
-"""Tests of the per-segment watermark index (DESIGN §1, PDP-26 representation)."""
+"""Tests of the per-segment watermark index (docs/design.md §1, PDP-26 representation)."""
 
 from __future__ import annotations
 

@@ -163,7 +163,7 @@ def test_linger_flushes_old_batches(client: FlakyClient, clock: ManualClock) -> 
 def test_a_wall_clock_step_back_does_not_hold_a_lingering_block(
     client: FlakyClient, clock: ManualClock
 ) -> None:
-    """DESIGN §1: the clock may step back; a block opened before must not wait until it is caught up."""
+    """docs/design.md §1: the clock may step back; a block opened before must not wait until caught up."""
     seg = client.create_stream(S).active_segments[0]
     w = EventWriter(client, S, clock=clock, config=WriterConfig(max_batch_events=100, linger_ms=10))
     w.write_event("k", b"a")

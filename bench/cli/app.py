@@ -2,7 +2,8 @@
 
 Each command parses its flags and calls the code that does the work: ``demo`` the main
 job (``bench.cli.main_job``), ``simulate`` and ``experiment`` the simulator
-(``bench.sim``), ``compare`` the lab (``bench.lab``), ``bench`` the benchmark suite
+(``bench.sim``), ``compare`` the lab (``bench.lab``), ``scenario`` the scenario
+language (schema, shipped files), ``bench`` the benchmark suite
 (``bench.perf``), ``serve`` the store's server (``segmentstore.net``: its settings and
 its loop live there; this command only maps flags to them). Errors become one line
 and a non-zero exit status.
@@ -31,9 +32,16 @@ cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/c
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
+    """What ``demo``, ``simulate`` and ``experiment`` turn into one line: the simulator's and Spark's errors.
+
+    ``spark_source.errors`` does not import pyspark: a missing Java (``JavaUnavailableError``)
+    or a failed query is a ``SparkSourceError``.
+    """
+    from spark_source.errors import SparkSourceError
+
     from ..sim.errors import SimulationError
 
-    return (SimulationError,)
+    return (SimulationError, SparkSourceError)
 
 
 @cli.command()
@@ -49,24 +57,65 @@ def demo(out: str | None, no_spark: bool) -> None:
     """
     from pathlib import Path
 
-    from .main_job import run_demo
-
     try:
+        if not no_spark:  # before the simulation's imports: no Java is one line at once
+            from spark_source.session import check_java
+
+            check_java()
+        from .main_job import run_demo
+
         run_demo(click.echo, Path(out) if out is not None else None, spark=not no_spark)
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
 
 
+_RUN_OPTIONS = (
+    click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).",
+    ),
+    click.option(
+        "--seed",
+        type=click.IntRange(min=0),
+        default=None,
+        help="Random seed, >= 0 (overrides the scenario's).",
+    ),
+    click.option(
+        "--replications",
+        "-n",
+        type=int,
+        default=None,
+        help="Run this many seeds (seed, seed+1, ...) and report mean, sd and 95 % CI "
+        "(default: the scenario's replications).",
+    ),
+    click.option(
+        "--jobs", "-j", type=int, default=None, help="Processes for replications (default: all cores)."
+    ),
+    click.option(
+        "--executor",
+        type=click.Choice(["local", "spark"]),
+        default="local",
+        show_default=True,
+        help="Where replications run: local processes, or one Spark task each.",
+    ),
+    click.option(
+        "--master", default="local[*]", show_default=True, help="Spark master URL (--executor spark)."
+    ),
+)
+
+
+def _run_options(f: Any) -> Any:
+    for opt in reversed(_RUN_OPTIONS):
+        f = opt(f)
+    return f
+
+
 @cli.command()
 @click.argument("scenario")
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a scenario field, e.g. --set store.polling_period_ms=250 (repeatable).",
-)
-@click.option("--seed", type=int, default=None, help="Random seed (overrides the scenario's).")
+@_run_options
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
 )
@@ -78,20 +127,48 @@ def demo(out: str | None, no_spark: bool) -> None:
     show_default=True,
     help="Figure format (svg and pdf are vector, for papers).",
 )
-def simulate(scenario: str, overrides: tuple[str, ...], seed: int | None, out: str | None, fmt: str) -> None:
-    """Run SCENARIO (a shipped name or a YAML file) and write its summary, series and plots."""
+def simulate(
+    scenario: str,
+    overrides: tuple[str, ...],
+    seed: int | None,
+    replications: int | None,
+    jobs: int | None,
+    executor: str,
+    master: str,
+    out: str | None,
+    fmt: str,
+) -> None:
+    """Run SCENARIO (a shipped name or a YAML file) and write its summary, series, plots and manifest."""
     from pathlib import Path
 
-    from ..sim.simulate import simulate as run_simulation
+    from ..sim.manifest import Provenance
+    from ..sim.simulate import simulate_replications
 
+    prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
-        run_simulation(scenario, overrides, seed, Path(out) if out is not None else None, click.echo, fmt=fmt)
+        simulate_replications(
+            scenario,
+            replications,
+            overrides,
+            seed,
+            Path(out) if out is not None else None,
+            click.echo,
+            executor,
+            jobs,
+            master,
+            provenance=prov,
+            fmt=fmt,
+        )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
 
 
 @cli.command("bench")
-@click.option("--quick", is_flag=True, help="Smaller sizes: seconds per module, not minutes.")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Smaller sizes: seconds per module (about a minute for each Spark one), not minutes.",
+)
 @click.option("--tiny", is_flag=True, help="Smallest sizes: a smoke run (the figures mean little).")
 @click.option(
     "--only",
@@ -133,25 +210,72 @@ def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bo
 
 @cli.command()
 @click.argument("sweep")
+@click.option(
+    "--replications", "-n", type=int, default=None, help="Seeds per grid point (overrides the sweep's)."
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["spark", "local"]),
+    default="spark",
+    show_default=True,
+    help="One Spark task per run, or local processes.",
+)
+@click.option(
+    "--jobs", "-j", type=int, default=None, help="Processes with --executor local (default: all cores)."
+)
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/experiment-<sweep>)."
 )
-def experiment(sweep: str, master: str, out: str | None) -> None:
-    """Run the parameter grid SWEEP (a shipped name or YAML file), one simulation per Spark task."""
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
+def experiment(
+    sweep: str,
+    replications: int | None,
+    executor: str,
+    jobs: int | None,
+    master: str,
+    out: str | None,
+    fmt: str,
+) -> None:
+    """Run the parameter grid SWEEP (a shipped name or YAML file) of simulations or lab comparisons."""
     from pathlib import Path
 
+    from ..sim.manifest import Provenance
     from ..sim.sweep import run_experiment
 
+    prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
-        run_experiment(sweep, master, Path(out) if out is not None else None, click.echo)
+        run_experiment(
+            sweep,
+            master,
+            Path(out) if out is not None else None,
+            click.echo,
+            replications,
+            executor,
+            jobs,
+            provenance=prov,
+            fmt=fmt,
+        )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
 
 
 @cli.command()
 @click.argument("scenario")
-@click.option("--out", default=None, metavar="DIR", help="Also write compare.csv/.json and the figure there.")
+@_run_options
+@click.option(
+    "--out",
+    default=None,
+    metavar="DIR",
+    help="Also write compare.csv/.json, the figure and manifest.json there.",
+)
 @click.option("--no-plot", is_flag=True, help="With --out: skip the figure.")
 @click.option(
     "--format",
@@ -161,30 +285,87 @@ def experiment(sweep: str, master: str, out: str | None) -> None:
     show_default=True,
     help="Figure format (svg and pdf are vector, for papers).",
 )
-def compare(scenario: str, out: str | None, no_plot: bool, fmt: str) -> None:
-    """Run lab SCENARIO (shipped name or YAML file) through four watermark strategies; print the table."""
+def compare(
+    scenario: str,
+    overrides: tuple[str, ...],
+    seed: int | None,
+    replications: int | None,
+    jobs: int | None,
+    executor: str,
+    master: str,
+    out: str | None,
+    no_plot: bool,
+    fmt: str,
+) -> None:
+    """Run SCENARIO (shipped name or YAML file) through the watermark strategies (the four built-in
+    ones and its strategies.custom); print the table."""
     from pathlib import Path
 
-    from ..lab import (
-        LabScenarioError,
-        LabStrategyError,
-        format_table,
-        lab_scenarios,
-        load_lab_scenario,
-        run_compare,
-        write_outputs,
-    )
+    from ..lab.lab_run import compare_scenario
+    from ..sim.manifest import Provenance
+
+    prov = Provenance(["ingestwm", *sys.argv[1:]])
+    try:
+        compare_scenario(
+            scenario,
+            overrides,
+            seed,
+            Path(out) if out is not None else None,
+            not no_plot,
+            replications,
+            click.echo,
+            executor,
+            jobs,
+            master,
+            provenance=prov,
+            fmt=fmt,
+        )
+    except _sim_errors() as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.group()
+def scenario() -> None:
+    """The scenario language: its schema, the shipped scenarios, a scenario resolved."""
+
+
+@scenario.command("schema")
+def scenario_schema() -> None:
+    """Print the scenario schema (Markdown: every field's type, unit, default and meaning)."""
+    from ..sim.schema_doc import schema_markdown
+
+    click.echo(schema_markdown(), nl=False)
+
+
+@scenario.command("list")
+def scenario_list() -> None:
+    """List the shipped scenarios and sweeps with their descriptions."""
+    from ..scenarios.yaml_specs import read_mapping, shipped
+    from ..sim.errors import ScenarioError
+
+    for name, path in shipped().items():
+        data = read_mapping(path, "scenario file", ScenarioError)
+        lab = " [lab]" if "strategies" in data else ""
+        click.echo(f"{name:18} {data.get('description', '')}{lab}")
+    for name, path in shipped("sweeps").items():
+        data = read_mapping(path, "sweep", ScenarioError)
+        click.echo(f"{'sweeps/' + name:18} {data.get('description', '')}")
+
+
+@scenario.command("show")
+@click.argument("name")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a field (repeatable).")
+def scenario_show(name: str, overrides: tuple[str, ...]) -> None:
+    """Print scenario NAME fully resolved (every default filled in) as YAML."""
+    import yaml
+
+    from ..sim.scenario import load_scenario, scenario_to_dict
 
     try:
-        result = run_compare(load_lab_scenario(scenario))
-    except LabScenarioError as e:
-        raise click.ClickException(f"{e} (shipped: {', '.join(lab_scenarios())})") from None
-    except LabStrategyError as e:
+        sc = load_scenario(name, overrides)
+    except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
-    click.echo(format_table(result))
-    if out is not None:
-        for path in write_outputs(result, Path(out), plots=not no_plot, fmt=fmt):
-            click.echo(f"wrote {path}")
+    click.echo(yaml.safe_dump(scenario_to_dict(sc), sort_keys=False), nl=False)
 
 
 @cli.command()
@@ -272,7 +453,8 @@ def serve(
     keyfile: str | None,
     **settings: Any,
 ) -> None:
-    """Serve a segment store until SIGINT/SIGTERM; prints ``listening on HOST:PORT``."""
+    """Serve a segment store until SIGINT/SIGTERM; prints ``listening on HOST:PORT``, then how long
+    the numba kernels took to be ready (loaded, or compiled on a first start) and the settings."""
     from segmentstore.errors import SegmentStoreError
     from segmentstore.net.serve_config import load_serve_config
     from segmentstore.net.server import serve as run_server

@@ -10,17 +10,43 @@
   at its last acknowledged positions), for a reader known to be gone.
 
 Every command reads the group's state log through ``--endpoint`` (``ingestwm serve``);
-times are the wall clock of this process.
+times are the wall clock of this process. ``describe`` shows times as ISO-8601 UTC (the
+JSON keeps epoch milliseconds beside them). A lag is never negative: a watermark or a
+heartbeat ahead of this machine's clock (the store's or a reader's clock runs ahead, or
+an event-time watermark is in the future) is a lag of 0 and says by how much it is ahead.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
 import click
 
-__all__ = ["group", "describe_group", "format_description"]
+__all__ = ["group", "describe_group", "format_description", "utc_text", "lag_fields"]
+
+
+def utc_text(ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO-8601 UTC (``2026-11-25T18:20:00.123Z``); ``None`` stays ``None``.
+
+    A value outside what a date holds (years 1-9999) is left as its number of milliseconds.
+    """
+    if ms is None:
+        return None
+    try:
+        t = dt.datetime.fromtimestamp(ms / 1000.0, tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms"
+    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def lag_fields(now: int, t: int | None, lag_key: str) -> dict[str, Any]:
+    """``{lag_key: max(0, now - t), "ahead_ms": max(0, t - now)}``, or ``None`` for both without ``t``."""
+    if t is None:
+        return {lag_key: None, "ahead_ms": None}
+    return {lag_key: max(0, now - t), "ahead_ms": max(0, t - now)}
+
 
 _ENDPOINT = click.option(
     "--endpoint",
@@ -40,6 +66,7 @@ def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
     from readergroup.metrics import collect_metrics
     from readergroup.state import ReaderGroupState
     from segmentstore import WallClock
+    from segmentstore.limits import INT64_MIN
 
     st = ReaderGroupState.open(client, name, WallClock())
     m = st.model
@@ -51,23 +78,33 @@ def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
     readers = []
     for rid, token in sorted(members.items()):
         beat = beats.get(token)
+        at = None if beat is None or beat == FENCED else beat
+        age = lag_fields(now, at, "heartbeat_age_ms")
         readers.append(
             {
                 "reader": rid,
                 "token": token,
-                "heartbeat": None if beat is None or beat == FENCED else beat,
-                "heartbeat_age_ms": None if beat is None or beat == FENCED else now - beat,
+                "heartbeat": at,
+                "heartbeat_utc": utc_text(at),
+                "heartbeat_age_ms": age["heartbeat_age_ms"],
+                "heartbeat_ahead_ms": age["ahead_ms"],
                 "fenced": beat == FENCED,
                 "segments": sorted(m.segments_of(rid)),
             }
         )
+    gw = metrics.group_watermark
+    glag = lag_fields(now, gw, "watermark_lag_ms")
     return {
         "group": name,
         "streams": list(m.streams),
         "epoch": m.epoch,
         "time_domain": m.config.time_domain.value,
-        "group_watermark": metrics.group_watermark,
-        "watermark_lag_ms": metrics.watermark_lag_ms,
+        "now": now,
+        "now_utc": utc_text(now),
+        "group_watermark": gw,
+        "group_watermark_utc": utc_text(gw),
+        "watermark_lag_ms": glag["watermark_lag_ms"],
+        "watermark_ahead_ms": glag["ahead_ms"],
         "unread_bytes": metrics.unread_bytes,
         "reader_timeout_ms": m.config.reader_timeout_ms,
         "log": {
@@ -79,25 +116,39 @@ def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
             "batches_since_snapshot": sync.since_snapshot,
         },
         "readers": readers,
-        "segments": [
-            {
-                "segment": s.segment,
-                "status": s.status,
-                "owner": s.owner,
-                "position": s.position,
-                "tail": s.length,
-                "lag_bytes": s.unread_bytes,
-                "watermark": s.watermark,
-                "watermark_lag_ms": s.watermark_lag_ms,
-            }
-            for s in metrics.segments
-        ],
+        "segments": [_segment_row(s, now, INT64_MIN) for s in metrics.segments],
         "checkpoints": [
             {"name": cp.name, "waiting_for": sorted(cp.waiting or ()), "reached": sorted(cp.crossed)}
             for cp in m.checkpoints
         ],
-        "completed_checkpoints": [cp.name for cp in m.results if cp.epoch == m.epoch][-5:],
+        "completed_checkpoints": [cp.name for _, cp in m.results if cp.epoch == m.epoch],
     }
+
+
+def _segment_row(s: Any, now: int, no_watermark: int) -> dict[str, Any]:
+    wm = None if s.watermark == no_watermark else s.watermark
+    lag = lag_fields(now, wm, "watermark_lag_ms")
+    return {
+        "segment": s.segment,
+        "status": s.status,
+        "owner": s.owner,
+        "position": s.position,
+        "tail": s.length,
+        "lag_bytes": s.unread_bytes,
+        "watermark": wm,
+        "watermark_utc": utc_text(wm),
+        "watermark_lag_ms": lag["watermark_lag_ms"],
+        "watermark_ahead_ms": lag["ahead_ms"],
+    }
+
+
+def _lag_text(lag: int | None, ahead: int | None, what: str = "lag") -> str:
+    """``lag 1200 ms``; ``lag 0 ms (300 ms ahead of this clock)``; ``lag -`` without a time."""
+    if lag is None:
+        return f"{what} -"
+    if ahead:
+        return f"{what} 0 ms ({ahead} ms ahead of this machine's clock)"
+    return f"{what} {lag} ms"
 
 
 def _table(rows: list[list[Any]]) -> list[str]:
@@ -110,22 +161,23 @@ def format_description(d: dict[str, Any]) -> list[str]:
     """``describe_group``'s result as text lines."""
     log = d["log"]
     out = [
-        f"group {d['group']}  streams {', '.join(d['streams'])}  epoch {d['epoch']}  ({d['time_domain']})",
-        f"group watermark {d['group_watermark']}  lag {d['watermark_lag_ms']} ms  "
-        f"unread {d['unread_bytes']} bytes",
+        f"group {d['group']}  streams {', '.join(d['streams'])}  epoch {d['epoch']}  ({d['time_domain']})  "
+        f"at {d['now_utc']}",
+        f"group watermark {d['group_watermark_utc'] or '-'}  "
+        f"{_lag_text(d['watermark_lag_ms'], d['watermark_ahead_ms'])}  unread {d['unread_bytes']} bytes",
         f"state log {log['segment']}: {log['bytes']} bytes from offset {log['start_offset']} "
         f"(snapshot at {log['snapshot_offset']}, {log['batches_since_snapshot']} batches since)",
         f"readers ({len(d['readers'])} online, lease {d['reader_timeout_ms']} ms):",
     ]
     if d["readers"]:
         out += _table(
-            [["reader", "token", "heartbeat", "age ms", "segments"]]
+            [["reader", "token", "heartbeat (UTC)", "age ms", "segments"]]
             + [
                 [
                     r["reader"],
                     r["token"],
-                    "fenced" if r["fenced"] else r["heartbeat"],
-                    r["heartbeat_age_ms"],
+                    "fenced" if r["fenced"] else r["heartbeat_utc"],
+                    _ahead_cell(r["heartbeat_age_ms"], r["heartbeat_ahead_ms"]),
                     len(r["segments"]),
                 ]
                 for r in d["readers"]
@@ -134,16 +186,25 @@ def format_description(d: dict[str, Any]) -> list[str]:
     out.append(f"segments ({len(d['segments'])} incomplete):")
     if d["segments"]:
         out += _table(
-            [["segment", "status", "owner", "position", "tail", "lag bytes", "watermark", "wm lag ms"]]
+            [["segment", "status", "owner", "position", "tail", "lag bytes", "watermark (UTC)", "wm lag ms"]]
             + [
-                [s[k] for k in ("segment", "status", "owner", "position", "tail", "lag_bytes", "watermark")]
-                + [s["watermark_lag_ms"]]
+                [s[k] for k in _SEGMENT_CELLS] + [_ahead_cell(s["watermark_lag_ms"], s["watermark_ahead_ms"])]
                 for s in d["segments"]
             ]
         )
     for cp in d["checkpoints"]:
         out.append(f"checkpoint {cp['name']}: waiting for {', '.join(cp['waiting_for']) or '-'}")
     return out
+
+
+_SEGMENT_CELLS = ("segment", "status", "owner", "position", "tail", "lag_bytes", "watermark_utc")
+
+
+def _ahead_cell(lag: int | None, ahead: int | None) -> str | None:
+    """A table cell: the lag, or ``0 (+300 ahead)`` when the time is ahead of this clock."""
+    if lag is None:
+        return None
+    return f"0 (+{ahead} ahead)" if ahead else str(lag)
 
 
 def _client(endpoint: str, token: str | None) -> Any:
@@ -173,10 +234,13 @@ def list_cmd(endpoint: str, token: str | None) -> None:
 
     try:
         with _client(endpoint, token) as c:
-            for name in list_groups(c):
-                click.echo(name)
+            names = list_groups(c)
     except _errors() as e:
         raise click.ClickException(str(e)) from None
+    if not names:  # on stderr: stdout stays one name per line for scripts
+        click.echo(f"no reader groups in the store at {endpoint}", err=True)
+    for name in names:
+        click.echo(name)
 
 
 @group.command("describe")

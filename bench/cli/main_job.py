@@ -50,15 +50,21 @@ def run_demo(
     With ``spark``, the store the simulation wrote is then served on loopback and read
     by a Spark streaming query (``format("ingestwm")``, maxEventTimeLag as in the
     scenario) with per-sensor event-time windows; its windows and late rows follow the
-    simulation's report.
+    simulation's report. Java is checked first (``JavaUnavailableError`` before anything
+    runs); the Spark session is stopped after its query.
     """
     scenario = load_scenario(DEMO_SCENARIO, overrides)
+    if spark:
+        from spark_source.session import check_java
+
+        check_java()  # before the simulation: no Java is one line (JavaUnavailableError), not a traceback
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / "demo")
     spark_lines: list[str] = []
 
     def spark_part(store: SegmentStore) -> None:
         from segmentstore.net.server import SegmentStoreServer
         from spark_source.demo import run_spark_demo
+        from spark_source.session import stop_local_session
 
         server = SegmentStoreServer(store)
         port = server.start()
@@ -71,6 +77,7 @@ def run_demo(
                 window_ms=scenario.pipeline.window_ms or 30_000,
             )
         finally:
+            stop_local_session()
             server.stop()
 
     result = run_with_progress(scenario, progress, after=spark_part if spark else None)
@@ -137,7 +144,7 @@ def report_lines(result: SimResult) -> list[str]:
         )
     ev = s["events"]
     lines.append(
-        f"Ingestion time: {ev['late_ingestion']} events late (DESIGN §4.1 holds); "
+        f"Ingestion time: {ev['late_ingestion']} events late (docs/design.md §4.1 holds); "
         "the group watermark never went "
         f"back: {s['watermark']['monotonic']}."
     )

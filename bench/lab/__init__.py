@@ -3,9 +3,12 @@
 One workload runs through four event-time watermark strategies side by side in one
 run — ingestion time with ``maxEventTimeLag``, producer-asserted watermarks, Flink's
 bounded out-of-orderness with idleness, Spark's ``max(event_time) - delay`` — with the
-same readers, reordering buffer and windows, on a ``ManualClock`` (deterministic).
+same readers, reordering buffer and windows, on a ``ManualClock`` (deterministic: the
+workload's randomness comes from the scenario's seed).
 
-- ``lab_scenario``: the YAML schema (``bench/scenarios/lab/*.yaml``).
+- ``lab_scenario``: the lab's view of the one scenario language (``bench.sim.scenario``):
+  which scenarios it can run, the strategies' resolved knobs.
+- ``lab_run``: what ``ingestwm compare`` does (overrides, seed, replications, manifest).
 - ``compared_strategies``: the four strategies and the shared pipeline.
 - ``compare``: ``run_compare`` and the per-strategy summary row.
 - ``report``: the table, CSV/JSON and the figure.

@@ -1,13 +1,16 @@
-"""Run one lab workload through the four strategies at once, on a ``ManualClock``, deterministically.
+"""Run one scenario's workload through the four strategies at once, on a ``ManualClock``, deterministically.
 
-Every tick (``tick_ms``) in this order: the clock moves to the tick's time; the stream
-scales if due; each writer appends the events generated during the tick, then (if
-due) asserts its watermark, commits its transaction, or marks itself idle; the store's
-watermark advancer runs every ``polling_period_ms``; readers join, crash or go offline
-as scheduled; every live reader of every strategy's reader group reads until nothing
-is left (or its rate budget is spent); each strategy's periodic hook runs; every
-``sample_ms`` a sample is taken. The same scenario gives the same numbers: all
-randomness comes from generators seeded with the scenario's seed.
+The workload is the simulator's (``bench.sim.arrivals.EventSource``: the same scenario
+and seed give the same events, event times and hand-over times). Every lab tick
+(``strategies.tick_ms``) in this order: the clock moves to the tick's time; the stream
+scales if due (the simulator's fixed scale events); each writer writes the events that
+reached the store by then (in the order they arrived), then (if due) asserts its
+watermark, commits its transaction, or marks itself idle; the store's watermark
+advancer runs every ``polling_period_ms``; readers join, crash or go offline as
+scheduled; every live reader of every strategy's reader group reads until nothing is
+left (or its rate budget is spent); each strategy's periodic hook runs; every
+``metrics.sample_ms`` a sample is taken. The same scenario and seed give the same
+numbers: all randomness comes from per-component generators spawned from the seed.
 
 Each strategy has its own reader group (same readers, same schedule), so a slow or
 crashed reader hurts every strategy alike; events are identified by (writer index,
@@ -17,10 +20,9 @@ sequence number) in their payload, and redelivered ones are counted as duplicate
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from readergroup import EventWriter, TransactionalEventWriter, WriterConfig
 from readergroup.config import ReaderGroupConfig
@@ -31,8 +33,12 @@ from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN
 
+from ..sim.actors import instance_names, scale_plan, scale_times
+from ..sim.arrivals import EventSource
+from ..sim.scenario import ReaderSpec, Scenario, StrategiesSpec, WriterSpec
+from ..sim.seeds import Seeds
 from .compared_strategies import LabEvent, Strategy, make_strategies
-from .lab_scenario import LabReader, LabScenario, LabWriter
+from .lab_scenario import lab_ready, lab_strategies
 
 __all__ = ["LabResult", "run_compare", "summarise"]
 
@@ -46,7 +52,7 @@ class LabResult:
     ``series[name]`` holds ``(t_ms, watermark | None, buffered events, buffered bytes)``.
     """
 
-    scenario: LabScenario
+    scenario: Scenario
     rows: tuple[dict[str, Any], ...]
     series: dict[str, list[tuple[int, int | None, int, int]]]
     events_written: int
@@ -59,18 +65,27 @@ class LabResult:
 
 
 class _Writer:
-    """One producer: generates events per tick, writes them, asserts its watermark."""
+    """One producer instance: hands its events to the store, asserts its watermark."""
 
     def __init__(
-        self, spec: LabWriter, index: int, sc: LabScenario, client: EmbeddedClient, clock: ManualClock
+        self,
+        spec: WriterSpec,
+        index: int,
+        name: str,
+        sc: Scenario,
+        client: EmbeddedClient,
+        clock: ManualClock,
+        seeds: Seeds,
     ) -> None:
         self.spec = spec
         self.index = index
         self.start = sc.start_time_ms
-        self.tick = sc.tick_ms
-        self.keys = spec.keys or (spec.name,)
-        self.rng = np.random.default_rng([sc.seed, index])
-        self.carry = 0.0
+        self.source = EventSource(spec, name, sc.start_time_ms, sc.duration_ms, seeds)
+        self.keys = self.source.keys
+        self.pending: list[
+            tuple[int, int, int, int]
+        ] = []  # (ready, order, event time, key index), sizes apart
+        self.sizes: dict[int, int] = {}
         self.count = 0
         self.idle_marked = False
         self.truth: list[tuple[int, int, int]] = []  # (writer, seq, event time) of committed events
@@ -79,7 +94,8 @@ class _Writer:
         self.txw: TransactionalEventWriter | None = None
         self.txn: Transaction | None = None
         self.txn_events: list[tuple[int, int, int]] = []
-        if spec.commit_every_ms is None:
+        self._order = 0
+        if spec.commit_interval_ms is None:
             self.writer = EventWriter(  # each event stored at its write's simulated time
                 client, sc.stream.name, writer_id=index + 1, clock=clock, config=_SYNC_WRITES
             )
@@ -89,44 +105,48 @@ class _Writer:
     def bound(self, t: int) -> int:
         """What the writer asserts at ``t``: later events have event time at least this (if truthful)."""
         s = self.spec
-        return self.start + t + s.event_time_skew_ms - s.jitter_ms + s.assert_error_ms
+        drift = math.floor(t * self.source.drift_ppm * 1e-6)
+        return self.start + t + drift + s.event_time_skew_ms - s.disorder.bound_ms() + s.assert_error_ms
 
-    def _events(self, t: int) -> list[tuple[int, int]]:
-        """(generation time, event time) of the events generated in ``(t - tick, t]``."""
+    def _active(self, t: int) -> bool:
         s = self.spec
-        if s.schedule_ms:
-            offs = s.schedule_offsets_ms or (0,) * len(s.schedule_ms)
-            return [
-                (g, self.start + g + s.event_time_skew_ms + o)
-                for g, o in zip(s.schedule_ms, offs, strict=True)
-                if t - self.tick < g <= t
-            ]
-        self.carry += s.rate_per_s * self.tick / 1000.0
-        n = math.floor(self.carry + 1e-9)
-        self.carry -= n
-        if n <= 0:
+        rel = t - s.start_ms
+        if rel < 0 or (s.stop_ms is not None and t >= s.stop_ms):
+            return False
+        wl = s.workload
+        return wl.kind != "periodic_idle" or rel % (wl.active_ms + wl.idle_ms) < wl.active_ms
+
+    def _due(self, t: int) -> list[tuple[int, int, int]]:
+        """(event time, key index, payload bytes) of the events that reach the store by ``t``, in order."""
+        for b in self.source.produce_until(t):
+            sizes = b.sizes.tolist() if b.sizes is not None else None
+            for i, (r, et, k) in enumerate(
+                zip(b.ready.tolist(), b.et.tolist(), b.key_idx.tolist(), strict=True)
+            ):
+                if sizes is not None:
+                    self.sizes[self._order] = sizes[i]
+                self.pending.append((r, self._order, et, k))
+                self._order += 1
+        if not self.pending:
             return []
-        gen = [t - self.tick + ((k + 1) * self.tick) // n for k in range(n)]
-        jit = self.rng.integers(0, s.jitter_ms + 1, size=n).tolist() if s.jitter_ms else [0] * n
-        return [(g, self.start + g + s.event_time_skew_ms - j) for g, j in zip(gen, jit, strict=True)]
+        self.pending.sort()
+        n = 0
+        while n < len(self.pending) and self.pending[n][0] <= t:
+            n += 1
+        due, self.pending = self.pending[:n], self.pending[n:]
+        return [(et, k, self.sizes.pop(o, self.spec.payload_bytes)) for _, o, et, k in due]
 
     def step(self, t: int) -> None:
         s = self.spec
-        rel = t - s.start_ms
-        started = rel >= 0
-        stopped = s.stop_ms is not None and t > s.stop_ms
-        on = s.active_ms is None or rel % (s.active_ms + s.idle_ms) < s.active_ms
-        active = started and not stopped and on
-        if active:
-            for _, et in self._events(t):
-                if s.max_events is not None and self.count >= s.max_events:
-                    break
-                self._write(et)
-        cadence = rel if started else t  # before its start a writer follows the run's clock
+        started = t >= s.start_ms
+        active = self._active(t)
+        for et, k, size in self._due(t):
+            self._write(et, k, size)
+        cadence = t - s.start_ms if started else t  # before its start a writer follows the run's clock
         if self.txw is not None:
             if t == 0 and s.assert_every_ms is not None:
                 self._join(active)
-            elif s.commit_every_ms is not None and cadence > 0 and cadence % s.commit_every_ms == 0:
+            elif s.commit_interval_ms is not None and cadence > 0 and cadence % s.commit_interval_ms == 0:
                 self._commit(t, active)
             return
         if s.assert_every_ms is None:
@@ -155,11 +175,12 @@ class _Writer:
             self.idle_marked = True
         txn.commit()
 
-    def _write(self, et: int) -> None:
+    def _write(self, et: int, k: int, size: int) -> None:
         seq = self.count
         self.count += 1
-        key = self.keys[seq % len(self.keys)]
-        payload = self.index.to_bytes(4, "little") + seq.to_bytes(4, "little") + self.pad
+        key = self.keys[k]
+        pad = self.pad if size == self.spec.payload_bytes else bytes(size - 8)
+        payload = self.index.to_bytes(4, "little") + seq.to_bytes(4, "little") + pad
         if self.writer is not None:
             self.writer.write_event(key, payload, et)
             self.truth.append((self.index, seq, et))
@@ -194,7 +215,7 @@ class _Writer:
 class _Readers:
     """One reader spec instance in every strategy's group: join, crash, offline, rate budget."""
 
-    def __init__(self, spec: LabReader, rid: str, groups: list[ReaderGroup], tick_ms: int) -> None:
+    def __init__(self, spec: ReaderSpec, rid: str, groups: list[ReaderGroup], tick_ms: int) -> None:
         self.spec = spec
         self.rid = rid
         self.groups = groups
@@ -256,15 +277,25 @@ def _drain(
             strat.on_watermark(r.watermark)
 
 
-def _scale(client: EmbeddedClient, stream: str, n: int) -> None:
-    """Replace every active segment by ``n`` new ones (equal key ranges)."""
-    active = client.get_stream(stream).active_segments
-    ranges = [(i / n, (i + 1) / n if i + 1 < n else 1.0) for i in range(n)]
-    client.scale_stream(stream, [s.name for s in active], ranges)
+def _scale(client: EmbeddedClient, stream: str, mode: str, k: int) -> None:
+    """The ``k``-th fixed scale event of ``mode`` (as the simulator's scaler does it)."""
+    segs = sorted(client.get_stream(stream).active_segments, key=lambda s: s.key_low)
+    seal, ranges = scale_plan(mode, k, segs)
+    if seal:
+        client.scale_stream(stream, seal, ranges)
 
 
-def run_compare(sc: LabScenario) -> LabResult:
-    """Run ``sc`` through the four strategies side by side. O(ticks x readers + events x strategies)."""
+def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> LabResult:
+    """Run ``sc`` through the four strategies side by side. O(ticks x readers + events x strategies).
+
+    ``progress`` (optional) is called with the simulated time (ms) every 1/200 of the run.
+    """
+    lab_ready(sc)
+    st_spec = sc.strategies or StrategiesSpec()
+    tick = st_spec.tick_ms
+    window_ms = sc.pipeline.window_ms
+    assert window_ms is not None
+    seeds = Seeds(sc.seed)
     clock = ManualClock(sc.start_time_ms)
     store = SegmentStore(
         clock=clock,
@@ -275,31 +306,37 @@ def run_compare(sc: LabScenario) -> LabResult:
     try:
         client = EmbeddedClient(store)
         client.create_stream(sc.stream.name, sc.stream.segments)
-        strategies = make_strategies(sc.strategies, sc.window_ms, clock, sc.stages)
+        strategies = make_strategies(lab_strategies(sc), window_ms, clock, sc.pipeline.stages)
         groups = [
             ReaderGroup(
                 f"lab-{st.name}",
                 ReaderGroupConfig(
                     (sc.stream.name,),
                     time_domain=st.time_domain,
-                    position_report_interval_ms=sc.report_interval_ms,
+                    position_report_interval_ms=sc.group.position_report_interval_ms,
                 ),
                 client,
                 clock,
             )
             for st in strategies
         ]
-        writers = [_Writer(w, i, sc, client, clock) for i, w in enumerate(sc.writers)]
+        instances = [(w, name) for w in sc.writers for name in instance_names(w.name, w.count)]
+        writers = [_Writer(w, i, name, sc, client, clock, seeds) for i, (w, name) in enumerate(instances)]
         readers = [
-            _Readers(spec, spec.name if spec.count == 1 else f"{spec.name}-{k}", groups, sc.tick_ms)
+            _Readers(spec, name, groups, tick)
             for spec in sc.readers
-            for k in range(spec.count)
+            for name in instance_names(spec.name, spec.count)
         ]
+        scale_at = {t: k for k, t in enumerate(scale_times(sc.scaling, sc.duration_ms))}
         series: dict[str, list[tuple[int, int | None, int, int]]] = {st.name: [] for st in strategies}
-        for t in range(0, sc.duration_ms + 1, sc.tick_ms):
+        report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
+        for t in range(0, sc.duration_ms + 1, tick):
+            if progress is not None and t % report_every == 0:
+                progress(t)
             clock.set(sc.start_time_ms + t)
-            if sc.stream.scale_every_ms and t and t % sc.stream.scale_every_ms == 0:
-                _scale(client, sc.stream.name, sc.stream.segments)
+            k = scale_at.get(t)
+            if k is not None:
+                _scale(client, sc.stream.name, sc.scaling.mode, k)
             for w in writers:
                 w.step(t)
             if t % sc.store.polling_period_ms == 0:
@@ -308,7 +345,7 @@ def run_compare(sc: LabScenario) -> LabResult:
                 r.step(t, strategies)
             for st, g in zip(strategies, groups, strict=True):
                 st.on_tick(t, g.segments())
-            if t % sc.sample_ms == 0:
+            if t % sc.metrics.sample_ms == 0:
                 for st in strategies:
                     wm = st.watermark
                     p = st.pipeline
@@ -335,17 +372,18 @@ def summarise(
     st: Strategy,
     truth: list[tuple[int, int, int]],
     series: list[tuple[int, int | None, int, int]],
-    sc: LabScenario,
+    sc: Scenario,
 ) -> dict[str, Any]:
     """One table row: lag, late fraction, completeness, result latency, reordering memory."""
     p = st.pipeline
+    window_ms = sc.pipeline.window_ms or 1
     now = [sc.start_time_ms + t for t, _, _, _ in series]
     lags = [n - wm for n, (_, wm, _, _) in zip(now, series, strict=True) if wm is not None]
-    windows = {et - (et % sc.window_ms) for _, _, et in truth}
+    windows = {et - (et % window_ms) for _, _, et in truth}
     first: dict[int, tuple[int, int]] = {}
     for fired, start, _end, count in p.firings:
         first.setdefault(start, (fired, count))
-    latencies = [fired - (start + sc.window_ms) for start, (fired, _) in first.items()]
+    latencies = [fired - (start + window_ms) for start, (fired, _) in first.items()]
     counted = sum(c for _, c in first.values())
     n = len(truth)
     return {

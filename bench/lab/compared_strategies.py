@@ -8,7 +8,7 @@ the reordering buffer until the watermark passes them) and tumbling count window
 strategies differ only in the event-time watermark:
 
 - ``ingestion``: the group's ingestion-time watermark (``TimeDomain.INGESTION_TIME``)
-  minus ``max_event_time_lag_ms`` (PDP-26, DESIGN §1).
+  minus ``max_event_time_lag_ms`` (PDP-26, docs/design.md §1).
 - ``producer``: the writers' own assertions (``TimeDomain.EVENT_TIME``): minimum over
   active writers at the group's acknowledged positions.
 - ``flink``: Flink's heuristic per segment (split): bounded out-of-orderness
@@ -121,7 +121,7 @@ class StrategyPipeline:
 
     def __init__(self, window_ms: int, clock: Clock) -> None:
         self.clock = clock
-        self.chain: StageChain | None = None  # scenario.stages (attach_stages)
+        self.chain: StageChain | None = None  # pipeline.stages (attach_stages)
         self.ordering = EventTimeOrderingOperator(late_output_tag=None)
         self.windows = WindowOperator(TumblingEventTimeWindows.of(window_ms), CountAggregate())
         self.sink = _WindowSink(clock)

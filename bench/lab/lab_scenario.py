@@ -1,203 +1,65 @@
-"""Lab scenarios: a frozen schema, YAML loading with errors that name the field, the shipped set.
+"""The lab's view of the one scenario language (``bench.sim.scenario``).
 
-A lab scenario is one workload (writers, readers, a stream) that ``compare`` runs
-through four watermark strategies at once. Times are ``int`` ms relative to the run's
-start, except ``start_time_ms`` (ms since the epoch). Unknown keys, wrong types and
-out-of-range values raise ``LabScenarioError`` with the dotted path of the field. Files
-are found and read by the shared loader (``bench.scenarios.yaml_specs``).
+A lab scenario is an ordinary scenario: ``compare`` runs its workload (writers,
+readers, stream, scaling) through the watermark strategies at once, with the knobs of
+its ``strategies`` section (the defaults if it has none). Shipped scenarios and files
+are found by the one loader; errors are ``ScenarioError`` (``LabScenarioError`` is the
+same class) naming the dotted field.
+
+``LabStrategies`` is the resolved configuration the strategies are built from: the
+``strategies`` section (with its ``custom`` strategies) plus the ingestion strategy's
+``maxEventTimeLag``, which is the reader group's ``group.max_event_time_lag_ms``. The
+stages after each strategy's reordering buffer are the scenario's ``pipeline.stages``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..scenarios.errors import SpecError
-from ..scenarios.yaml_specs import build_dataclass, find, read_yaml, shipped
 from ..sim.errors import ScenarioError
-from ..sim.scenario import StageSpec
+from ..sim.scenario import (
+    BUILTIN_STRATEGIES,
+    WHEN_IDLE,
+    CustomStrategySpec,
+    Scenario,
+    StrategiesSpec,
+    load_scenario,
+    scenario_from_dict,
+    shipped_scenarios,
+)
 
 __all__ = [
     "LabScenarioError",
-    "LabStore",
-    "LabStream",
-    "LabWriter",
-    "LabReader",
+    "LabScenario",
     "LabStrategies",
     "LabCustomStrategy",
-    "LabStage",
     "BUILTIN_STRATEGIES",
-    "LabScenario",
     "WHEN_IDLE",
     "lab_scenarios",
     "load_lab_scenario",
     "lab_scenario_from_dict",
+    "lab_strategies",
+    "lab_ready",
 ]
 
-WHEN_IDLE = ("heartbeat", "mark_idle", "silent")
-BUILTIN_STRATEGIES = ("ingestion", "producer", "flink", "spark")
+LabScenarioError = ScenarioError
+"""A scenario is malformed or not runnable by the lab; the message names the field."""
 
+LabScenario = Scenario
+"""The lab runs ordinary scenarios."""
 
-class LabScenarioError(SpecError):
-    """A lab scenario is malformed; the message names the field (dotted path)."""
-
-    @property
-    def path(self) -> str:
-        return self.field
-
-
-def _low(obj: Any, name: str, low: float) -> None:
-    v = getattr(obj, name)
-    if v is not None and v < low:
-        raise LabScenarioError(f"must be >= {low:g}, got {v!r}", name)
-
-
-@dataclass(frozen=True, slots=True)
-class LabStore:
-    """The store's ingestion-watermark settings (``StoreConfig``)."""
-
-    max_watermark_lag_ms: int = 1_000
-    polling_period_ms: int = 1_000
-
-    def __post_init__(self) -> None:
-        _low(self, "max_watermark_lag_ms", 1)
-        _low(self, "polling_period_ms", 1)
-
-
-@dataclass(frozen=True, slots=True)
-class LabStream:
-    """The stream: initial segments; every ``scale_every_ms`` all segments are replaced by new ones."""
-
-    name: str = "lab/stream"
-    segments: int = 1
-    scale_every_ms: int | None = None
-
-    def __post_init__(self) -> None:
-        _low(self, "segments", 1)
-        _low(self, "scale_every_ms", 1)
-        if self.name.count("/") != 1 or not all(self.name.split("/")):
-            raise LabScenarioError(f"must be 'scope/name', got {self.name!r}", "name")
-
-
-@dataclass(frozen=True, slots=True)
-class LabWriter:
-    """One producer: what it writes, its clock, and how it asserts watermarks.
-
-    Events: ``rate_per_s`` spread evenly over each tick, or exactly ``schedule_ms``
-    (with per-event ``schedule_offsets_ms`` added to the event time). Event time =
-    ``start_time_ms + generation time + event_time_skew_ms`` minus a seeded jitter in
-    ``[0, jitter_ms]``. With ``active_ms`` the writer alternates ``active_ms`` on and
-    ``idle_ms`` off. With ``commit_every_ms`` it writes through transactions.
-    Assertions: every ``assert_every_ms`` (``None``: never) the writer calls
-    ``note_time(start_time_ms + now + skew - jitter_ms + assert_error_ms)`` — truthful
-    when ``assert_error_ms`` is 0 and no schedule offset is below ``-jitter_ms``.
-    ``when_idle`` (also after ``stop_ms``): ``heartbeat`` keeps asserting, ``mark_idle``
-    asserts once more and calls ``mark_idle()``, ``silent`` stops asserting. Before
-    ``start_ms`` a writer counts as idle, so (unless ``silent``) it joins at the run's
-    start, as the PIP advises; a transactional writer joins with a transaction of its own.
-    """
-
-    name: str
-    keys: tuple[str, ...] = ()
-    rate_per_s: float = 10.0
-    schedule_ms: tuple[int, ...] = ()
-    schedule_offsets_ms: tuple[int, ...] = ()
-    start_ms: int = 0
-    stop_ms: int | None = None
-    max_events: int | None = None
-    event_time_skew_ms: int = 0
-    jitter_ms: int = 0
-    active_ms: int | None = None
-    idle_ms: int = 0
-    assert_every_ms: int | None = 1_000
-    assert_error_ms: int = 0
-    when_idle: str = "heartbeat"
-    commit_every_ms: int | None = None
-    payload_bytes: int = 16
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise LabScenarioError("must not be empty", "name")
-        for f in ("rate_per_s", "start_ms", "jitter_ms", "idle_ms", "max_events"):
-            _low(self, f, 0)
-        for f in ("active_ms", "assert_every_ms", "commit_every_ms"):
-            _low(self, f, 1)
-        _low(self, "payload_bytes", 8)
-        if self.when_idle not in WHEN_IDLE:
-            raise LabScenarioError(
-                f"must be one of {', '.join(WHEN_IDLE)}; got {self.when_idle!r}", "when_idle"
-            )
-        if self.schedule_offsets_ms and len(self.schedule_offsets_ms) != len(self.schedule_ms):
-            raise LabScenarioError(
-                f"has {len(self.schedule_offsets_ms)} values for {len(self.schedule_ms)} schedule_ms",
-                "schedule_offsets_ms",
-            )
-        if list(self.schedule_ms) != sorted(self.schedule_ms):
-            raise LabScenarioError("must be in ascending order", "schedule_ms")
-        if self.stop_ms is not None and self.stop_ms < self.start_ms:
-            raise LabScenarioError(f"{self.stop_ms} is before start_ms {self.start_ms}", "stop_ms")
-
-
-@dataclass(frozen=True, slots=True)
-class LabReader:
-    """Readers (``count`` instances), the same in every strategy's reader group.
-
-    ``join_ms`` (late: a historical catch-up read), ``rate_per_s`` (``None``: as fast as
-    the data comes), ``crash_ms`` (stops reading; declared offline ``offline_after_ms`` later).
-    """
-
-    name: str
-    count: int = 1
-    join_ms: int = 0
-    rate_per_s: float | None = None
-    crash_ms: int | None = None
-    offline_after_ms: int = 1_000
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise LabScenarioError("must not be empty", "name")
-        for f in ("count",):
-            _low(self, f, 1)
-        for f in ("join_ms", "rate_per_s", "offline_after_ms"):
-            _low(self, f, 0)
-        if self.crash_ms is not None and self.crash_ms < self.join_ms:
-            raise LabScenarioError(f"{self.crash_ms} is before join_ms {self.join_ms}", "crash_ms")
-
-
-@dataclass(frozen=True, slots=True)
-class LabCustomStrategy:
-    """A researcher's strategy (docs/strategies.md): ``class_path`` is ``module:Class``.
-
-    ``params`` (a mapping) are passed to the class's constructor as keyword arguments.
-    The class is imported and built once when the scenario loads, so a bad module, a
-    missing class, a class without ``on_event``/``watermark`` or rejected params fail
-    here, with the field's path.
-    """
-
-    name: str
-    class_path: str
-    params: Any = dataclasses.field(default_factory=dict, hash=False)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise LabScenarioError("must not be empty", "name")
-        if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
-            raise LabScenarioError(f"must be a mapping of names to values, got {self.params!r}", "params")
-        from .plugins import instantiate
-
-        instantiate(self)  # import, check the interface and the params now, not mid-run
+LabCustomStrategy = CustomStrategySpec
+"""A custom strategy of ``strategies.custom`` (docs/strategies.md)."""
 
 
 @dataclass(frozen=True, slots=True)
 class LabStrategies:
-    """The four strategies' knobs, and the custom strategies run beside them (``custom``).
+    """The strategies' resolved knobs (``strategies`` and ``group.max_event_time_lag_ms``).
 
-    ``max_event_time_lag_ms`` (ingestion time), ``flink_*`` (bounded out-of-orderness per
-    segment, idleness, periodic emit interval), ``spark_*`` (delay, trigger interval, and
-    what one input is: the whole ``stream`` — Spark's max over all partitions of a
-    source — or each ``segment``, with the minimum across inputs).
+    ``custom``: the custom strategies run after the four built-in ones, in this order.
     """
 
     max_event_time_lag_ms: int = 1_000
@@ -207,105 +69,91 @@ class LabStrategies:
     spark_delay_ms: int = 1_000
     spark_trigger_ms: int = 1_000
     spark_input: str = "stream"
-    custom: tuple[LabCustomStrategy, ...] = ()
+    custom: tuple[CustomStrategySpec, ...] = ()
 
-    def __post_init__(self) -> None:
-        for f in ("max_event_time_lag_ms", "flink_bound_ms", "spark_delay_ms"):
-            _low(self, f, 0)
-        for f in ("flink_idle_timeout_ms", "flink_interval_ms", "spark_trigger_ms"):
-            _low(self, f, 1)
-        if self.spark_input not in ("stream", "segment"):
-            raise LabScenarioError(f"must be stream or segment, got {self.spark_input!r}", "spark_input")
-        names = [c.name for c in self.custom]
-        for i, n in enumerate(names):
-            if n in BUILTIN_STRATEGIES or n in names[:i]:
-                raise LabScenarioError(
-                    f"{n!r} is already a strategy's name ({', '.join(BUILTIN_STRATEGIES)} are built in)",
-                    f"custom.{i}.name",
+
+def lab_strategies(sc: Scenario) -> LabStrategies:
+    """The resolved strategy knobs of ``sc``."""
+    st = sc.strategies or StrategiesSpec()
+    return LabStrategies(
+        max_event_time_lag_ms=sc.group.max_event_time_lag_ms,
+        flink_bound_ms=st.flink_bound_ms,
+        flink_idle_timeout_ms=st.flink_idle_timeout_ms,
+        flink_interval_ms=st.flink_interval_ms,
+        spark_delay_ms=st.spark_delay_ms,
+        spark_trigger_ms=st.spark_trigger_ms,
+        spark_input=st.spark_input,
+        custom=st.custom,
+    )
+
+
+_SIM_ONLY = (
+    ("leave_ms", "a clean leave"),
+    ("noack", "a no-ack stall"),
+    ("mtbf_ms", "random crashes"),
+)
+
+
+def lab_ready(sc: Scenario) -> Scenario:
+    """``sc`` if the lab can run it, else ``ScenarioError`` naming the field it does not model."""
+    if not sc.writers:
+        raise ScenarioError("the lab needs at least one writer", "writers")
+    if not sc.readers:
+        raise ScenarioError("the lab needs at least one reader", "readers")
+    if sc.pipeline.window_ms is None:
+        raise ScenarioError("the lab fills windows: set it (and pipeline.ordering)", "pipeline.window_ms")
+    st = sc.strategies or StrategiesSpec()
+    for what, v in (
+        ("metrics.sample_ms", sc.metrics.sample_ms),
+        ("pipeline.window_ms", sc.pipeline.window_ms),
+    ):
+        if v % st.tick_ms:
+            raise ScenarioError(f"must be a multiple of strategies.tick_ms {st.tick_ms}, got {v}", what)
+    for r in sc.readers:
+        for attr, what in _SIM_ONLY:
+            if getattr(r, attr) is not None:
+                raise ScenarioError(
+                    f"the lab does not model {what} (the simulator does)", f"readers.{r.name}.{attr}"
                 )
-
-
-@dataclass(frozen=True, slots=True)
-class LabStage(StageSpec):
-    """A stage after each strategy's reordering buffer: the simulator's ``pipeline.stages`` item.
-
-    Fields and semantics as ``bench.sim.scenario.StageSpec`` (docs/pipelines.md); each
-    strategy gets its own copy of the chain, fed by its reordering buffer.
-    """
-
-    def __post_init__(self) -> None:
-        try:
-            StageSpec.__post_init__(self)
-        except ScenarioError as e:
-            raise LabScenarioError(e.detail, e.field) from None
-
-
-@dataclass(frozen=True, slots=True)
-class LabScenario:
-    """One workload for ``compare``: store, stream, writers, readers, windows and strategy knobs.
-
-    ``stages``: an optional chain of operators after each strategy's reordering buffer,
-    with the watermark lag of every stage reported per strategy (docs/pipelines.md).
-    """
-
-    name: str
-    duration_ms: int
-    description: str = ""
-    seed: int = 0
-    start_time_ms: int = 1_700_000_000_000
-    tick_ms: int = 100
-    sample_ms: int = 1_000
-    window_ms: int = 10_000
-    report_interval_ms: int = 100
-    store: LabStore = dataclasses.field(default_factory=LabStore)
-    stream: LabStream = dataclasses.field(default_factory=LabStream)
-    writers: tuple[LabWriter, ...] = ()
-    readers: tuple[LabReader, ...] = (LabReader("reader"),)
-    strategies: LabStrategies = dataclasses.field(default_factory=LabStrategies)
-    stages: tuple[LabStage, ...] = ()
-
-    def __post_init__(self) -> None:
-        for f in ("duration_ms", "tick_ms", "sample_ms", "window_ms"):
-            _low(self, f, 1)
-        _low(self, "report_interval_ms", 0)
-        _low(self, "start_time_ms", 0)
-        if not self.writers:
-            raise LabScenarioError("needs at least one writer", "writers")
-        if not self.readers:
-            raise LabScenarioError("needs at least one reader", "readers")
-        for what in ("writers", "readers"):
-            names = [s.name for s in getattr(self, what)]
-            if len(set(names)) != len(names):
-                raise LabScenarioError(f"names repeat: {names}", what)
-        stage_names = [s.name for s in self.stages]
-        if len(set(stage_names)) != len(stage_names) or "reorder" in stage_names:
-            raise LabScenarioError(
-                f"stage names must be unique and not 'reorder', got {stage_names}", "stages"
+        if r.processing.active:
+            raise ScenarioError(
+                "the lab does not model processing time (the simulator does)", f"readers.{r.name}.processing"
             )
-        for f in ("sample_ms", "window_ms"):
-            if getattr(self, f) % self.tick_ms:
-                raise LabScenarioError(f"must be a multiple of tick_ms {self.tick_ms}", f)
+    if sc.faults.any:
+        raise ScenarioError("the lab does not model store outages (the simulator does)", "faults")
+    if sc.scaling.mode == "auto":
+        raise ScenarioError("the lab does not model auto-scaling (the simulator does)", "scaling.mode")
+    if sc.group.processes:
+        raise ScenarioError("the lab runs its readers in-process", "group.processes")
+    return sc
 
 
-# ---------------------------------------------------------------------- loading
-def lab_scenario_from_dict(data: dict[str, Any]) -> LabScenario:
-    """A scenario from a parsed YAML mapping (``LabScenarioError`` names a bad field)."""
-    if not isinstance(data, dict):
-        raise LabScenarioError(f"a lab scenario is a mapping, got {type(data).__name__}")
-    scenario: LabScenario = build_dataclass(LabScenario, data, "", LabScenarioError)
-    return scenario
+def lab_scenario_from_dict(data: dict[str, Any]) -> Scenario:
+    """A scenario from a parsed YAML mapping, checked runnable by the lab."""
+    return lab_ready(scenario_from_dict(data))
 
 
 def lab_scenarios() -> dict[str, Path]:
-    """The shipped lab scenarios (``bench/scenarios/lab/*.yaml``) by name."""
-    return shipped("lab")
+    """The shipped scenarios with a ``strategies`` section (made for the lab) by name."""
+    from ..scenarios.yaml_specs import read_mapping, shipped
+
+    out = {}
+    for name, path in shipped().items():
+        if "strategies" in read_mapping(path, "scenario file", ScenarioError):
+            out[name] = path
+    return out
 
 
-def load_lab_scenario(name_or_path: str | Path) -> LabScenario:
-    """Load a shipped scenario by name, or a YAML file by path."""
-    path = find(name_or_path, "lab")
-    if path is None:
-        raise LabScenarioError(
-            f"no lab scenario {str(name_or_path)!r}: not a file, and not one of {', '.join(lab_scenarios())}"
-        )
-    return lab_scenario_from_dict(read_yaml(path, "lab scenario", LabScenarioError))
+def load_lab_scenario(
+    name_or_path: str | Path, overrides: Sequence[str] = (), seed: int | None = None
+) -> Scenario:
+    """Load a shipped scenario by name, or a YAML file by path, for the lab."""
+    try:
+        return lab_ready(load_scenario(name_or_path, overrides, seed))
+    except ScenarioError as e:
+        if "unknown scenario" in str(e):
+            raise ScenarioError(
+                f"no lab scenario {str(name_or_path)!r}: not a file, and not one of "
+                f"{', '.join(shipped_scenarios())}"
+            ) from None
+        raise

@@ -39,6 +39,7 @@ from readergroup.state import SegmentState
 from segmentstore import Clock
 from segmentstore.checks import checked
 
+from ..sim.errors import SimulationError
 from .compared_strategies import LabEvent, Strategy
 from .lab_scenario import LabCustomStrategy, LabScenarioError, LabStrategies
 
@@ -59,8 +60,12 @@ TIME_DOMAINS: dict[str, TimeDomain] = {
 }
 
 
-class LabStrategyError(RuntimeError):
-    """A custom strategy failed while the lab ran it; the message names the strategy and the method."""
+class LabStrategyError(SimulationError):
+    """A custom strategy failed while the lab ran it; the message names the strategy and the method.
+
+    A ``SimulationError`` (the root of ``bench.sim``, whose scenarios the lab runs), so
+    ``compare``, replications and sweeps report it as one line.
+    """
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import figures
+from ..sim.actors import scale_times
 from .compare import LabResult
 
 __all__ = ["COLUMNS", "format_table", "write_outputs", "plot"]
@@ -56,7 +57,7 @@ def format_table(result: LabResult) -> str:
         _line(head, widths),
     ]
     lines.extend(_line(row, widths) for row in body)
-    stages = result.scenario.stages
+    stages = result.scenario.pipeline.stages
     if stages:
         head = ["stage lag ms (watermark/output)", *(s.name for s in stages)]
         body = [
@@ -117,7 +118,7 @@ def plot(result: LabResult, path: Path) -> Path:
     plt = figures.pyplot()
     sc = result.scenario
     names = [r["strategy"] for r in result.rows]
-    stages = [st.name for st in sc.stages]
+    stages = [st.name for st in sc.pipeline.stages]
     fig, ax = plt.subplots(3 if stages else 2, 2, figsize=(12, 12 if stages else 8))
     start = sc.start_time_ms
     for i, name in enumerate(names):
@@ -131,9 +132,8 @@ def plot(result: LabResult, path: Path) -> Path:
         title="watermark lag (now - watermark)", xlabel="time since start (s)", ylabel="watermark lag (s)"
     )
     ax[0][1].set(title="reordering buffer", xlabel="time since start (s)", ylabel="events held (count)")
-    every = sc.stream.scale_every_ms
-    if every:
-        marks = [t / 1000 for t in range(every, sc.duration_ms + 1, every)]
+    marks = [t / 1000 for t in scale_times(sc.scaling, sc.duration_ms)]
+    if marks:
         for a in (ax[0][0], ax[0][1]):
             figures.mark_scaling(a, marks, "scale")
     x = list(range(len(names)))
@@ -181,7 +181,7 @@ def plot(result: LabResult, path: Path) -> Path:
         a.set_ylim(low, high + 0.3 * (high - low))
     for a in ax.flat:
         figures.legend(a)
-    fig.suptitle(f"{sc.name}: {result.events_written} events, windows of {sc.window_ms / 1000:g} s")
+    fig.suptitle(f"{sc.name}: {result.events_written} events, windows of {(sc.window_ms or 0) / 1000:g} s")
     fig.tight_layout()
     try:
         out = figures.save(fig, path.parent, path.stem, fmt)

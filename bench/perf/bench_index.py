@@ -75,7 +75,7 @@ def _startup() -> list[Row]:
 
 
 def _reference(ends: npt.NDArray[np.int64], tss: npt.NDArray[np.int64], q: npt.NDArray[np.int64]) -> Any:
-    """``watermark_at`` by definition (DESIGN §1): the time of the write holding each byte, or the tail."""
+    """``watermark_at`` as defined (docs/design.md §1): time of the write holding each byte, or the tail."""
     times = np.append(tss, tss[-1])
     return times[np.searchsorted(ends, q, side="right")] - 1
 

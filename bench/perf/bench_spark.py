@@ -18,7 +18,9 @@ measured micro-batches (Spark's ``processedRowsPerSecond``), the median over the
   (same names, keys, payloads; checked before timing): no store, no decoding. The
   most any Python data source gets through PySpark's Arrow hand-over here.
 - (c) ``rate-micro-batch`` with the same ``rowsPerBatch``: rows generated in the JVM,
-  the reference for Spark itself.
+  the reference for Spark itself. It never runs dry, so each of its micro-batches is one
+  ``availableNow`` query on a shared checkpoint (a running query would be stopped in the
+  middle of a batch); (a) and (b) run dry after their batches and are stopped idle.
 
 It prints rows/s and the ratios (a)/(b) and (b)/(c), and where the time of (a) goes:
 per micro-batch, running the tasks (Spark's ``addBatch``) and the rest of the trigger on
@@ -49,7 +51,17 @@ from segmentstore.net.server import SegmentStoreServer
 
 from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main", "preload", "ceiling_batches", "check_ceiling", "SEGMENTS", "PARTITIONS", "SLOW"]
+__all__ = [
+    "run",
+    "main",
+    "preload",
+    "ceiling_batches",
+    "check_ceiling",
+    "available_now_batches",
+    "SEGMENTS",
+    "PARTITIONS",
+    "SLOW",
+]
 
 SLOW = True  # minutes: its pytest-benchmark run needs --bench-slow (bench.perf.suite)
 
@@ -107,7 +119,12 @@ def _planning(progress: list[dict[str, Any]]) -> float:
 
 
 def _run_batches(df: Any, rows_per_batch: int, batches: int) -> list[dict[str, Any]]:
-    """Run ``df`` into ``noop`` until ``batches`` full micro-batches after the warm-up; their progress."""
+    """Run ``df`` into ``noop`` until ``batches`` full micro-batches after the warm-up; their progress.
+
+    ``df`` reads a source that runs dry (``ingestwm`` over a preloaded stream, the capped
+    ceiling): once the batches are in, the query reads what is left
+    (``processAllAvailable``) and is stopped idle, so no task is cut short.
+    """
     with tempfile.TemporaryDirectory(prefix="bench-spark-") as ckpt:
         q = (
             df.writeStream.format("noop")
@@ -118,14 +135,44 @@ def _run_batches(df: Any, rows_per_batch: int, batches: int) -> list[dict[str, A
         deadline = monotonic_s() + 600
         try:
             while len(_measured(list(q.recentProgress), rows_per_batch)) < batches:
-                if q.exception() is not None:
-                    raise RuntimeError(f"the query failed: {q.exception()}")
+                _raise_if_failed(q)
                 if monotonic_s() > deadline:
                     raise TimeoutError(f"fewer than {batches} full micro-batches in 600 s")
                 q.awaitTermination(0.1)
+            q.processAllAvailable()
             return _measured(list(q.recentProgress), rows_per_batch)[:batches]
         finally:
             q.stop()
+
+
+def _raise_if_failed(q: Any) -> None:
+    if q.exception() is not None:
+        first = (str(q.exception()).strip().splitlines() or [""])[0]
+        raise RuntimeError(f"the query {q.name or q.id} failed: {first}")
+
+
+def available_now_batches(start: Callable[[str], Any], batches: int) -> list[dict[str, Any]]:
+    """Progress of ``batches`` micro-batches, each one ``availableNow`` query, on one checkpoint.
+
+    ``start(checkpoint)`` starts the query (``rate-micro-batch`` gives one batch of
+    ``rowsPerBatch`` rows per ``availableNow`` query and continues from the checkpoint).
+    A source that never runs dry, read by a running query, could only be stopped in the
+    middle of a batch; these queries end by themselves.
+    """
+    progress: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as ckpt:
+        for _ in range(batches):
+            q = start(ckpt)
+            try:
+                if not q.awaitTermination(600):
+                    raise TimeoutError("an availableNow micro-batch did not end in 600 s")
+            except Exception:
+                _raise_if_failed(q)
+                raise
+            finally:
+                q.stop()
+            progress += list(q.recentProgress)
+    return progress
 
 
 def _ingestwm(spark: Any, endpoint: str, stream: str, rows_per_batch: int, batches: int) -> Any:
@@ -147,20 +194,29 @@ def _rate_micro_batch(spark: Any, rows_per_batch: int, batches: int) -> Any:
         .option("numPartitions", PARTITIONS)
         .load()
     )
-    return _run_batches(df, rows_per_batch, batches)
+
+    def start(ckpt: str) -> Any:
+        w = df.writeStream.format("noop").option("checkpointLocation", ckpt)
+        return w.trigger(availableNow=True).start()
+
+    return _measured(available_now_batches(start, batches + 1), rows_per_batch)[:batches]
 
 
 def _ceiling_source(rows_per_batch: int, stream: str, segments: list[str]) -> type:
+    """The ceiling's source: one batch of ``rows_per_batch`` rows per trigger, ``batches`` of them in all."""
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
     from spark_source.reading import SPARK_SCHEMA
 
     class Reader(DataSourceStreamReader):
+        def __init__(self, batches: int) -> None:
+            self.batches = batches
+
         def initialOffset(self) -> dict[str, int]:
             return {"i": 0}
 
         def latestOffset(self, start: dict[str, int], limit: Any) -> dict[str, int]:
-            return {"i": start["i"] + 1}
+            return {"i": min(start["i"] + 1, self.batches)}  # runs dry: stopped idle (_run_batches)
 
         def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
             n = (end["i"] - start["i"]) * rows_per_batch // PARTITIONS
@@ -183,7 +239,7 @@ def _ceiling_source(rows_per_batch: int, stream: str, segments: list[str]) -> ty
             return SPARK_SCHEMA
 
         def streamReader(self, schema: Any) -> DataSourceStreamReader:
-            return Reader()
+            return Reader(int(self.options["batches"]))
 
     return Ceiling
 
@@ -232,7 +288,8 @@ def ceiling_batches(rows: int, stream: str, segment: str) -> Iterator[Any]:
 
 
 def _ceiling(spark: Any, rows_per_batch: int, batches: int) -> Any:
-    return _run_batches(spark.readStream.format("ingestwm_bench_ceiling").load(), rows_per_batch, batches)
+    df = spark.readStream.format("ingestwm_bench_ceiling").option("batches", str(batches + 1)).load()
+    return _run_batches(df, rows_per_batch, batches)
 
 
 def _read_split(endpoint: str, client: EmbeddedClient, stream: str) -> dict[str, float]:
@@ -311,7 +368,7 @@ def run(size: Size = "full") -> list[Row]:
         client = EmbeddedClient(store)
         preload(client, "bench/check", 20_000)
         preload(client, "bench/main", events)
-        spark = local_session("ingestwm-bench")
+        spark = local_session("ingestwm-bench", log_level="fatal")
         _check_delivery(spark, endpoint, client, "bench/check", rows_per_batch)
         segments = [seg.name for seg in client.get_stream("bench/main").active_segments]
         check_ceiling(client, "bench/main", segments)
@@ -437,7 +494,10 @@ def _check_delivery(
             .trigger(availableNow=True)
             .start()
         )
-        q.awaitTermination(600)
+        if not q.awaitTermination(600):
+            q.stop()
+            raise TimeoutError("the delivery check's availableNow query did not end in 600 s")
+        _raise_if_failed(q)
         got = sorted(
             (r.segment, r.offset, r.routing_key, bytes(r.payload), r.event_us, r.ingestion_us)
             for r in spark.table("ingestwm_bench_check").collect()

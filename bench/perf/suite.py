@@ -17,7 +17,8 @@ is picked up by ``ingestwm bench``, by ``pytest bench/perf`` and by the smoke te
 - ``main(argv)``: ``python -m bench.perf.bench_<area> [--quick | --tiny]``.
 
 ``run_bench`` imports the modules and prints their rows as one table: a module that
-cannot be imported is an error, never skipped.
+cannot be imported is an error, never skipped; one whose run fails is one line and a
+non-zero exit after the table of the others.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "run_bench",
     "format_table",
     "module_main",
+    "one_line",
 ]
 
 Row = dict[str, Any]
@@ -154,18 +156,46 @@ def run_bench(
 ) -> list[Row]:
     """Run the benchmark modules (all by default); print the table; return every row with its module.
 
-    Every module is imported before any runs, so a broken one fails the run at once.
+    Every module is imported before any runs, so a broken one fails the run at once. A
+    module whose run raises is reported in one line (``bench_x FAILED: ...``) and the
+    others still run; after the table of those that ran, a ``BenchmarkError`` names the
+    failed ones (``ingestwm bench`` then exits non-zero). Spark's session, if a module
+    started one, is stopped at the end.
     """
     names = list(modules) if modules is not None else discover()
     loaded = [(name, load(name)) for name in names]
     rows: list[Row] = []
-    for name, mod in loaded:
-        echo(f"running {name} ({size}) ...")
-        rows += [{"module": name, **r} for r in check_rows(name, mod.run(size))]
-    echo("")
-    for text in format_table(rows):
-        echo(text)
+    failed: list[str] = []
+    try:
+        for name, mod in loaded:
+            echo(f"running {name} ({size}) ...")
+            try:
+                got = check_rows(name, mod.run(size))
+            except BenchmarkError:
+                raise
+            except Exception as e:  # a benchmark's failure, reported in one line; the others still run
+                echo(f"{name} FAILED: {one_line(e)}")
+                failed.append(name)
+                continue
+            rows += [{"module": name, **r} for r in got]
+    finally:
+        from spark_source.session import stop_local_session
+
+        stop_local_session()
+    if rows:
+        echo("")
+        for text in format_table(rows):
+            echo(text)
+    if failed:
+        raise BenchmarkError(f"{len(failed)} of {len(loaded)} benchmark modules failed: {', '.join(failed)}")
     return rows
+
+
+def one_line(e: BaseException) -> str:
+    """``Type: first line of the message`` (a Spark query's exception carries the JVM's stack below)."""
+    text = str(e).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def module_main(
@@ -181,7 +211,12 @@ def module_main(
     group.add_argument("--tiny", action="store_true", help="smallest sizes (a smoke run)")
     args = parser.parse_args(argv)
     size: Size = "tiny" if args.tiny else "quick" if args.quick else "full"
-    rows = run(size)
+    from spark_source.session import stop_local_session
+
+    try:
+        rows = run(size)
+    finally:
+        stop_local_session()
     for text in format_table(rows):
         print(text)
     return rows

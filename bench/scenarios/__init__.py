@@ -1,8 +1,9 @@
 """bench.scenarios: the shipped YAML specs, and the one loader every tool reads them with.
 
-- ``*.yaml``: simulator scenarios (``ingestwm simulate NAME``, ``bench.sim.scenario``).
-- ``lab/*.yaml``: lab scenarios (``ingestwm compare NAME``, ``bench.lab.lab_scenario``).
-- ``sweeps/*.yaml``: parameter grids (``ingestwm experiment NAME``, ``bench.sim.sweep``).
+- ``*.yaml``: scenarios in the one scenario language (``bench.sim.scenario``): the
+  simulator runs any (``ingestwm simulate NAME``), the lab any with windows
+  (``ingestwm compare NAME``; those made for it have a ``strategies:`` section).
+- ``sweeps/*.yaml``: parameter grids of either (``ingestwm experiment NAME``, ``bench.sim.sweep``).
 - ``yaml_specs``: finding shipped files, reading YAML, building frozen dataclasses with
   errors that name the field, ``key=value`` overrides; ``errors``: ``SpecError``.
 """

@@ -8,8 +8,8 @@ __all__ = ["SpecError"]
 class SpecError(ValueError):
     """A spec file, field or override is invalid; ``field`` is its dotted path (``""`` if none).
 
-    The simulator's ``ScenarioError``, the lab's ``LabScenarioError`` and the sweeps'
-    ``SweepError`` are subclasses: the loader raises the class its caller names.
+    The scenarios' ``ScenarioError`` (the lab's ``LabScenarioError`` is the same class)
+    and the sweeps' ``SweepError`` are subclasses: the loader raises the class its caller names.
     """
 
     def __init__(self, message: str, field: str = "") -> None:

@@ -1,4 +1,4 @@
-"""YAML spec files: the one loader of the simulator's scenarios, the lab's scenarios and the sweeps.
+"""YAML spec files: the one loader of the scenarios (simulator and lab alike) and the sweeps.
 
 - Shipped files: ``bench/scenarios/<folder>/<name>.yaml`` (``shipped``), or any file by
   path (``find``).
@@ -241,6 +241,16 @@ def _set_path(root_cls: type, root: dict[str, Any], key: str, value: Any, error:
             node = node[idx]
             if not isinstance(node, dict):
                 raise error("is not a mapping", here)
+        elif tp is Any:  # free-form (a plugin's params): nested mappings, keys as given
+            if not isinstance(node, dict):
+                raise error("is not a mapping", ".".join(done))
+            if last:
+                node[part] = value
+                return
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            node = child
         else:
             raise error(f"{'.'.join(done)} is {_type_name(tp)}, it has no field {part!r}", here)
         done.append(part)

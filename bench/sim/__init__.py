@@ -1,7 +1,12 @@
-"""bench.sim: a discrete-event simulation (SimPy) driving the real segment store and reader groups.
+"""bench.sim: the experiment package — the one scenario language, and a discrete-event simulation
+(SimPy) driving the real segment store and reader groups. The lab (``bench.lab``) runs the
+same scenarios through its watermark strategies.
 
-- ``scenario``: the frozen scenario schema, YAML loading, ``--set`` overrides.
-- ``workloads``: rate models, event times (skew, jitter) and vectorised framing.
+- ``scenario``: the frozen scenario schema, YAML loading, ``--set`` overrides;
+  ``schema_doc``: the schema as Markdown (``ingestwm scenario schema``).
+- ``seeds``: one generator per component, spawned from the seed by name.
+- ``arrivals``: a writer's events (arrival processes, traces, disorder, drift, latency),
+  shared with the lab; ``workloads``: rate integrals and vectorised framing.
 - ``actors`` / ``readers``: the world and its SimPy processes (writers, transactions,
   scaling, the watermark advancer, readers with joins, leaves, crashes and stalls).
 - ``pipeline``: ``flink_compat``'s event-time reordering and windows after the readers.
@@ -11,7 +16,10 @@
 - ``engine``: ``run_scenario`` and ``write_result``; ``result``: the ``SimResult`` they share.
 - ``sim_clock``: ``SimClock``, the store's ingestion clock on SimPy time.
 - ``simulate``: what ``ingestwm simulate`` does (output directory, progress bar, summary).
-- ``sweep``: ``ingestwm experiment`` — a grid of simulations, one per Spark task.
+- ``experiment``: tasks (one run of simulate or compare) in processes or Spark tasks, and
+  their aggregation; ``stats``: mean, sd, Student-t 95 % intervals.
+- ``replicate``: ``--replications``; ``sweep``: ``ingestwm experiment`` — grids of either.
+- ``manifest``: ``manifest.json``, the provenance of every output directory.
 """
 
 from .engine import run_scenario, write_result

@@ -35,14 +35,26 @@ from readergroup.writer import EventWriter, WriterConfig
 from segmentstore import SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
 from segmentstore.client import EmbeddedClient
 
-from .errors import ScenarioError, SimulationError
+from .arrivals import Batch, EventSource
+from .errors import SimulationError
 from .pipeline import EventTimePipeline
 from .recorder import Recorder
-from .scenario import Scenario, WriterSpec
+from .scenario import ScalingSpec, Scenario, WriterSpec
+from .seeds import Seeds
 from .sim_clock import SimClock
-from .workloads import ID_BYTES, FrameBuilder, event_times, expected_events, generation_times
+from .workloads import ID_BYTES, FrameBuilder
 
-__all__ = ["World", "WriterActor", "instance_names", "scaler", "advancer"]
+__all__ = [
+    "World",
+    "WriterActor",
+    "instance_names",
+    "scaler",
+    "advancer",
+    "store_outages",
+    "auto_plan",
+    "scale_plan",
+    "scale_times",
+]
 
 Proc = Generator[simpy.Event, Any, None]
 _EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20, sync=True)
@@ -106,6 +118,13 @@ class World:
                 self.clock,
                 sc.pipeline.stages,
             )
+        self.seeds = Seeds(sc.seed)
+        for part in sc.random_parts:
+            self.seeds.note(part)
+        self.outages = store_outages(sc, self.seeds)
+        # events appended per key range (auto scaling; a rolling transaction's duplicates keep the range)
+        self.segment_events: dict[tuple[float, float], int] = {}
+        self.scale_epoch = 0  # bumped by every scale event: writers re-route
         self.advanced = 0
         self.last_write_ms: int | None = None
         self.served: Any = None  # group.processes: the store on loopback and the reader processes (engine)
@@ -119,10 +138,40 @@ class World:
     def end_ms(self) -> int:
         return self.scenario.duration_ms
 
+    def outage_end(self, now: int) -> int | None:
+        """If the store is down at ``now`` (an outage), when it is back; else ``None``. O(outages)."""
+        for a, b in self.outages:
+            if a <= now < b:
+                return b
+        return None
+
     def close(self) -> None:
         if self.served is not None:
             self.served.close()
         self.store.close()
+
+
+def store_outages(sc: Scenario, seeds: Seeds) -> list[tuple[int, int]]:
+    """The store's outages ``[start, end)`` within the run: the listed ones and, with an MTBF, random ones."""
+    f = sc.faults
+    starts = set(f.store_restart_at_ms)
+    if f.store_mtbf_ms is not None:
+        rng = seeds.rng("faults.store")
+        t = 0.0
+        while True:
+            t += float(rng.exponential(f.store_mtbf_ms))
+            if t >= sc.duration_ms:
+                break
+            starts.add(int(t))
+            t += f.store_downtime_ms
+    out: list[tuple[int, int]] = []
+    for a in sorted(x for x in starts if x < sc.duration_ms):
+        b = a + f.store_downtime_ms
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 class WriterActor:
@@ -134,30 +183,19 @@ class WriterActor:
         self.index = index
         self.name = name
         sc = world.scenario
-        if spec.keys:
-            keys = list(spec.keys)
-        elif spec.workload.kind == "schedule":
-            keys = sorted({e.key for e in spec.workload.events})
-        else:
-            width = len(str(spec.key_count - 1))
-            keys = [f"{name}-{i:0{width}d}" for i in range(spec.key_count)]
-        if spec.workload.kind == "schedule":
-            missing = sorted({e.key for e in spec.workload.events} - set(keys))
-            if missing:
-                raise ScenarioError(
-                    f"schedule uses keys {missing} that are not in keys", f"writers.{spec.name}.keys"
-                )
+        self.source = EventSource(spec, name, sc.start_time_ms, sc.duration_ms, world.seeds)
+        keys = self.source.keys
         self.keys = keys
-        self._key_pos = {k: i for i, k in enumerate(keys)}
-        self.rng = np.random.default_rng([sc.seed, 1, index])
         self.builder = FrameBuilder(index, keys, spec.payload_bytes)
         self._hashes = np.array([key_hash(k) for k in keys], np.float64)
         self._pad = bytes(spec.payload_bytes - ID_BYTES)
-        self.produced = 0
-        self.carry = 0.0
         self._seg_names: list[str] = []
+        self._seg_ranges: list[tuple[float, float]] = []
         self._key_seg = np.empty(0, np.int64)
+        self._epoch = 0
         self._route()
+        # events handed over but not yet in the store (write latency, store outages)
+        self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
         client, stream, wid = world.client, world.stream, index + 1
         self._event_writer = (
             EventWriter(client, stream, wid, config=_EVENT_WRITER_CONFIG)
@@ -176,97 +214,135 @@ class WriterActor:
 
     # ------------------------------------------------------------------ the process
     def process(self) -> Proc:
-        spec, env = self.spec, self.world.env
-        stop = min(spec.stop_ms if spec.stop_ms is not None else self.world.end_ms, self.world.end_ms)
-        if spec.start_ms > 0:
-            yield env.timeout(spec.start_ms)
-        self._last_commit = spec.start_ms
-        if spec.workload.kind == "schedule":
-            yield from self._schedule(stop)
-        else:
-            t = spec.start_ms
-            while t < stop and not self._exhausted():
-                t1 = min(t + spec.tick_ms, stop)
-                yield env.timeout(t1 - t)
-                x = self.carry + expected_events(spec.workload, t, t1)
-                n = int(x)
-                self.carry = x - n
-                n = self._cap(n)
-                if n:
-                    self._emit(generation_times(t, t1, n))
-                self._maybe_commit(t1, force=False)
-                t = t1
+        w, src = self.world, self.source
+        env, end = w.env, w.end_ms
+        self._last_commit = self.spec.start_ms
+        while True:
+            now = int(env.now)
+            nxt = src.next_handover()
+            if self._pending:  # wake on the tick grid: at most once per tick
+                due = min(int(p[3].min()) for p in self._pending)
+                back = w.outage_end(now)
+                due = max(due, back) if back is not None else due
+                tick, s0 = self.spec.tick_ms, self.spec.start_ms
+                due = max(due, now + 1)
+                due = s0 + -(-(due - s0) // tick) * tick
+                nxt = due if nxt is None else min(nxt, due)
+            if nxt is None or nxt > end:
+                break
+            if nxt > now:
+                yield env.timeout(nxt - now)
+                now = nxt
+            while (h := src.next_handover()) is not None and h <= now:
+                b = src.produce_next()
+                if len(b):
+                    self._take(b, now)
+            self._flush(now)
+            self._maybe_commit(now, force=False)
         self._maybe_commit(int(env.now), force=True)
 
-    def _schedule(self, stop: int) -> Proc:
-        env = self.world.env
-        events = sorted(self.spec.workload.events, key=lambda e: e.at_ms)
-        for at, group in itertools.groupby(events, key=lambda e: e.at_ms):
-            if at >= stop or self._exhausted():
-                return
-            if at > env.now:
-                yield env.timeout(at - env.now)
-            evs = list(group)
-            evs = evs[: self._cap(len(evs))]
-            gen = np.full(len(evs), at, np.int64)
-            key_idx = np.array([self._key_pos[e.key] for e in evs], np.int64)
-            offsets = np.array([e.event_time_offset_ms for e in evs], np.int64)
-            self._emit(gen, key_idx, offsets)
-            self._maybe_commit(at, force=False)
-
-    def _exhausted(self) -> bool:
-        return self.spec.max_events is not None and self.produced >= self.spec.max_events
-
-    def _cap(self, n: int) -> int:
-        if self.spec.max_events is None:
-            return n
-        return max(0, min(n, self.spec.max_events - self.produced))
-
     # ------------------------------------------------------------------ writing
-    def _emit(
-        self, gen: np.ndarray, key_idx: np.ndarray | None = None, et_offset: np.ndarray | None = None
-    ) -> None:
-        """Write events produced at ``gen`` (ms since start): assign numbers, event times, keys."""
-        n = len(gen)
-        if n == 0:
+    def _take(self, b: Batch, now: int) -> None:
+        """Number the batch's events; write those due now (if the store is up), keep the others."""
+        seqs = self.world.recorder.allocate(len(b))
+        if not self._pending and self.world.outage_end(now) is None and int(b.ready.max()) <= now:
+            self._write(b.key_idx, b.et, seqs, b.sizes)
             return
+        self._pending.append((b.key_idx, b.et, seqs, b.ready, b.sizes))
+        self._flush(now)
+
+    def _flush(self, now: int) -> None:
+        """Write the pending events due by ``now``, in the order they reach the store."""
+        if not self._pending or self.world.outage_end(now) is not None:
+            return
+        key_idx, et, seqs, ready = (np.concatenate([p[i] for p in self._pending]) for i in range(4))
+        sized = any(p[4] is not None for p in self._pending)
+        sizes = (
+            np.concatenate(
+                [
+                    p[4] if p[4] is not None else np.full(len(p[0]), self.spec.payload_bytes)
+                    for p in self._pending
+                ]
+            )
+            if sized
+            else None
+        )
+        due = ready <= now
+        self._pending = []
+        if not due.all():
+            rest = ~due
+            self._pending.append(
+                (key_idx[rest], et[rest], seqs[rest], ready[rest], None if sizes is None else sizes[rest])
+            )
+        if due.any():
+            idx = np.flatnonzero(due)
+            r = ready[idx]
+            span = int(r.max() - r.min()) if len(r) else 0
+            if span:  # in arrival order; a narrow span sorts as uint16 (radix, O(n))
+                key = (r - r.min()).astype(np.uint16) if span < 1 << 16 else r
+                idx = idx[np.argsort(key, kind="stable")]
+            self._write(key_idx[idx], et[idx], seqs[idx], None if sizes is None else sizes[idx])
+
+    def _write(self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None) -> None:
         w = self.world
-        rec = w.recorder
-        seqs = rec.allocate(n)
-        if key_idx is None:
-            key_idx = (self.produced + np.arange(n, dtype=np.int64)) % len(self.keys)
-        spec = self.spec
-        et = event_times(gen, w.scenario.start_time_ms, spec.event_time_skew_ms, spec.jitter_ms, self.rng)
-        if et_offset is not None:
-            et = et + et_offset
-        self.produced += n
         if self._txn_writer is not None:
             if self._txn is None:
                 self._txn = self._txn_writer.begin_txn()
-            for k, t, s in zip(key_idx.tolist(), et.tolist(), seqs.tolist(), strict=True):
-                self._txn.write_event(self.keys[k], self._payload(s), t)
+            for k, t, _s, p in self._frames(key_idx, et, seqs, sizes):
+                self._txn.write_event(self.keys[k], p, t)
             self._txn_seqs.append(seqs)
+            self._count(key_idx)
             return
         if self._event_writer is not None:
-            for k, t, s in zip(key_idx.tolist(), et.tolist(), seqs.tolist(), strict=True):
-                self._event_writer.write_event(self.keys[k], self._payload(s), t)
+            for k, t, _s, p in self._frames(key_idx, et, seqs, sizes):
+                self._event_writer.write_event(self.keys[k], p, t)
             self._event_writer.flush()
+            self._count(key_idx)
         else:
-            self._append(key_idx, et, seqs)
+            self._append(key_idx, et, seqs, sizes)
         w.written(self.index, seqs)
+
+    def _frames(
+        self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None
+    ) -> list[tuple[int, int, int, bytes]]:
+        ks, ts, ss = key_idx.tolist(), et.tolist(), seqs.tolist()
+        if sizes is None:
+            return [(k, t, s, self._payload(s)) for k, t, s in zip(ks, ts, ss, strict=True)]
+        w = self.index.to_bytes(4, "little")
+        return [
+            (k, t, s, w + s.to_bytes(4, "little") + bytes(z - ID_BYTES))
+            for k, t, s, z in zip(ks, ts, ss, sizes.tolist(), strict=True)
+        ]
 
     def _payload(self, seq: int) -> bytes:
         return self.index.to_bytes(4, "little") + seq.to_bytes(4, "little") + self._pad
+
+    def _count(self, key_idx: np.ndarray) -> None:
+        """Per-segment event counts (auto scaling) of events written by an EventWriter or a transaction."""
+        if self.world.scenario.scaling.mode != "auto":
+            return
+        if self._epoch != self.world.scale_epoch:
+            self._route()
+        counts = self.world.segment_events
+        per = np.bincount(self._key_seg[key_idx], minlength=len(self._seg_names))
+        for i in np.flatnonzero(per).tolist():
+            r = self._seg_ranges[i]
+            counts[r] = counts.get(r, 0) + int(per[i])
 
     def _route(self) -> None:
         segs: tuple[StreamSegment, ...] = self.world.client.get_stream(self.world.stream).active_segments
         lows = np.array([s.key_low for s in segs], np.float64)
         self._seg_names = [s.name for s in segs]
+        self._seg_ranges = [(s.key_low, s.key_high) for s in segs]
+        self._epoch = self.world.scale_epoch
         self._key_seg = np.searchsorted(lows, self._hashes, side="right") - 1
 
-    def _append(self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray) -> None:
+    def _append(
+        self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None = None
+    ) -> None:
         """One append per segment; events of a segment sealed meanwhile are re-routed, in order."""
         client = self.world.client
+        counts = self.world.segment_events
         for _ in range(64):
             segi = self._key_seg[key_idx]
             order = np.argsort(segi, kind="stable")
@@ -274,20 +350,26 @@ class WriterActor:
             cuts = np.flatnonzero(np.diff(sorted_seg)) + 1
             starts = [0, *cuts.tolist()]
             ends = [*cuts.tolist(), len(order)]
-            size = self.builder.frame_size
+            size = self.builder.frame_size if sizes is None else 0
             blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[np.ndarray] = []
             for a, b in zip(starts, ends, strict=True):
-                name = self._seg_names[int(sorted_seg[a])]
+                si = int(sorted_seg[a])
+                name = self._seg_names[si]
                 if size:
                     data = blob[a * size : b * size]
                 else:
                     chunk = order[a:b]
-                    data = self.builder.build(key_idx[chunk], et[chunk], seqs[chunk])
+                    data = self.builder.build(
+                        key_idx[chunk], et[chunk], seqs[chunk], None if sizes is None else sizes[chunk]
+                    )
                 try:
                     client.append(name, data)
                 except SegmentSealedError:
                     retry.append(order[a:b])
+                else:
+                    r = self._seg_ranges[si]
+                    counts[r] = counts.get(r, 0) + (b - a)
             if not retry:
                 return
             before = self._seg_names
@@ -296,6 +378,7 @@ class WriterActor:
                 raise SimulationError(f"writer {self.name!r}: segments of {self.world.stream!r} are sealed")
             sel = np.sort(np.concatenate(retry))
             key_idx, et, seqs = key_idx[sel], et[sel], seqs[sel]
+            sizes = None if sizes is None else sizes[sel]
         raise SimulationError(f"writer {self.name!r}: could not route an append after 64 scalings")
 
     def _maybe_commit(self, t: int, force: bool) -> None:
@@ -316,16 +399,16 @@ class WriterActor:
 # ---------------------------------------------------------------------- stream scaling and the advancer
 
 
-def _scale_times(world: World) -> list[int]:
-    s = world.scenario.scaling
-    stop = min(s.stop_ms if s.stop_ms is not None else world.end_ms, world.end_ms)
+def scale_times(s: ScalingSpec, end_ms: int) -> list[int]:
+    """The times of the fixed scale events (``at_ms``, every ``every_ms``) within ``(0, end_ms)``."""
+    stop = min(s.stop_ms if s.stop_ms is not None else end_ms, end_ms)
     times = {t for t in s.at_ms if 0 < t <= stop}
     if s.every_ms is not None:
         times.update(range(s.start_ms + s.every_ms, stop + 1, s.every_ms))
-    return sorted(t for t in times if t < world.end_ms)
+    return sorted(t for t in times if t < end_ms)
 
 
-def _plan(mode: str, k: int, segs: list[StreamSegment]) -> tuple[list[str], list[tuple[float, float]]]:
+def scale_plan(mode: str, k: int, segs: list[StreamSegment]) -> tuple[list[str], list[tuple[float, float]]]:
     """The segments to seal and the new ranges of the ``k``-th scale event in ``mode``."""
     if mode == "split_merge":
         mode = "split_all" if k % 2 == 0 else "merge_pairs"
@@ -355,20 +438,83 @@ def _plan(mode: str, k: int, segs: list[StreamSegment]) -> tuple[list[str], list
 
 
 def scaler(world: World) -> Proc:
-    """Scale the stream at the scenario's scaling times."""
+    """Scale the stream at the scenario's scaling times, or by load (``auto``)."""
     env, client, rec = world.env, world.client, world.recorder
     mode = world.scenario.scaling.mode
-    for k, t in enumerate(_scale_times(world)):
+    if mode == "auto":
+        yield from _auto_scaler(world)
+        return
+    for k, t in enumerate(scale_times(world.scenario.scaling, world.end_ms)):
         if t > env.now:
             yield env.timeout(t - env.now)
         segs = sorted(client.get_stream(world.stream).active_segments, key=lambda s: s.key_low)
-        seal, ranges = _plan(mode, k, segs)
+        seal, ranges = scale_plan(mode, k, segs)
         if not seal:
             continue
         created = client.scale_stream(world.stream, seal, ranges)
+        world.scale_epoch += 1
         rec.scale_events.append(
             {"t_ms": int(env.now), "sealed": sorted(seal), "created": [s.name for s in created]}
         )
+
+
+def auto_plan(
+    segs: list[StreamSegment], rates: dict[str, float], target: float, min_segments: int
+) -> list[tuple[list[str], list[tuple[float, float]]]]:
+    """Pravega's auto-scaling by event rate: split each segment above ``target`` in two, merge
+    adjacent pairs whose summed rate is below ``target / 2`` (keeping ``min_segments``). O(segments)."""
+    plans: list[tuple[list[str], list[tuple[float, float]]]] = []
+    hot = [s for s in segs if rates.get(s.name, 0.0) > target]
+    for s in hot:
+        mid = (s.key_low + s.key_high) / 2
+        plans.append(([s.name], [(s.key_low, mid), (mid, s.key_high)]))
+    if hot:
+        return plans
+    n = len(segs)
+    i = 0
+    while i + 1 < len(segs) and n > min_segments:
+        a, b = segs[i], segs[i + 1]
+        if rates.get(a.name, 0.0) + rates.get(b.name, 0.0) < target / 2:
+            plans.append(([a.name, b.name], [(a.key_low, b.key_high)]))
+            n -= 1
+            i += 2
+        else:
+            i += 1
+    return plans
+
+
+def _auto_scaler(world: World) -> Proc:
+    env, client, rec = world.env, world.client, world.recorder
+    sp = world.scenario.scaling
+    every = sp.every_ms
+    assert every is not None
+    stop = min(sp.stop_ms if sp.stop_ms is not None else world.end_ms, world.end_ms)
+    seen: dict[tuple[float, float], int] = {}
+    t = sp.start_ms
+    while True:
+        t += every
+        if t > stop or t >= world.end_ms:
+            return
+        yield env.timeout(t - env.now)
+        counts = world.segment_events
+        segs = sorted(client.get_stream(world.stream).active_segments, key=lambda s: s.key_low)
+        rates = {
+            s.name: (counts.get(r, 0) - seen.get(r, 0)) * 1000.0 / every
+            for s in segs
+            for r in [(s.key_low, s.key_high)]
+        }
+        seen = dict(counts)
+        for seal, ranges in auto_plan(segs, rates, sp.target_rate_per_s, sp.min_segments):
+            created = client.scale_stream(world.stream, seal, ranges)
+            world.scale_epoch += 1
+            rec.scale_events.append(
+                {
+                    "t_ms": int(env.now),
+                    "sealed": sorted(seal),
+                    "created": [s.name for s in created],
+                    "rates_per_s": {n: round(rates.get(n, 0.0), 3) for n in sorted(seal)},
+                }
+            )
 
 
 def advancer(world: World) -> Proc:
@@ -377,4 +523,5 @@ def advancer(world: World) -> Proc:
     period = world.scenario.store.polling_period_ms
     while True:
         yield env.timeout(period)
-        world.advanced += len(store.advance_idle_watermarks())
+        if world.outage_end(int(env.now)) is None:
+            world.advanced += len(store.advance_idle_watermarks())

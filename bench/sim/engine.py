@@ -2,11 +2,11 @@
 
 ``run_scenario(scenario)`` returns a ``SimResult`` (``bench.sim.result``: the JSON-ready
 summary, the recorder with its series, the pipeline's ordered and late records);
-``write_result`` writes
-``summary.json``, the CSV (and optional Parquet) series and the PNG plots. The same
-scenario and seed give byte-identical files: all randomness comes from seeded numpy
-generators, SimPy orders same-time events by scheduling order, and wall-clock time
-(``SimResult.wall_s``) is never written.
+``write_result`` writes ``summary.json``, the CSV (and optional Parquet) series and the
+PNG plots. The same scenario and seed give byte-identical files: all randomness comes
+from numpy generators spawned per component from the seed (``bench.sim.seeds``), SimPy
+orders same-time events by scheduling order, and wall-clock time (``SimResult.wall_s``)
+is never written.
 """
 
 from __future__ import annotations
@@ -196,6 +196,7 @@ def _summary(world: World, writers: list[WriterActor], readers: list[ReaderActor
     out: dict[str, Any] = {
         "scenario": sc.name,
         "seed": sc.seed,
+        "random": sc.random_parts,
         "duration_ms": sc.duration_ms,
         "start_time_ms": sc.start_time_ms,
         "parameters": scenario_to_dict(sc),
@@ -227,8 +228,10 @@ def _summary(world: World, writers: list[WriterActor], readers: list[ReaderActor
         },
         "scaling": {"events": len(rec.scale_events), "history": rec.scale_events},
         "faults": _faults(world),
-        "readers": {ra.name: {"state": ra.state, "events": ra.events} for ra in readers},
+        "readers": {ra.name: _reader_row(ra) for ra in readers},
     }
+    if world.outages:
+        out["store_outages"] = [{"start_ms": a, "end_ms": b} for a, b in world.outages]
     if world.last_write_ms is not None and world.last_write_ms < sc.duration_ms:
         out["watermark"]["idle"] = {
             "from_ms": world.last_write_ms,
@@ -251,6 +254,14 @@ def _summary(world: World, writers: list[WriterActor], readers: list[ReaderActor
         if pipe.chain is not None:
             out["pipeline"]["stages"] = pipe.chain.summary()
     return out
+
+
+def _reader_row(ra: ReaderActor) -> dict[str, Any]:
+    row: dict[str, Any] = {"state": ra.state, "events": ra.events}
+    if getattr(ra, "crashes", 0) and ra.spec.mtbf_ms is not None:
+        row["crashes"] = ra.crashes
+        row["restarts"] = ra.restarts
+    return row
 
 
 def _faults(world: World) -> list[dict[str, Any]]:

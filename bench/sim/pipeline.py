@@ -1,7 +1,7 @@
 """The event-time step after the readers: ``flink_compat``'s valve, reordering operator and windows.
 
 Each reader is an input channel of a ``StatusWatermarkValve``; the group watermarks it
-returns become event-time watermarks ``W - max_event_time_lag`` (DESIGN §1), combined
+returns become event-time watermarks ``W - max_event_time_lag`` (docs/design.md §1), combined
 over the active channels (a reader that left or crashed is idle). Events become
 ``StreamRecord((writer, seq), event_time)`` into an ``EventTimeOrderingOperator``: records
 at or below its watermark are late (side output), the rest leave in event-time order

@@ -48,6 +48,10 @@ class ReaderActor:
         self.state = "waiting"  # waiting | online | stalled | crashed | offline | left
         self.reads = 0
         self.events = 0
+        self.crashes = 0
+        self.restarts = 0
+        self._rng_fail = world.seeds.rng(f"readers.{name}.failures")
+        self._rng_proc = world.seeds.rng(f"readers.{name}.processing")
 
     def _next_change(self, now: int) -> int | None:
         """The next leave/crash/stall time after ``now``, if any."""
@@ -61,55 +65,87 @@ class ReaderActor:
         env = w.env
         if s.join_ms > 0:
             yield env.timeout(s.join_ms)
+        while True:
+            restart = yield from self._session()
+            if restart is None:
+                return
+            if restart > env.now:
+                yield env.timeout(restart - env.now)
+            self.restarts += 1
+
+    def _session(self) -> Generator[simpy.Event, Any, int | None]:
+        """One life of the reader, from joining to leaving or crashing; returns when it restarts (or None)."""
+        w, s = self.world, self.spec
+        env = w.env
         self.reader = w.group.create_reader(self.name)
+        w.recorder.on_reader_joined(self.name)
         self.state = "online"
         if w.pipeline is not None:
             w.pipeline.channel_active(self.channel, True)
+        failure = None
+        if s.mtbf_ms is not None:
+            failure = int(env.now) + max(1, int(self._rng_fail.exponential(s.mtbf_ms)))
         carry = 0.0
         while True:
             now = int(env.now)
             if s.leave_ms is not None and now >= s.leave_ms:
                 self.reader.close()
                 self._gone("left")
-                return
-            if s.crash_ms is not None and now >= s.crash_ms:
+                return None
+            crash = s.crash_ms is not None and now >= s.crash_ms
+            if crash or (failure is not None and now >= failure):
                 self.state = "crashed"
+                self.crashes += 1
                 if s.offline_after_ms:
                     yield env.timeout(s.offline_after_ms)
                 w.group.reader_offline(self.name)
                 self._gone("offline")
-                return
+                if crash:
+                    return None
+                return int(env.now) + int(s.restart_ms.draw(self._rng_fail, 1)[0])
             f = s.noack
             if f is not None and f.start_ms <= now and (f.end_ms is None or now < f.end_ms):
                 self.state = "stalled"
                 if f.end_ms is None:
-                    return  # online forever, never acknowledging
+                    return None  # online forever, never acknowledging
                 yield env.timeout(f.end_ms - now)
                 self.state = "online"
                 continue
-            carry = self._read(carry)
-            nxt = now + s.poll_ms
+            busy = 0
+            back = w.outage_end(now)
+            if back is None:
+                carry, busy = self._read(carry)
+            nxt = now + max(s.poll_ms, busy) if back is None else back
             change = self._next_change(now)
-            if change is not None:
+            if failure is not None and failure > now:
+                change = failure if change is None else min(change, failure)
+            if change is not None and busy == 0:
                 nxt = min(nxt, change)
-            yield env.timeout(nxt - now)
+            yield env.timeout(max(1, nxt - now))
 
     def _gone(self, state: str) -> None:
         self.state = state
         if self.world.pipeline is not None:
             self.world.pipeline.channel_active(self.channel, False)
 
-    def _read(self, carry: float) -> float:
-        """Read until idle or out of budget; returns the unused fractional budget. O(events)."""
+    def _read(self, carry: float) -> tuple[float, int]:
+        """Read until idle, out of budget or busy for a poll period; returns the unused fractional
+        budget and the processing time (ms) of what was read. O(events)."""
         w = self.world
         reader = self.reader
         assert reader is not None
-        rate = self.spec.rate_per_s
-        budget = math.inf if rate is None else carry + rate * self.spec.poll_ms / 1000.0
+        spec = self.spec
+        rate = spec.rate_per_s
+        budget = math.inf if rate is None else carry + rate * spec.poll_ms / 1000.0
         t_ms = int(w.env.now)
         rec, pipe = w.recorder, w.pipeline
-        while budget >= 1:
-            batch = reader.read_batch(MAX_BATCH if rate is None else int(min(budget, MAX_BATCH)))
+        proc = spec.processing if spec.processing.active else None
+        busy = 0
+        while budget >= 1 and busy < spec.poll_ms:
+            cap = MAX_BATCH if rate is None else int(min(budget, MAX_BATCH))
+            if proc is not None:  # about what fits in the poll period's remaining processing time
+                cap = max(1, min(cap, int((spec.poll_ms - busy) / max(proc.ms, 1e-3)) + 1))
+            batch = reader.read_batch(cap)
             self.reads += 1
             if batch.checkpoint_name is not None:
                 continue
@@ -120,8 +156,10 @@ class ReaderActor:
             if n:
                 budget -= n
                 self.events += n
+                if proc is not None:
+                    busy += int(proc.draw(self._rng_proc, n).sum())
                 if pipe is not None:
                     pipe.on_events(writers, seqs, batch.event_time)
             elif batch.watermark is None:
-                return 0.0
-        return budget if rate is not None else 0.0
+                return 0.0, busy
+        return (budget if rate is not None and math.isfinite(budget) else 0.0), busy

@@ -2,8 +2,8 @@
 
 ``Recorder`` is fed by the actors: events written (by global sequence number), every
 batch a reader returns (vectorised: late by ingestion time — at or below the highest
-group watermark emitted so far in the epoch, DESIGN §4.1 —, late by event time — at or
-below that watermark minus ``max_event_time_lag``, DESIGN §1 —, duplicates after a
+group watermark emitted so far in the epoch, docs/design.md §4.1 —, late by event time — at or
+below that watermark minus ``max_event_time_lag``, docs/design.md §1 —, duplicates after a
 failover, per writer), watermarks returned (strict ascent per reader, §4.2), scale
 events and samples (group watermark and lag, per-segment watermarks and unread bytes,
 the reordering buffer, the advancer's work). ``write_outputs`` writes them: a JSON
@@ -126,8 +126,12 @@ class Recorder:
             self.group_emitted = INT64_MIN
             self.reader_last.clear()
 
+    def on_reader_joined(self, reader: str) -> None:
+        """A reader (re)joined: its watermarks ascend from here (a restarted reader is a new session)."""
+        self.reader_last.pop(reader, None)
+
     def on_watermark(self, t_ms: int, reader: str, watermark: int) -> None:
-        """A watermark returned by ``reader``: must ascend strictly per reader (DESIGN §4.2)."""
+        """A watermark returned by ``reader``: must ascend strictly per reader (docs/design.md §4.2)."""
         last = self.reader_last.get(reader, INT64_MIN)
         if watermark <= last:
             self.watermark_violations += 1

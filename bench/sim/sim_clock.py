@@ -2,7 +2,7 @@
 
 SimPy time is an ``int`` of milliseconds since the scenario's start; ``SimClock.now()`` adds
 the scenario's absolute start (ms since the epoch), so the store, the reader group and the
-pipeline all see one simulated ingestion clock (DESIGN §1). No wall clock is read.
+pipeline all see one simulated ingestion clock (docs/design.md §1). No wall clock is read.
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ from segmentstore import SegmentStore
 
 from ..figures import FORMATS
 from .engine import run_scenario, write_result
-from .errors import OutputError
+from .errors import OutputError, ScenarioError
+from .manifest import Provenance
 from .result import SimResult
-from .scenario import Scenario, load_scenario
+from .scenario import Scenario, load_scenario, scenario_to_dict
 
 __all__ = [
     "DEFAULT_RUNS_DIR",
@@ -27,6 +28,8 @@ __all__ = [
     "default_out_dir",
     "run_with_progress",
     "simulate",
+    "simulate_replications",
+    "summary_lines",
     "fmt_ms",
 ]
 
@@ -83,22 +86,79 @@ def simulate(
     out: Path | None = None,
     echo: Callable[[str], None] = print,
     progress: bool | None = None,
+    provenance: Provenance | None = None,
     fmt: str = "png",
 ) -> tuple[SimResult, list[Path]]:
-    """Load, run and write a scenario (figures as ``fmt``: png, svg or pdf); print a short summary.
-
-    Returns the result and the files written.
-    """
+    """Load, run and write a scenario (figures as ``fmt``: png, svg or pdf) and its manifest;
+    print a short summary. Returns the result and the files written."""
     if fmt not in FORMATS:
         raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    prov = provenance or Provenance()
     scenario = load_scenario(name_or_path, overrides, seed)
     out_dir = prepare_output_dir(out if out is not None else default_out_dir(scenario))
     result = run_with_progress(scenario, progress)
     paths = write_result(result, out_dir, fmt)
+    paths.append(
+        prov.write(
+            out_dir,
+            "simulate",
+            [scenario.seed],
+            [scenario_to_dict(scenario)],
+            {"random": scenario.random_parts},
+        )
+    )
     for line in summary_lines(result):
         echo(line)
     echo(f"outputs in {out_dir}/: " + ", ".join(p.name for p in paths))
     return result, paths
+
+
+def simulate_replications(
+    name_or_path: str,
+    replications: int | None,
+    overrides: Sequence[str] = (),
+    seed: int | None = None,
+    out: Path | None = None,
+    echo: Callable[[str], None] = print,
+    executor: str = "local",
+    jobs: int | None = None,
+    master: str = "local[*]",
+    progress: bool | None = None,
+    provenance: Provenance | None = None,
+    fmt: str = "png",
+) -> dict[str, Any] | tuple[SimResult, list[Path]]:
+    """``simulate`` over ``replications`` seeds (default: the scenario's ``replications``); one run if 1.
+
+    Figures as ``fmt`` (png, svg or pdf).
+    """
+    from .replicate import run_replications
+
+    if fmt not in FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    prov = provenance or Provenance()
+    scenario = load_scenario(name_or_path, overrides, seed)
+    n = replications if replications is not None else scenario.replications
+    if n < 1:
+        raise ScenarioError(f"must be >= 1, got {n}", "replications")
+    if n == 1:
+        return simulate(name_or_path, overrides, seed, out, echo, progress, prov, fmt)
+    out_dir = prepare_output_dir(
+        out if out is not None else DEFAULT_RUNS_DIR / f"{scenario.name}-seed{scenario.seed}-x{n}"
+    )
+    return run_replications(
+        "simulate",
+        scenario,
+        n,
+        out_dir,
+        echo,
+        executor,
+        jobs,
+        master,
+        progress,
+        prov,
+        scenario.metrics.plots,
+        fmt,
+    )
 
 
 def summary_lines(result: SimResult) -> list[str]:
@@ -139,4 +199,8 @@ def summary_lines(result: SimResult) -> list[str]:
             lines.append(f"  stages, {what} (mean): {chain}")
     if s["scaling"]["events"]:
         lines.append(f"  scaling: {s['scaling']['events']} scale events")
+    random = s.get("random") or []
+    lines.append(
+        "  random: " + ", ".join(random) if random else "  random: nothing (every seed gives this run)"
+    )
     return lines

@@ -1,20 +1,27 @@
-"""``ingestwm experiment SWEEP``: a parameter grid of simulations, one per Spark task, into one table.
+"""``ingestwm experiment SWEEP``: a parameter grid of simulations or lab comparisons, with replications.
 
-A sweep file (YAML) names a base scenario and a grid of overrides::
+A sweep file (YAML) names a base scenario, a grid of overrides and what to run::
 
     name: lag-vs-polling
     base: idle-tail                 # a shipped scenario, or a path relative to the sweep file
+    tool: simulate                  # or compare: the lab's strategies over each point
     seed: 1
+    replications: 5                 # seeds seed .. seed+4 at every point (default: the base's)
     set: [duration_ms=30000]        # fixed overrides for every point (optional)
     grid:                           # the cartesian product of these values, in file order
       store.max_watermark_lag_ms: [1000, 4000]
       store.polling_period_ms: [250, 1000]
+    metrics: [lag_mean_ms, lag_max_ms]   # what the figure shows (optional)
 
-Every point is validated on the driver first (a bad sweep fails before Spark starts);
-then ``sc.parallelize(points, len(points)).map(run_point)`` runs one simulation per
-task (``run_point`` is a module-level function, importable on the workers; points are
-plain dicts, never pickled objects from disk). The driver writes ``results.csv``,
-``sweep.json`` and ``sweep.png``.
+Any scenario field can be a grid axis (``strategies.flink_bound_ms`` too). Every point
+is validated on the driver first (a bad sweep fails before anything runs); then every
+(point, seed) is one task (``bench.sim.experiment``): one Spark task each
+(``--executor spark``, the default) or one process each (``--executor local``). The
+driver writes ``runs.csv`` (one row per run), ``results.csv`` (one row per point: per
+metric its mean, then ``_sd``, ``_ci95``, ``_low``, ``_high``), ``sweep.json``,
+``sweep.<fmt>`` (``--format`` png, svg or pdf: means with 95 % error bars) and
+``manifest.json``. With ``tool: compare`` a metric name without a strategy
+(``late_fraction``) means one line per strategy (custom strategies included).
 """
 
 from __future__ import annotations
@@ -27,27 +34,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import figures
 from ..scenarios.yaml_specs import find, read_mapping, shipped
-from .engine import run_scenario
 from .errors import OutputError, ScenarioError, SweepError
+from .experiment import SIM_METRICS, TOOLS, aggregate, execute, replication_tasks
+from .manifest import Provenance
 from .scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
 from .simulate import DEFAULT_RUNS_DIR, prepare_output_dir
 
-__all__ = ["Sweep", "load_sweep", "sweep_points", "run_point", "run_experiment", "METRICS", "shipped_sweeps"]
+__all__ = [
+    "Sweep",
+    "load_sweep",
+    "sweep_points",
+    "sweep_tasks",
+    "run_point",
+    "run_experiment",
+    "METRICS",
+    "shipped_sweeps",
+    "DEFAULT_PLOT",
+]
 
-METRICS = (
-    "events_written",
-    "events_delivered",
-    "late_ingestion",
-    "late_event_time",
-    "lag_mean_ms",
-    "lag_p99_ms",
-    "lag_max_ms",
-    "idle_lag_max_ms",
-    "advances_per_s",
-    "examined_per_pass",
-    "monotonic",
-)
+METRICS = SIM_METRICS
+DEFAULT_PLOT = {
+    "simulate": ("lag_mean_ms", "lag_max_ms", "advances_per_s", "late_event_time"),
+    "compare": ("late_fraction", "wm_lag_mean_ms", "completeness", "result_latency_p50_ms"),
+}
+_KEYS = {"name", "description", "base", "seed", "set", "grid", "tool", "replications", "metrics"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,9 @@ class Sweep:
     fixed: tuple[str, ...]
     grid: tuple[tuple[str, tuple[Any, ...]], ...]
     description: str = ""
+    tool: str = "simulate"
+    replications: int = 1
+    metrics: tuple[str, ...] = ()
 
 
 def shipped_sweeps() -> list[str]:
@@ -76,40 +91,74 @@ def _sweep_path(name_or_path: str) -> Path:
     return path
 
 
-def load_sweep(name_or_path: str) -> Sweep:
-    """Read and validate a sweep file (a shipped name or a path)."""
+def _int(data: Mapping[str, Any], key: str, default: int, low: int, where: str) -> int:
+    v = data.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise SweepError(f"sweep {where}: {key} must be an int >= {low}, got {v!r}")
+    return v
+
+
+def load_sweep(name_or_path: str, replications: int | None = None) -> Sweep:
+    """Read and validate a sweep file (a shipped name or a path); ``replications`` overrides the file's."""
     path = _sweep_path(name_or_path)
+    where = repr(str(path))
     data = read_mapping(path, "sweep", SweepError)
-    unknown = sorted(set(data) - {"name", "description", "base", "seed", "set", "grid"})
+    unknown = sorted(set(data) - _KEYS)
     if unknown:
-        raise SweepError(f"sweep {str(path)!r}: unknown key {unknown[0]!r}")
+        raise SweepError(f"sweep {where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_KEYS))})")
     for key in ("name", "base", "grid"):
         if key not in data:
-            raise SweepError(f"sweep {str(path)!r}: {key!r} is required")
+            raise SweepError(f"sweep {where}: {key!r} is required")
     base_ref = str(data["base"])
     rel = path.parent / base_ref
     try:
         base = load_scenario_data(rel if rel.is_file() else base_ref)
     except ScenarioError as e:
-        raise SweepError(f"sweep {str(path)!r}: base: {e}") from None
+        raise SweepError(f"sweep {where}: base: {e}") from None
     grid = data["grid"]
     if not isinstance(grid, Mapping) or not grid:
-        raise SweepError(f"sweep {str(path)!r}: grid must map override keys to lists of values")
+        raise SweepError(f"sweep {where}: grid must map override keys to lists of values")
     axes: list[tuple[str, tuple[Any, ...]]] = []
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
-            raise SweepError(f"sweep {str(path)!r}: grid.{key} must be a non-empty list")
+            raise SweepError(f"sweep {where}: grid.{key} must be a non-empty list")
         axes.append((str(key), tuple(values)))
     fixed = data.get("set") or []
     if not isinstance(fixed, list) or not all(isinstance(x, str) for x in fixed):
-        raise SweepError(f"sweep {str(path)!r}: set must be a list of key=value strings")
-    seed = data.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise SweepError(f"sweep {str(path)!r}: seed must be an int")
-    sweep = Sweep(str(data["name"]), base, seed, tuple(fixed), tuple(axes), str(data.get("description", "")))
+        raise SweepError(f"sweep {where}: set must be a list of key=value strings")
+    tool = data.get("tool", "simulate")
+    if tool not in TOOLS:
+        raise SweepError(f"sweep {where}: tool must be one of {', '.join(TOOLS)}, got {tool!r}")
+    seed = _int(data, "seed", 0, 0, where)
+    base_reps = base.get("replications", 1)
+    reps = replications if replications is not None else _int(data, "replications", base_reps, 1, where)
+    if reps < 1:
+        raise SweepError(f"sweep {where}: replications must be >= 1, got {reps}")
+    metrics = data.get("metrics") or list(DEFAULT_PLOT[tool])
+    if not isinstance(metrics, list) or not all(isinstance(m, str) for m in metrics):
+        raise SweepError(f"sweep {where}: metrics must be a list of metric names")
+    if tool == "simulate":
+        bad = [m for m in metrics if m not in SIM_METRICS]
+        if bad:
+            raise SweepError(f"sweep {where}: unknown metric {bad[0]!r}; known: {', '.join(SIM_METRICS)}")
+    sweep = Sweep(
+        str(data["name"]),
+        base,
+        seed,
+        tuple(fixed),
+        tuple(axes),
+        str(data.get("description", "")),
+        tool,
+        reps,
+        tuple(metrics),
+    )
     for point in sweep_points(sweep):  # validate every point on the driver
         try:
-            scenario_from_dict(point["scenario"])
+            sc = scenario_from_dict(point["scenario"])
+            if tool == "compare":
+                from ..lab.lab_scenario import lab_ready
+
+                lab_ready(sc)
         except ScenarioError as e:
             raise SweepError(f"sweep {sweep.name!r}, point {point['params']}: {e}") from None
     return sweep
@@ -140,62 +189,172 @@ def sweep_points(sweep: Sweep) -> list[dict[str, Any]]:
     return points
 
 
+def sweep_tasks(sweep: Sweep) -> list[dict[str, Any]]:
+    """Every (point, seed) of the sweep as a task, points first."""
+    return [
+        t
+        for p in sweep_points(sweep)
+        for t in replication_tasks(
+            sweep.tool, p["scenario"], sweep.seed, sweep.replications, p["index"], p["params"]
+        )
+    ]
+
+
 def run_point(point: Mapping[str, Any]) -> dict[str, Any]:
-    """Run one grid point (on a Spark worker); returns its table row. Module-level: workers import it."""
-    scenario = scenario_from_dict(point["scenario"])
-    s = run_scenario(scenario).summary
-    wm = s["watermark"]
-    idle = wm.get("idle")
-    row: dict[str, Any] = {"point": point["index"], **point["params"]}
-    row.update(
+    """Run one grid point once (its seed); returns its table row (point, parameters, metrics)."""
+    from .experiment import run_task
+
+    res = run_task(
         {
-            "events_written": s["events"]["written"],
-            "events_delivered": s["events"]["delivered"],
-            "late_ingestion": s["events"]["late_ingestion"],
-            "late_event_time": s["events"]["late_event_time"],
-            "lag_mean_ms": wm["lag_ms"]["mean"],
-            "lag_p99_ms": wm["lag_ms"]["p99"],
-            "lag_max_ms": wm["lag_ms"]["max"],
-            "idle_lag_max_ms": idle["lag_ms"]["max"] if idle else None,
-            "advances_per_s": s["advancer"]["advances_per_s"],
-            "examined_per_pass": s["advancer"]["examined_per_pass"],
-            "monotonic": wm["monotonic"],
+            "tool": "simulate",
+            "point": point["index"],
+            "params": point["params"],
+            "scenario": point["scenario"],
         }
     )
-    return row
+    return {"point": point["index"], **point["params"], **res["metrics"]}
 
 
-def _plot(sweep: Sweep, rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
+# ---------------------------------------------------------------------- outputs
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
 
+def _lines(sweep: Sweep, metric: str, metric_names: list[str]) -> list[str]:
+    """The full metric names a plotted ``metric`` stands for (compare: one per strategy)."""
+    if metric in metric_names:
+        return [metric]
+    return [m for m in metric_names if m.endswith("." + metric)]
+
+
+def _plot(sweep: Sweep, results: list[dict[str, Any]], out_dir: Path, fmt: str) -> Path:
+    """``sweep.<fmt>`` in the shared figure style (``bench.figures``): one panel per metric."""
+    plt = figures.pyplot()
     x_key = sweep.grid[0][0]
     others = [k for k, _ in sweep.grid[1:]]
-    series: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        series.setdefault(tuple(r[k] for k in others), []).append(r)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
-    for ax, metric in zip(
-        axes.flat, ("lag_mean_ms", "lag_max_ms", "advances_per_s", "late_event_time"), strict=True
-    ):
-        for combo, rs in series.items():
-            rs = sorted(rs, key=lambda r: r[x_key])
-            label = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in zip(others, combo, strict=True)) or None
-            ax.plot([r[x_key] for r in rs], [r[metric] for r in rs], marker="o", label=label)
-        ax.set_xlabel(x_key)
-        ax.set_ylabel(metric)
+    names = list(results[0]["metrics"]) if results else []
+    n = len(sweep.metrics)
+    cols = 2 if n > 1 else 1
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.6 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault(tuple(r["params"][k] for k in others), []).append(r)
+    for ax, metric in zip(axes.flat, sweep.metrics, strict=False):
+        line = 0
+        for full in _lines(sweep, metric, names):
+            for combo, rs in groups.items():
+                rs = sorted(rs, key=lambda r: r["params"][x_key])
+                xs = [r["params"][x_key] for r in rs]
+                ms = [r["metrics"][full]["mean"] for r in rs]
+                err = [r["metrics"][full]["ci95"] or 0.0 for r in rs]
+                parts = [f"{k.split('.')[-1]}={v}" for k, v in zip(others, combo, strict=True)]
+                if full != metric:
+                    parts.insert(0, full[: -len(metric) - 1])
+                ax.errorbar(
+                    xs,
+                    ms,
+                    yerr=err,
+                    marker="o",
+                    capsize=3,
+                    color=figures.colour(line),
+                    linestyle=figures.linestyle(line),
+                    label=", ".join(parts) or None,
+                )
+                line += 1
+        ax.set_xlabel(_axis_label(x_key))
+        ax.set_ylabel(_axis_label(metric))
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if labels:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
-    fig.suptitle(f"sweep {sweep.name}: {len(rows)} simulations")
-    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)))
+    reps = f", {sweep.replications} seeds each (mean, 95 % CI)" if sweep.replications > 1 else ""
+    fig.suptitle(f"{sweep.tool} sweep {sweep.name}: {len(results)} points{reps}")
+    fig.tight_layout(rect=(0, 0.08 if labels else 0, 1, 0.95))
     try:
-        fig.savefig(path, dpi=100, metadata={"Software": None})
+        return figures.save(fig, out_dir, "sweep", fmt)
     except OSError as e:
-        raise OutputError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
-    plt.close(fig)
+        raise OutputError(f"cannot write {str(out_dir / f'sweep.{fmt}')!r}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+
+
+def _axis_label(name: str) -> str:
+    """A field or metric name with its unit (``_ms``: ms, ``_per_s``: 1/s, fractions: 1)."""
+    for suffix, unit in (("_ms", "ms"), ("_per_s", "1/s"), ("_bytes", "bytes"), ("_events", "events")):
+        if name.endswith(suffix):
+            return f"{name} ({unit})"
+    if name.endswith(("fraction", "completeness")):
+        return f"{name} (1)"
+    return name
+
+
+def _cell(v: Any) -> Any:
+    return "" if v is None else v
+
+
+def write_sweep(
+    sweep: Sweep, runs: list[dict[str, Any]], out_dir: Path, fmt: str = "png"
+) -> list[dict[str, Any]]:
+    """Write runs.csv, results.csv, sweep.json and sweep.<fmt>; returns the per-point results."""
+    figures.check(fmt)
+    keys = [k for k, _ in sweep.grid]
+    by_point: dict[int, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_point.setdefault(r["point"], []).append(r)
+    results = [
+        {"point": p, "params": rs[0]["params"], "seeds": [r["seed"] for r in rs], "metrics": aggregate(rs)}
+        for p, rs in sorted(by_point.items())
+    ]
+    names = list(results[0]["metrics"]) if results else []
+    try:
+        with (out_dir / "runs.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["point", "seed", *keys, *names])
+            for r in runs:
+                w.writerow(
+                    [
+                        r["point"],
+                        r["seed"],
+                        *(r["params"][k] for k in keys),
+                        *(_cell(r["metrics"].get(m)) for m in names),
+                    ]
+                )
+        stats = ("sd", "ci95", "low", "high")
+        with (out_dir / "results.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["point", *keys, "n", *(c for m in names for c in (m, *(f"{m}_{s}" for s in stats)))])
+            for res in results:
+                ms = res["metrics"]
+                w.writerow(
+                    [res["point"], *(res["params"][k] for k in keys), len(res["seeds"])]
+                    + [_cell(ms[m][c]) for m in names for c in ("mean", *stats)]
+                )
+        doc = {
+            "name": sweep.name,
+            "tool": sweep.tool,
+            "seed": sweep.seed,
+            "replications": sweep.replications,
+            "grid": [[k, list(v)] for k, v in sweep.grid],
+            "set": list(sweep.fixed),
+            "random": runs[0]["random"] if runs else [],
+            "results": results,
+            "runs": [{k: r[k] for k in ("point", "seed", "params", "metrics")} for r in runs],
+        }
+        (out_dir / "sweep.json").write_text(
+            json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+    except OSError as e:
+        raise OutputError(f"cannot write to {str(out_dir)!r}: {e.strerror or e}") from None
+    _plot(sweep, results, out_dir, fmt)
+    return results
+
+
+def _fmt(s: Mapping[str, Any]) -> str:
+    if s["mean"] is None:
+        return "-"
+    if s["ci95"] is None:
+        return f"{s['mean']:g}"
+    return f"{s['mean']:g}±{s['ci95']:.3g}"
 
 
 def run_experiment(
@@ -203,48 +362,52 @@ def run_experiment(
     master: str = "local[*]",
     out: Path | None = None,
     echo: Callable[[str], None] = print,
+    replications: int | None = None,
+    executor: str = "spark",
+    jobs: int | None = None,
+    progress: bool | None = None,
+    provenance: Provenance | None = None,
+    fmt: str = "png",
 ) -> list[dict[str, Any]]:
-    """Run every point of the sweep on Spark (one task each); write the table and plots; return the rows."""
-    sweep = load_sweep(sweep_ref)
+    """Run every (point, seed); write the tables, figure (as ``fmt``) and manifest; return the results."""
+    if fmt not in figures.FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(figures.FORMATS)}, got {fmt!r}")
+    prov = provenance or Provenance()
+    sweep = load_sweep(sweep_ref, replications)
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"experiment-{sweep.name}")
-    points = sweep_points(sweep)
-    echo(f"sweep {sweep.name}: {len(points)} simulations on Spark ({master}) ...")
-    from spark_source.session import local_session
+    tasks = sweep_tasks(sweep)
+    points = len(tasks) // sweep.replications
+    where = f"on Spark ({master})" if executor == "spark" else "in local processes"
+    size = f"{points} points x {sweep.replications} seeds = {len(tasks)} runs"
+    echo(f"{sweep.tool} sweep {sweep.name}: {size} {where} ...")
+    runs = execute(tasks, executor, jobs, master, progress, label=sweep.name)
+    runs = sorted(runs, key=lambda r: (r["point"], r["seed"]))
+    results = write_sweep(sweep, runs, out_dir, fmt)
+    prov.write(
+        out_dir,
+        f"experiment ({sweep.tool})",
+        sorted({r["seed"] for r in runs}),
+        [scenario_to_dict_of(t["scenario"]) for t in tasks if t["seed"] == sweep.seed],
+        {"sweep": sweep.name, "executor": executor, "random": runs[0]["random"] if runs else []},
+    )
+    keys = [k for k, _ in sweep.grid]
+    shown = [
+        m
+        for res in results[:1]
+        for m in res["metrics"]
+        if any(m == x or m.endswith("." + x) for x in sweep.metrics)
+    ]
+    echo("  ".join([*(k.split(".")[-1] for k in keys), *shown]))
+    for res in results:
+        echo("  ".join([*(str(res["params"][k]) for k in keys), *(_fmt(res["metrics"][m]) for m in shown)]))
+    if sweep.replications > 1:
+        echo(f"(mean±half-width of the 95 % Student-t interval over {sweep.replications} seeds)")
+    echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.{fmt}, manifest.json")
+    return results
 
-    spark = local_session("ingestwm-experiment", master=master)
-    try:
-        rows = spark.sparkContext.parallelize(points, len(points)).map(run_point).collect()
-    finally:
-        spark.stop()
-    rows = sorted(rows, key=lambda r: r["point"])
-    columns = ["point", *(k for k, _ in sweep.grid), *METRICS]
-    try:
-        with (out_dir / "results.csv").open("w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(columns)
-            for r in rows:
-                w.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
-        (out_dir / "sweep.json").write_text(
-            json.dumps(
-                {
-                    "name": sweep.name,
-                    "seed": sweep.seed,
-                    "grid": [[k, list(v)] for k, v in sweep.grid],
-                    "set": list(sweep.fixed),
-                    "rows": rows,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-    except OSError as e:
-        raise OutputError(f"cannot write to {str(out_dir)!r}: {e.strerror or e}") from None
-    _plot(sweep, rows, out_dir / "sweep.png")
-    short = [c.split(".")[-1] for c in columns]
-    echo("  ".join(short))
-    for r in rows:
-        echo("  ".join("" if r.get(c) is None else str(r.get(c)) for c in columns))
-    echo(f"outputs in {out_dir}/: results.csv, sweep.json, sweep.png")
-    return rows
+
+def scenario_to_dict_of(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fully resolved scenario (every default filled in) of raw scenario data."""
+    from .scenario import scenario_to_dict
+
+    return scenario_to_dict(scenario_from_dict(data))

@@ -1,10 +1,10 @@
 """Workload models and vectorised event framing for the simulated writers.
 
 - ``expected_events(spec, t0, t1)``: the integral of a workload's rate over ``[t0, t1)``
-  (constant, bursty, periodic idle) — writers keep the fractional remainder, so counts
-  are exact and deterministic; ``schedule`` workloads list their events instead.
-- ``generation_times`` / ``event_times``: when, within a tick, events are produced and
-  which event time they carry (the writer's skewed clock minus a seeded jitter).
+  (ms since the writer's start; constant, poisson, bursty, periodic idle; mmpp: its
+  mean rate) — deterministic writers keep the fractional remainder, so counts are exact;
+  ``schedule`` and ``trace`` workloads list their events instead (``bench.sim.arrivals``).
+- ``generation_times``: deterministic production times, evenly spread within a tick.
 - ``FrameBuilder``: frames in ``readergroup.events``' layout, built for a whole batch
   with numpy (one ``tobytes`` per append instead of one ``struct.pack`` per event).
   Each payload starts with the writer's index and the event's sequence number (two
@@ -21,13 +21,11 @@ import pyarrow as pa
 
 from readergroup.events import HEADER_SIZE, KIND_EVENT, encode_event
 
-from .scenario import ScheduledEvent, WorkloadSpec
+from .scenario import WorkloadSpec
 
 __all__ = [
     "expected_events",
-    "scheduled_events",
     "generation_times",
-    "event_times",
     "FrameBuilder",
     "payload_ids",
     "ID_BYTES",
@@ -51,11 +49,14 @@ def _overlap(t0: float, t1: float, period: float, on: float) -> float:
 
 def expected_events(spec: WorkloadSpec, t0: int, t1: int) -> float:
     """Events a rate workload produces in ``[t0, t1)`` ms (0 for ``schedule``). O(1)."""
-    if t1 <= t0 or spec.kind == "schedule":
+    if t1 <= t0 or spec.kind in ("schedule", "trace"):
         return 0.0
     span = t1 - t0
-    if spec.kind == "constant":
+    if spec.kind in ("constant", "poisson"):
         return spec.rate_per_s * span / 1000.0
+    if spec.kind == "mmpp":
+        b, p = spec.burst_ms, spec.burst_every_ms
+        return (spec.burst_rate_per_s * b + spec.rate_per_s * (p - b)) / p * span / 1000.0
     if spec.kind == "bursty":
         burst = _overlap(t0, t1, spec.burst_every_ms, spec.burst_ms)
         return (spec.rate_per_s * (span - burst) + spec.burst_rate_per_s * burst) / 1000.0
@@ -65,26 +66,11 @@ def expected_events(spec: WorkloadSpec, t0: int, t1: int) -> float:
     raise AssertionError(spec.kind)  # pragma: no cover - validated by the schema
 
 
-def scheduled_events(spec: WorkloadSpec, t0: int, t1: int) -> list[ScheduledEvent]:
-    """The ``schedule`` events with ``t0 <= at_ms < t1``, in time order (stable). O(events)."""
-    return sorted((e for e in spec.events if t0 <= e.at_ms < t1), key=lambda e: e.at_ms)
-
-
 def generation_times(t0: int, t1: int, n: int) -> np.ndarray:
     """``n`` production times spread evenly over ``[t0, t1)`` (ms, int64, non-decreasing)."""
     if n <= 0:
         return np.empty(0, np.int64)
     return t0 + ((np.arange(n, dtype=np.float64) + 0.5) * ((t1 - t0) / n)).astype(np.int64)
-
-
-def event_times(
-    gen: np.ndarray, start_ms: int, skew_ms: int, jitter_ms: int, rng: np.random.Generator
-) -> np.ndarray:
-    """Event times: the writer's clock (``start_ms + gen + skew``) minus a uniform jitter in [0, jitter]."""
-    et = gen + (start_ms + skew_ms)
-    if jitter_ms > 0 and len(gen):
-        et = et - rng.integers(0, jitter_ms + 1, size=len(gen), dtype=np.int64)
-    return et.astype(np.int64, copy=False)
 
 
 class FrameBuilder:
@@ -129,17 +115,27 @@ class FrameBuilder:
         """Bytes per frame when every frame has the same size (the vectorised path), else 0."""
         return self._frame_len if self._fast else 0
 
-    def build(self, key_idx: np.ndarray, et: np.ndarray, seq: np.ndarray) -> bytes:
-        """Frames of events ``i``: key ``keys[key_idx[i]]``, event time ``et[i]``, number ``seq[i]``."""
+    def build(
+        self, key_idx: np.ndarray, et: np.ndarray, seq: np.ndarray, sizes: np.ndarray | None = None
+    ) -> bytes:
+        """Frames of events ``i``: key ``keys[key_idx[i]]``, event time ``et[i]``, number ``seq[i]``
+        (payload ``sizes[i]`` bytes if given, else ``payload_bytes``)."""
         n = len(key_idx)
         if n == 0:
             return b""
-        if not self._fast:
-            pad = bytes(self._payload_bytes - ID_BYTES)
+        if not self._fast or sizes is not None:
             w = self.writer.to_bytes(4, "little")
+            if sizes is None:
+                pad = bytes(self._payload_bytes - ID_BYTES)
+                return b"".join(
+                    encode_event(self._keys[k], w + int(s).to_bytes(4, "little") + pad, int(t))
+                    for k, t, s in zip(key_idx.tolist(), et.tolist(), seq.tolist(), strict=True)
+                )
             return b"".join(
-                encode_event(self._keys[k], w + int(s).to_bytes(4, "little") + pad, int(t))
-                for k, t, s in zip(key_idx.tolist(), et.tolist(), seq.tolist(), strict=True)
+                encode_event(self._keys[k], w + int(s).to_bytes(4, "little") + bytes(z - ID_BYTES), int(t))
+                for k, t, s, z in zip(
+                    key_idx.tolist(), et.tolist(), seq.tolist(), sizes.tolist(), strict=True
+                )
             )
         kl = self._key_len
         buf = np.zeros((n, self._frame_len), np.uint8)

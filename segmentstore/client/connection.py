@@ -6,6 +6,11 @@ under its request id. Any number of threads may send on it (pipelining); when it
 breaks, every outstanding callback gets a ``ConnectionLostError`` -- a ``NotSentError``
 when the server is known not to have executed the request (connect failure, a refusal
 at the server's ``max_connections``, idle close).
+
+Nothing blocks without bound: the connect and the hello take at most ``connect_timeout_s``,
+a send at most ``io_timeout_s`` (then the connection breaks); ``on_socket`` hands the
+socket of a handshake in progress to its owner, who may shut it down to end the wait
+(a client being closed).
 """
 
 from __future__ import annotations
@@ -16,11 +21,19 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..checks import checked
 from ..clock import monotonic_s
-from ..errors import ConnectionLostError, NotSentError, ProtocolError, ReadTimeoutError, SegmentStoreError
+from ..errors import (
+    ClientClosedError,
+    ConnectionLostError,
+    NotSentError,
+    ProtocolError,
+    ReadTimeoutError,
+    SegmentStoreError,
+)
 from ..net.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ERROR,
@@ -34,7 +47,7 @@ from ..net.protocol import (
     unpack,
 )
 
-__all__ = ["Connection", "ConnectionPool", "ReplyCallback"]
+__all__ = ["Connection", "ConnectionPool", "ConnectionFactory", "Connecting", "ReplyCallback"]
 
 ReplyCallback = Callable[[bool, Any, memoryview], None]
 """``callback(ok, result_or_exception, payload)``; ``payload`` is valid only during the call."""
@@ -56,17 +69,25 @@ class Connection:
         server_hostname: str | None = None,
         connect_timeout_s: float = 5.0,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        io_timeout_s: float | None = None,
+        on_socket: Callable[[socket.socket | None], None] | None = None,
     ) -> None:
         self.address = f"{host}:{port}"
         self.max_frame_bytes = max_frame_bytes
+        if not connect_timeout_s > 0:
+            raise NotSentError(f"cannot connect to the segment store at {self.address}: no time left")
         try:
             sock = socket.create_connection((host, port), timeout=connect_timeout_s)
         except OSError as e:
             raise NotSentError(f"cannot connect to the segment store at {self.address}: {e}") from None
         try:
+            if on_socket is not None:
+                on_socket(sock)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if ssl_context is not None:
                 sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+                if on_socket is not None:
+                    on_socket(sock)
             reader = FrameReader(max_frame_bytes, size=256 * 1024)
             self._sock = sock
             self.info = self._handshake(reader, token)
@@ -77,7 +98,10 @@ class Connection:
             if isinstance(e, (OSError, ssl.SSLError)):
                 raise NotSentError(f"handshake with {self.address} failed: {e}") from None
             raise
-        sock.settimeout(None)
+        finally:
+            if on_socket is not None:
+                on_socket(None)
+        sock.settimeout(io_timeout_s)  # bounds a send; the reader thread reads on after a timeout
         self.max_in_flight: int = int(self.info.get("max_in_flight", 1024))
         self.idle_timeout_s: float = float(self.info.get("idle_timeout_s", 600.0))
         self._ids = itertools.count(2)  # 1 was the hello
@@ -215,7 +239,13 @@ class Connection:
         reason: BaseException
         try:
             while True:
-                n = self._sock.recv_into(reader.writable())
+                try:
+                    n = self._sock.recv_into(reader.writable())
+                except TimeoutError:  # nothing to read for io_timeout_s: read on, unless closed
+                    if self._closed:
+                        reason = ConnectionLostError(f"the connection to {self.address} was closed")
+                        break
+                    continue
                 if n == 0:
                     reason = ConnectionLostError(f"{self.address} closed the connection")
                     break
@@ -273,43 +303,149 @@ class Connection:
         self._shutdown(ConnectionLostError("the client closed the connection"))
         self._sock.close()
 
-    def join(self, timeout_s: float | None = None) -> None:
-        """Wait for the reader thread to finish delivering replies (after ``close``)."""
+    def join(self, timeout_s: float | None = None) -> bool:
+        """Wait for the reader thread to finish delivering replies (after ``close``); whether it ended."""
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+
+ConnectionFactory = Callable[[float, Callable[[socket.socket | None], None]], Connection]
+"""``factory(connect_timeout_s, on_socket)``: a new connection (see ``Connection``)."""
+
+
+class Connecting:
+    """The handshakes in progress of one owner (a pool, the append pipeline); ``cancel`` ends them.
+
+    ``open(factory, deadline)`` makes a connection, its connect and hello taking no longer
+    than the time left to ``deadline`` (and the factory's own bound); after ``cancel`` it
+    refuses (``ClientClosedError``) and a handshake in progress ends at once. O(1).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._socks: set[socket.socket] = set()
+        self._cancelled = False
+
+    def open(self, factory: ConnectionFactory, deadline: float, what: str) -> Connection:
+        mine: list[socket.socket] = []
+
+        def on_socket(sock: socket.socket | None) -> None:
+            with self._lock:
+                self._socks.difference_update(mine)
+                mine.clear()
+                if sock is None:
+                    return
+                if self._cancelled:
+                    raise ClientClosedError(f"{what}: the client is closed")
+                mine.append(sock)
+                self._socks.add(sock)
+
+        if self._cancelled:
+            raise ClientClosedError(f"{what}: the client is closed")
+        conn = factory(deadline - monotonic_s(), on_socket)
+        if self._cancelled:  # closed while the hello was answered: not used
+            conn.close()
+            conn.join(1.0)
+            raise ClientClosedError(f"{what}: the client is closed")
+        return conn
+
+    def cancel(self) -> None:
+        """Refuse new connections; end the handshakes in progress (their sockets shut down)."""
+        with self._lock:
+            self._cancelled = True
+            socks = list(self._socks)
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @checked
+    def _check(self) -> None:
+        """Assert only open handshakes are tracked: none is left once they ended."""
+        with self._lock:
+            assert all(s.fileno() >= 0 or self._cancelled for s in self._socks), self._socks
+
+
+def join_all(conns: Iterator[Connection] | list[Connection], deadline: float) -> None:
+    """Wait (up to ``deadline``, at least a moment each) for the reader threads of closed connections."""
+    for c in conns:
+        c.join(max(0.05, deadline - monotonic_s()))
 
 
 class ConnectionPool:
-    """Up to ``size`` connections, made lazily, replaced when broken or idle too long."""
+    """Up to ``size`` connections, made lazily, replaced when broken or idle too long.
 
-    def __init__(self, factory: Callable[[], Connection], size: int) -> None:
+    ``close`` is final: no connection is made after it, the handshakes in progress end, and
+    the reader thread of every connection the pool made is joined.
+    """
+
+    def __init__(self, factory: ConnectionFactory, size: int) -> None:
         self._factory = factory
         self._size = size
         self._conns: list[Connection] = []
+        self._dropped: list[Connection] = []  # closed, their reader threads perhaps still ending
         self._lock = threading.Lock()
-        self._closed = False
+        self._cond = threading.Condition(self._lock)  # a connection made (or not)
+        self._connecting = Connecting()
+        self._making = 0  # connections being made (outside the lock)
 
-    def get(self) -> Connection:
-        """A live connection, the least busy one; raises ``NotSentError`` if none can be made."""
+    def get(self, deadline: float) -> Connection:
+        """A live connection, the least busy one; raises ``NotSentError`` if none can be made by
+        ``deadline`` (``ClientClosedError`` once the pool is closed)."""
+        with self._cond:
+            while True:
+                if self._connecting.cancelled:
+                    raise ClientClosedError("the client is closed")
+                keep = []
+                for c in self._conns:
+                    if c.alive and not (c.pending == 0 and c.idle_s() > c.idle_timeout_s / 2):
+                        keep.append(c)
+                    else:
+                        c.close()
+                        self._dropped.append(c)
+                self._conns = keep
+                self._dropped = [c for c in self._dropped if not c.join(0)]
+                best = min(keep, key=lambda c: c.pending, default=None)
+                room = len(keep) + self._making < self._size
+                if best is not None and not (best.pending and room):
+                    return best
+                if best is not None or room:
+                    break
+                left = deadline - monotonic_s()  # ``size`` being made already: wait for one
+                if left <= 0:
+                    raise NotSentError("connect: no connection to the segment store was made in time")
+                self._cond.wait(left)
+            self._making += 1
+        try:  # the handshake runs outside the lock: other calls (and close) go on meanwhile
+            made = self._connecting.open(self._factory, deadline, "connect")
+        except NotSentError:
+            if best is not None:
+                return best
+            raise
+        finally:
+            with self._cond:
+                self._making -= 1
+                self._cond.notify_all()
         with self._lock:
-            if self._closed:
-                raise NotSentError("the client is closed")
-            keep = []
-            for c in self._conns:
-                if c.alive and not (c.pending == 0 and c.idle_s() > c.idle_timeout_s / 2):
-                    keep.append(c)
-                else:
-                    c.close()
-            self._conns = keep
-            best = min(keep, key=lambda c: c.pending, default=None)
-            if best is None or (best.pending and len(keep) < self._size):
-                best = self._factory()
-                self._conns.append(best)
-            return best
+            if self._connecting.cancelled:
+                made.close()
+                self._dropped.append(made)
+                raise ClientClosedError("the client is closed")
+            self._conns.append(made)
+        return made
 
-    def close(self) -> None:
+    def close(self, timeout_s: float = 1.0) -> None:
+        """Close every connection; wait up to ``timeout_s`` for their reader threads. Idempotent."""
+        deadline = monotonic_s() + timeout_s
         with self._lock:
-            self._closed = True
+            self._connecting.cancel()
             conns, self._conns = self._conns, []
+            dropped, self._dropped = self._dropped, []
+            self._cond.notify_all()
         for c in conns:
             c.close()
+        join_all(conns + dropped, deadline)

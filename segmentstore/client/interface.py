@@ -165,12 +165,12 @@ class SegmentClient(Protocol):
 
     @idempotent
     def watermark_at(self, name: str, offset: int) -> int:
-        """DESIGN §1 ``watermark_at``."""
+        """docs/design.md §1 ``watermark_at``."""
         ...
 
     @idempotent
     def ingestion_time_at(self, name: str, offset: int) -> int:
-        """DESIGN §1 ``ingestion_time_at``."""
+        """docs/design.md §1 ``ingestion_time_at``."""
         ...
 
     @idempotent

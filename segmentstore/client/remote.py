@@ -8,8 +8,16 @@ go through one pipeline: ``append_async`` and ``append_many`` keep many appends 
 flight (coalesced into few frames, acknowledged in order); after a lost connection
 the pipeline resends every unacknowledged append that carries a writer id and event
 number, in order (the store drops the duplicates), and fails the others with
-``ConnectionLostError`` (their outcome is unknown). Every call has a timeout
-(``ReadTimeoutError``).
+``ConnectionLostError`` (their outcome is unknown).
+
+Every call returns or raises within its timeout, measured once from when it started
+(retries and reconnects do not restart it; a connection attempt gets the time left). A
+call that was never sent fails with a ``NotSentError`` (``UnreachableError`` when the
+server stayed unreachable, ``ClientClosedError`` after ``close``): not executed. One that
+was sent and not answered fails with ``ReadTimeoutError`` or ``ConnectionLostError``: its
+outcome is unknown. Appends: see ``append_pipeline`` (a server that acknowledged no append
+for ``timeout_s`` fails every pending one). ``close()`` is final: no thread of the client
+outlives it, nothing is sent after it returns, and every append it leaves is failed.
 """
 
 from __future__ import annotations
@@ -33,17 +41,19 @@ from ..attributes import AttributeUpdate, AttributeUpdateType, as_updates, check
 from ..clock import monotonic_s
 from ..errors import (
     AppendTooLargeError,
+    ClientClosedError,
     InvalidArgumentError,
     InvalidScaleError,
+    NotSentError,
     ProtocolError,
     ReadTimeoutError,
     SegmentExistsError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
-    StoreClosedError,
     StreamExistsError,
     StreamNotFoundError,
+    UnreachableError,
     retriable,
 )
 from ..net.commands import COMMANDS, decode_read, encode_args
@@ -151,14 +161,16 @@ class RemoteClient(SegmentStoreClient):
         self.read_ahead = bool(read_ahead)
         self._max_data = DEFAULT_MAX_FRAME_BYTES - 65536
 
-        def connect() -> Connection:
+        def connect(within_s: float, on_socket: Callable[[Any], None]) -> Connection:
             return Connection(
                 self.host,
                 self.port,
                 token=token,
                 ssl_context=ssl_context,
                 server_hostname=server_hostname,
-                connect_timeout_s=connect_timeout_s,
+                connect_timeout_s=min(connect_timeout_s, within_s),
+                io_timeout_s=self.timeout_s,
+                on_socket=on_socket,
             )
 
         self._connect = connect
@@ -177,6 +189,7 @@ class RemoteClient(SegmentStoreClient):
             self.max_batch_bytes,
             self.window,
             self.max_queued_events,
+            f"the segment store at {self.host}:{self.port}",
         )
 
     def _after_fork(self) -> None:
@@ -214,17 +227,25 @@ class RemoteClient(SegmentStoreClient):
         deadline = monotonic_s() + self.timeout_s + extra_s
         delay = 0.02
         resent = False
+        sent = False  # some attempt may have reached the server
         while True:
             if self._closed:
-                raise StoreClosedError(f"{command}: the remote client is closed")
+                raise ClientClosedError(f"{command}: the remote client is closed; not sent")
             try:
-                conn = self._pool.get()
+                conn = self._pool.get(deadline)
                 return conn.call(command, packed, payload, deadline, copy_payload)
             except SegmentStoreError as e:  # the error class says whether to send it again
                 if resent and settled is not None and isinstance(e, settled):
                     return _Settled(e), b""
+                sent = sent or not isinstance(e, NotSentError)
                 again = retriable(e, idempotent or settled is not None)
-                if not again or self._closed or monotonic_s() + delay >= deadline:
+                if not again or self._closed:
+                    raise
+                if monotonic_s() + delay >= deadline:
+                    if isinstance(e, NotSentError) and not sent:
+                        raise UnreachableError(
+                            f"{command}: not sent within its timeout (timeout_s={self.timeout_s:g} s): {e}"
+                        ) from e
                     raise
                 resent = True
             time.sleep(delay)
@@ -287,6 +308,9 @@ class RemoteClient(SegmentStoreClient):
         Appends queued by one thread are stored and acknowledged in queue order.
         """
         fut: concurrent.futures.Future[AppendResult] = concurrent.futures.Future()
+        if self._closed:
+            fut.set_exception(ClientClosedError(f"append to {name!r}: the remote client is closed; not sent"))
+            return fut
 
         def done(results: list[Any]) -> None:
             r = results[0]
@@ -325,6 +349,8 @@ class RemoteClient(SegmentStoreClient):
             raise InvalidArgumentError(
                 f"segment {name!r}: append_many needs writer_id and first_event_number together"
             )
+        if self._closed:
+            raise ClientClosedError(f"append_many to {name!r}: the remote client is closed; not sent")
         events = list(events)
         if set(map(type, events)) - {bytes}:
             events = [self._check_item(name, e, None, None, None) for e in events]
@@ -447,9 +473,11 @@ class RemoteClient(SegmentStoreClient):
         if wait_ms:  # checked here too: a reply never waited for would hold a request slot
             check_wait_ms(f"segment {name!r}", wait_ms)
         ahead = self.read_ahead and type(name) is str and type(offset) is int and type(max_length) is int
+        start = monotonic_s()
         r = self._ahead.take((name, offset, max_length), self.timeout_s) if ahead else None
-        if r is None:
+        if r is None:  # the read's timeout counts from its start, the wait for a fetch ahead included
             extra = wait_ms / 1000.0 if type(wait_ms) is int and wait_ms > 0 else 0.0
+            extra -= monotonic_s() - start
             args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": wait_ms}
             result, data = self._invoke("read", args, extra, copy_payload=True)
             r = decode_read(result, data)
@@ -470,7 +498,8 @@ class RemoteClient(SegmentStoreClient):
         fetch = _Fetch()
         args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": 0}
         try:
-            self._pool.get().request("read", pack(args), b"", fetch.done, monotonic_s() + self.timeout_s)
+            deadline = monotonic_s() + self.timeout_s
+            self._pool.get(deadline).request("read", pack(args), b"", fetch.done, deadline)
         except SegmentStoreError:
             return  # the read itself will try (and report)
         self._ahead.put((name, offset, max_length), fetch)
@@ -587,12 +616,20 @@ class RemoteClient(SegmentStoreClient):
         return self
 
     def close(self) -> None:
-        """Flush the queued appends (up to the timeout), then close every connection. Idempotent."""
+        """Wait for the pending appends (up to the timeout), then stop for good. Idempotent.
+
+        Appends still pending then fail: sent ones with ``ConnectionLostError`` (may or may not
+        be stored), the others with ``ClientClosedError`` (not stored). Every connection is
+        closed and every thread of the client has ended when it returns; calls made after
+        it raise ``ClientClosedError``, and nothing is sent any more.
+        """
         if self._closed:
             return
-        self._pipeline.close(self.timeout_s)
         self._closed = True
-        self._pool.close()
+        try:
+            self._pipeline.close(self.timeout_s)
+        finally:
+            self._pool.close()
 
 
 class _Fetch:

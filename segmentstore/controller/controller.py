@@ -52,6 +52,7 @@ from ..errors import (
     StreamNotSealedError,
     StreamSealedError,
 )
+from ..limits import MAX_PATTERN_CHARS, MAX_STREAM_SEGMENTS, check_size, shorten
 from ..stream_metadata import (
     StreamCut,
     StreamInfo,
@@ -86,7 +87,8 @@ __all__ = [
 STREAMS_SEGMENT = "_system/_streams"
 """The system segment holding the controller's records."""
 
-MAX_INITIAL_SEGMENTS = 4096
+MAX_INITIAL_SEGMENTS = MAX_STREAM_SEGMENTS
+"""Segments ``create_stream`` makes at most (``limits.MAX_STREAM_SEGMENTS``)."""
 COMMITS_REMEMBERED = 65_536
 """Transaction segments whose commit a resent ``commit_transaction`` is recognised by (the latest)."""
 
@@ -121,7 +123,11 @@ class StreamController:
     def list_streams(self, pattern: str | None = None) -> list[str]:
         """Names of the streams matching the fnmatch ``pattern`` (all if ``None``), sorted. O(streams)."""
         if pattern is not None and not isinstance(pattern, str):
-            raise InvalidArgumentError(f"stream pattern must be a str or None, got {pattern!r}")
+            raise InvalidArgumentError(f"stream pattern must be a str or None, got {pattern!r:.80}")
+        if pattern is not None:
+            check_size(
+                "the stream pattern", len(pattern), MAX_PATTERN_CHARS, "MAX_PATTERN_CHARS", "characters"
+            )
         with self._lock:
             names = list(self._meta.streams)
         if pattern is not None:
@@ -161,7 +167,7 @@ class StreamController:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_INITIAL_SEGMENTS:
             raise InvalidArgumentError(
                 f"stream {stream!r}: initial_segments must be an int in "
-                f"[1, {MAX_INITIAL_SEGMENTS}], got {n!r}"
+                f"[1, {MAX_INITIAL_SEGMENTS}] (segmentstore.limits.MAX_STREAM_SEGMENTS), got {n!r:.40}"
             )
         with self._lock:
             if stream in self._meta.streams:
@@ -194,6 +200,15 @@ class StreamController:
                     why = "is sealed already" if name in st.segments else "is not a segment of the stream"
                     raise InvalidScaleError(f"stream {stream!r}: segment {name!r} {why}")
                 sealed.append(active[name])
+            if not isinstance(new_ranges, (str, bytes)) and isinstance(new_ranges, Sequence):
+                check_size(
+                    f"stream {stream!r}: scaling to {len(st.active) - len(sealed)} kept and "
+                    f"{len(new_ranges)} new segments, the stream",
+                    len(st.active) - len(sealed) + len(new_ranges),
+                    MAX_STREAM_SEGMENTS,
+                    "MAX_STREAM_SEGMENTS",
+                    "active segments",
+                )
             ranges = plan_scale(stream, sealed, new_ranges)
             return self._scale(st, sealed, ranges)
 
@@ -284,7 +299,7 @@ class StreamController:
         try:
             return self._meta.streams[stream]
         except (KeyError, TypeError):
-            raise StreamNotFoundError(f"stream {stream!r} does not exist") from None
+            raise StreamNotFoundError(f"stream {shorten(stream)} does not exist") from None
 
     def _get_open(self, stream: str, what: str) -> StreamEntry:
         st = self._get(stream)
@@ -296,7 +311,7 @@ class StreamController:
         try:
             st = self._meta.by_segment[name]
         except (KeyError, TypeError):
-            raise SegmentNotFoundError(f"segment {name!r} is not a segment of any stream") from None
+            raise SegmentNotFoundError(f"segment {shorten(name)} is not a segment of any stream") from None
         return st, st.segments[name]
 
     def _check_txns(
@@ -550,10 +565,17 @@ class StreamController:
 def _names(stream: str, names: Sequence[str]) -> list[str]:
     if isinstance(names, str) or not isinstance(names, Sequence):
         raise InvalidArgumentError(f"stream {stream!r}: transaction segments must be a sequence of names")
+    check_size(
+        f"stream {stream!r}: the list of transaction segments",
+        len(names),
+        MAX_STREAM_SEGMENTS,
+        "MAX_STREAM_SEGMENTS",
+        "items",
+    )
     out = list(names)
     for n in out:
         if not isinstance(n, str):
-            raise InvalidArgumentError(f"stream {stream!r}: transaction segment name {n!r} is not a str")
+            raise InvalidArgumentError(f"stream {stream!r}: transaction segment name {n!r:.80} is not a str")
     if len(set(out)) != len(out):
         raise InvalidArgumentError(f"stream {stream!r}: a transaction segment is named twice: {out}")
     return out

@@ -1,4 +1,4 @@
-"""Numba kernels of the watermark index; imported lazily, on first batch use (DESIGN §7).
+"""Numba kernels of the watermark index; imported lazily, on first batch use (docs/design.md §7).
 
 Every kernel has one explicit signature (C-contiguous ``int64`` arrays, ``int64``
 scalars), ``cache=True`` and, except the scalar lookup, ``nogil=True``. Importing

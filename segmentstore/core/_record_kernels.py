@@ -1,4 +1,10 @@
-"""Numba kernel of ``records``: the walk over length-prefixed records; imported lazily on first big scan."""
+"""Numba kernel of ``records``: the walk over length-prefixed records.
+
+Compiled (or loaded from numba's cache) when imported, for its two explicit signatures
+only (a read-only buffer: bytes read from a file; a writable one: a view of a
+segment's memory), so a call never compiles: ``segmentstore.core.warmup`` imports it
+before a server answers.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,16 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["walk_records"]
+__all__ = ["walk_records", "SIGNATURES"]
+
+SIGNATURES = [
+    "UniTuple(int64, 2)(Array(uint8, 1, 'C', readonly=True), int64)",
+    "UniTuple(int64, 2)(uint8[::1], int64)",
+]
+"""``(records, bytes)`` of a C-contiguous ``uint8`` buffer, read-only or writable, and an int64 limit."""
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(SIGNATURES, cache=True, nogil=True)
 def walk_records(buf: npt.NDArray[np.uint8], max_records: int) -> tuple[int, int]:
     """(records, bytes) of the whole records at the start of ``buf``, at most ``max_records``. O(records)."""
     n = buf.shape[0]

@@ -61,7 +61,7 @@ from .processor import OperationProcessor, OperationSink
 from .read_index import ReadIndex, Wakeup, complete, take_wakeups
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
 from .storage import SegmentData
-from .validation import as_bytes, check_name, check_offset, check_writer, quote
+from .validation import as_bytes, check_name, check_new_name, check_offset, check_writer, quote
 
 __all__ = ["ColdSegments", "ContainerState", "SegmentContainer"]
 
@@ -188,8 +188,11 @@ class SegmentContainer:
 
     # ------------------------------------------------------------------ create
     def create_segment(self, name: str) -> SegmentInfo:
-        """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal."""
-        check_name(name)
+        """Create an empty segment; ``CREATION_TIME`` = ``LAST_WRITE_TIME`` = now. Temporal.
+
+        The name has at most ``limits.MAX_SEGMENT_NAME_CHARS`` characters.
+        """
+        check_new_name(name)
         if TRANSACTION_SEPARATOR in name:
             raise InvalidArgumentError(
                 f"segment name {name!r} contains {TRANSACTION_SEPARATOR!r}, which is reserved "
@@ -200,9 +203,7 @@ class SegmentContainer:
             if name in self._segments or (self._evictor and self._evictor.is_cold(name)):
                 raise SegmentExistsError(f"segment {name!r} exists already")
             seq, ts = self._processor.stamp()
-            self._log(CreateSegment(seq, ts, name, None))
-            seg = self._apply_create(name, None, ts, seq)
-            return seg.info()
+            return self._create_locked(name, None, seq, ts).info()
 
     def create_transaction(self, parent: str) -> str:
         """Create a transaction segment for ``parent`` and return its name. Temporal."""
@@ -212,14 +213,31 @@ class SegmentContainer:
                 raise NotATransactionError(f"segment {parent!r} is a transaction; transactions cannot nest")
             seq, ts = self._processor.stamp()
             name = f"{parent}{TRANSACTION_SEPARATOR}{seq:016x}"
-            self._log(CreateSegment(seq, ts, name, parent))
-            self._apply_create(name, parent, ts, seq)
+            self._create_locked(name, parent, seq, ts)
             return name
 
-    def _apply_create(self, name: str, parent: str | None, ts: int, seq: int = 0) -> Segment:
-        data = self._data_factory(name, seq) if self._data_factory is not None else None
-        seg = Segment(name, ts, parent, data)
+    def _create_locked(self, name: str, parent: str | None, seq: int, ts: int) -> Segment:
+        """Make the segment's data (its file), then log the create, then install it. Lock held.
+
+        The effect comes before the log record: a data file that cannot be made fails the
+        create before anything is logged, and a failed log write removes the file again,
+        so a create reported as failed is absent, also after a restart.
+        """
+        seg = self._new_segment(name, parent, ts, seq)
+        try:
+            self._log(CreateSegment(seq, ts, name, parent))
+        except BaseException:
+            seg.data.remove()
+            raise
         self._segments[name] = seg
+        return seg
+
+    def _new_segment(self, name: str, parent: str | None, ts: int, seq: int) -> Segment:
+        data = self._data_factory(name, seq) if self._data_factory is not None else None
+        return Segment(name, ts, parent, data)
+
+    def _apply_create(self, name: str, parent: str | None, ts: int, seq: int = 0) -> Segment:
+        seg = self._segments[name] = self._new_segment(name, parent, ts, seq)
         return seg
 
     # ------------------------------------------------------------------ append
@@ -353,19 +371,22 @@ class SegmentContainer:
             n = t.length
             if p.length + n > INT64_MAX:
                 raise InvalidArgumentError(f"segment {t.parent!r} would exceed 2^63 bytes")
+            data = t.data.read(0, n) if n else b""  # before the log: a failed read changes nothing
             seq, ts = self._processor.stamp()
             offset = p.length
             self._log(MergeTransaction(seq, ts, txn, t.parent, offset, n))
-            self._apply_merge(t, p, ts, wakeups)
+            self._apply_merge(t, p, ts, wakeups, data)
             if p.futures:
                 wakeups.extend(take_wakeups(p))
         complete(wakeups)
         return MergeResult(offset, n, ts)
 
-    def _apply_merge(self, t: Segment, p: Segment, ts: int, wakeups: list[Wakeup]) -> None:
+    def _apply_merge(
+        self, t: Segment, p: Segment, ts: int, wakeups: list[Wakeup], data: bytes | None = None
+    ) -> None:
         n = t.length
         if n:
-            p.data.append(t.data.read(0, n))
+            p.data.append(t.data.read(0, n) if data is None else data)
             p.length += n
             p.windex.record_write(p.length, ts)
         else:
@@ -523,6 +544,8 @@ class SegmentContainer:
         advanced: list[str] = []
         with self._lock:
             self.check_open()
+            if self._processor.read_only is not None:
+                return advanced, 0  # nothing can be logged: the watermarks stand still
             threshold = self._processor.now() - self._config.max_watermark_lag_ms
             examined = len(self._segments)
             for seg in list(self._segments.values()):
@@ -548,6 +571,8 @@ class SegmentContainer:
         wakeups: list[Wakeup] = []
         with self._lock:
             self.check_open()
+            if self._processor.read_only is not None:
+                return []  # an abort cannot be logged: the transactions wait for a writable restart
             threshold = self._processor.now() - self._config.transaction_lease_ms
             due = [
                 seg
@@ -627,6 +652,7 @@ class SegmentContainer:
         self._segments[seg.name] = seg
         if (
             advance
+            and self._processor.read_only is None
             and not seg.sealed
             and seg.parent is None
             and not is_system_segment(seg.name)

@@ -154,6 +154,8 @@ class Evictor:
         with c.lock:
             c.check_open()
             proc = c.processor
+            if proc.read_only is not None:
+                return out  # evicting writes state files, which a read-only store cannot
             now = proc.now()
             threshold = now - cfg.eviction_age_ms
             # A use is dated with the processor's last timestamp (no clock read on the hot

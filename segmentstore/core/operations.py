@@ -97,4 +97,4 @@ TEMPORAL_OPERATIONS: tuple[type[Operation], ...] = (
     UpdateAttributes,
     Seal,
 )
-"""Operations that set ``LAST_WRITE_TIME`` (DESIGN §1)."""
+"""Operations that set ``LAST_WRITE_TIME`` (docs/design.md §1)."""

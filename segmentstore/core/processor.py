@@ -9,11 +9,12 @@ completely, then stamps it, logs it and applies it.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Protocol
 
 from ..checks import checked
 from ..clock import Clock
-from ..errors import InvalidClockError
+from ..errors import InvalidClockError, StorageError, StoreReadOnlyError
 from ..limits import INT64_MAX, INT64_MIN
 from .operations import Operation
 
@@ -55,14 +56,39 @@ class OperationSink(Protocol):
 class OperationProcessor:
     """Assigns sequence numbers and monotonic timestamps; forwards operations to the log."""
 
-    __slots__ = ("_clock", "_last_ts", "_now", "_seq", "log")
+    __slots__ = ("_clock", "_last_ts", "_now", "_read_only", "_seq", "log")
 
     def __init__(self, clock: Clock, log: OperationSink | None = None) -> None:
         self._clock = clock
-        self._now = clock.now  # bound once: the stamp is on every append's path
+        self._now: Callable[[], int] = clock.now  # bound once: the stamp is on every append's path
         self._last_ts = INT64_MIN
         self._seq = 0
+        self._read_only: StorageError | None = None
         self.log = log
+
+    @property
+    def read_only(self) -> StorageError | None:
+        """Why the store refuses writes (``set_read_only``), or ``None``."""
+        return self._read_only
+
+    def set_read_only(self, cause: StorageError | None) -> None:
+        """Refuse every operation from now on with ``StoreReadOnlyError`` saying ``cause`` (``None``: stop).
+
+        The refusal is the stamp itself (``_now`` raises), so it costs the hot path nothing,
+        and every operation has been validated, and nothing changed, when it comes.
+        """
+        self._read_only = cause
+        self._now = self._clock.now if cause is None else self._refuse_write
+
+    def _refuse_write(self) -> int:
+        cause = self._read_only
+        assert cause is not None
+        raise StoreReadOnlyError(
+            f"the store is read-only: it serves reads and refuses writes, because at start-up {cause} "
+            "(free space or fix the permissions, then restart the store)",
+            cause.path,
+            cause.errno,
+        )
 
     @property
     def last_timestamp(self) -> int:
@@ -108,3 +134,7 @@ class OperationProcessor:
     @checked
     def _check(self) -> None:
         assert self._seq >= 0, f"sequence number went negative: {self._seq}"
+        refusing = self._now == self._refuse_write
+        assert refusing == (self._read_only is not None), (
+            f"read-only is {self._read_only!r}, but the stamp {'refuses' if refusing else 'takes'} writes"
+        )

@@ -316,7 +316,7 @@ class ReadIndex:
 
     # ------------------------------------------------------------------ watermarks
     def watermark_at(self, name: str, offset: int) -> int:
-        """DESIGN §1 ``watermark_at``: ``ingestion_time_at(offset) - 1``, or the tail's. O(log n)."""
+        """docs/design.md §1 ``watermark_at``: ``ingestion_time_at(offset) - 1``, or the tail's. O(log n)."""
         with self._lock:
             seg = self._table.segment(name, use=False)
             o = self._check_position(seg, offset, "offset")

@@ -31,6 +31,10 @@ class SegmentData(Protocol):
 
     def close(self) -> None: ...
 
+    def remove(self) -> None:
+        """Close, and delete what holds the bytes (the data of a create that failed)."""
+        ...
+
     def nbytes(self) -> int: ...
 
 
@@ -79,6 +83,9 @@ class MemorySegmentData:
     def close(self) -> None:
         self._buf = bytearray()
         self.append = self._buf.extend
+
+    def remove(self) -> None:
+        self.close()
 
     def nbytes(self) -> int:
         return len(self._buf)

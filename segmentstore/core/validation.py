@@ -6,24 +6,46 @@ import numpy as np
 
 from ..attributes import is_core_attribute
 from ..errors import InvalidArgumentError
-from ..limits import INT64_MAX, INT64_MIN
+from ..limits import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_SEGMENT_NAME_CHARS,
+    SYSTEM_NAME_EXTRA_CHARS,
+    check_size,
+    shorten,
+)
+from .segment import SYSTEM_PREFIX
 
-__all__ = ["quote", "check_name", "check_offset", "check_writer", "as_bytes"]
+__all__ = ["quote", "check_name", "check_new_name", "check_offset", "check_writer", "as_bytes"]
 
 
 def quote(name: object) -> str:
-    """``repr`` of a segment name for messages. O(len)."""
-    return repr(name)
+    """``repr`` of a segment name for messages, a long one cut (``limits.shorten``). O(1)."""
+    return shorten(name)
 
 
 def check_name(name: object) -> None:
     """A segment name is a non-empty str without surrounding spaces or NUL."""
     if not isinstance(name, str):
-        raise InvalidArgumentError(f"segment name must be a str, got {type(name).__name__} {name!r}")
+        raise InvalidArgumentError(f"segment name must be a str, got {type(name).__name__} {name!r:.80}")
     if not name or name.strip() != name or "\x00" in name:
         raise InvalidArgumentError(
-            f"segment name {name!r} must be non-empty, without surrounding spaces or NUL"
+            f"segment name {quote(name)} must be non-empty, without surrounding spaces or NUL"
         )
+
+
+def check_new_name(name: object) -> str:
+    """``check_name``, and at most ``MAX_SEGMENT_NAME_CHARS`` characters (a system segment's
+    ``SYSTEM_NAME_EXTRA_CHARS`` more): the name of a segment being created. O(len)."""
+    check_name(name)
+    assert isinstance(name, str)
+    limit = MAX_SEGMENT_NAME_CHARS
+    if name.startswith(SYSTEM_PREFIX):
+        limit += SYSTEM_NAME_EXTRA_CHARS
+    check_size(
+        f"segment name starting {name[:80]!r}", len(name), limit, "MAX_SEGMENT_NAME_CHARS", "characters"
+    )
+    return name
 
 
 def check_offset(name: str, what: str, value: object) -> None:

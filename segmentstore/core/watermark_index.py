@@ -5,7 +5,7 @@ ingestion time ``ts`` is the entry ``(end - 1, ts - 1)``, and a new segment star
 the special entry ``(start_offset - 1, creation_time - 1)`` (offset -1 for a new
 segment). For ``start_offset <= p < length``, ``watermark_at(p)`` is the ``wm`` of the
 first entry with ``last_offset >= p``; at ``p == length`` it is ``tail_time - 1``, the
-tail time being LAST_WRITE_TIME, raised by every temporal operation (DESIGN §1).
+tail time being LAST_WRITE_TIME, raised by every temporal operation (docs/design.md §1).
 
 Memory grows with writes only: raising the tail time keeps O(1) memory, and a write
 with the same timestamp as the write before it extends that write's entry (several

@@ -17,11 +17,19 @@ snapshot is written atomically, the log rolls, and log files, snapshots, data fi
 and state files the new snapshot does not need are deleted. ``close`` takes a final
 snapshot, syncs, and releases the lock. Recovery is correct after a kill -9 at any
 moment: nothing the newest snapshot needs is deleted or changed before it is durable.
+
+File-system errors: an operation whose file cannot be made or whose log record cannot
+be written fails with ``StorageError`` naming the file and changes nothing, also after
+a restart (a create makes its data file before it is logged and deletes it if the log
+refuses). A log that cannot be written at start-up (a full disk, a read-only directory)
+opens the store read-only: it serves reads and refuses every write with
+``StoreReadOnlyError`` naming the file (``SegmentStore.read_only``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -34,7 +42,7 @@ from ..config import StoreConfig
 from ..core.container import ContainerState, SegmentContainer
 from ..core.operations import Operation
 from ..core.segment import Segment
-from ..errors import DataCorruptionError, InvalidArgumentError, StoreLockedError
+from ..errors import DataCorruptionError, InvalidArgumentError, StorageError, StoreLockedError
 from .files import FileSegmentData, SegmentCache
 from .log import OpLog, fsync_dir, scan_log
 from .snapshot import (
@@ -55,6 +63,9 @@ from .snapshot import (
 __all__ = ["DurableStore", "DurableStats", "RecoveryStats"]
 
 _log = logging.getLogger(__name__)
+
+_READ_ONLY_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+"""Why a log that cannot be written at start-up opens the store read-only instead of failing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,13 +166,19 @@ class DurableStore:
                 c.replay(op)
                 self._last_seq = op.seq
                 replayed += 1
-            self._log = OpLog(self.dir / "log", self._config.sync, self._config.sync_interval_ms)
+            try:
+                self._log = OpLog(self.dir / "log", self._config.sync, self._config.sync_interval_ms)
+            except StorageError as e:
+                if e.errno not in _READ_ONLY_ERRNOS:
+                    raise
+                self._start_read_only(e)
         except BaseException:
             c.discard()
             self._release()
             raise
         self._since = replayed
-        c.attach_log(self)
+        if self._log is not None:
+            c.attach_log(self)
         self.recovery = RecoveryStats(
             None if snap is None else snap.seq,
             0 if snap is None else len(snap.segments),
@@ -169,6 +186,21 @@ class DurableStore:
             monotonic_s() - started,
         )
         return self.recovery
+
+    def _start_read_only(self, cause: StorageError) -> None:
+        """The log cannot be written (a full disk, a read-only directory): serve reads, refuse writes."""
+        _log.warning(
+            "data directory %s opened READ-ONLY: %s; reads are served, writes refused until a restart "
+            "with space (or permission) to write",
+            self.dir,
+            cause,
+        )
+        self._container.processor.set_read_only(cause)
+
+    @property
+    def read_only(self) -> StorageError | None:
+        """Why the store opened read-only (the file it could not write), or ``None``."""
+        return self._container.processor.read_only
 
     # ------------------------------------------------------------------ the sink
     def write(self, op: Operation) -> None:
@@ -211,14 +243,18 @@ class DurableStore:
         self._snapshots += 1
         self._since = 0
         log.delete_files_before(log.roll())
-        self._collect_garbage(states, cold)
+        self._collect_garbage(states, cold, snap.seq)
 
-    def _collect_garbage(self, states: list[SegmentState], cold: tuple[ColdRef, ...]) -> None:
-        """Delete data and state files the newest snapshot does not reference."""
+    def _collect_garbage(self, states: list[SegmentState], cold: tuple[ColdRef, ...], seq: int) -> None:
+        """Delete data and state files the newest snapshot (of operations up to ``seq``) does not reference.
+
+        A data file numbered above ``seq`` stays: it belongs to a create being logged right
+        now (the file is made before the create is logged, and a due snapshot comes first).
+        """
         keep = {self.data_path(s.file_id).name for s in states}
         keep.update(self.data_path(r.file_id).name for r in cold)
         for p in self._seg_dir.iterdir():
-            if p.name not in keep:
+            if p.name not in keep and not _made_after(p.name, seq):
                 p.unlink(missing_ok=True)
         keep_state = {r.state_file for r in cold}
         for p in self._cold_dir.iterdir():
@@ -321,6 +357,8 @@ class DiskColdStore:
             raw = path.read_bytes()
         except FileNotFoundError:
             raise DataCorruptionError(f"{where} is missing") from None
+        except OSError as e:
+            raise StorageError.of(f"evicted segment {name!r}: cannot read state file", path, e) from e
         st = decode_segment_state(decode_blob(raw, where), where)
         if st.name != name or st.file_id != ref.file_id:
             raise DataCorruptionError(f"{where} holds segment {st.name!r} (file {st.file_id})")
@@ -361,6 +399,15 @@ def _file_data(seg: object) -> FileSegmentData:
     return data
 
 
+def _made_after(file_name: str, seq: int) -> bool:
+    """Whether ``file_name`` is the data file of a segment created by an operation after ``seq``."""
+    stem = file_name.removesuffix(".dat")
+    try:
+        return stem != file_name and int(stem, 16) > seq
+    except ValueError:
+        return False
+
+
 def _fsync_path(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -368,6 +415,8 @@ def _fsync_path(path: Path) -> None:
         return  # deleted since (its segment is gone)
     try:
         os.fsync(fd)
+    except OSError as e:
+        raise StorageError.of("cannot sync", path, e) from e
     finally:
         os.close(fd)
 
@@ -386,6 +435,9 @@ def _lock(data_dir: Path) -> int:
         raise StoreLockedError(
             f"data directory {data_dir} is in use by another store (lock file {path}, held by pid {holder})"
         ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    try:  # who holds it, for the error above; a full disk must not stop a read-only start
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as e:
+        _log.warning("lock file %s: cannot write the holder's pid (%s)", path, e)
     return fd

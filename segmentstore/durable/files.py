@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..checks import checked
 from ..core.records import walk_records
-from ..errors import DataCorruptionError, SegmentStoreError
+from ..errors import DataCorruptionError, StorageError
 
 __all__ = ["BLOCK_BYTES", "SegmentCache", "FileSegmentData"]
 
@@ -143,8 +143,12 @@ class FileSegmentData:
         self._start = start_offset
         self._tail = bytearray()
         self.unsynced = False
+        self._fd = -1
         if create:
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            except OSError as e:
+                raise StorageError.of("cannot create segment data file", path, e) from e
         else:
             try:
                 self._fd = os.open(path, os.O_RDWR)
@@ -152,6 +156,8 @@ class FileSegmentData:
                 raise DataCorruptionError(
                     f"segment data file {path} is missing (segment length {length})"
                 ) from None
+            except OSError as e:
+                raise StorageError.of("cannot open segment data file", path, e) from e
             size = os.fstat(self._fd).st_size
             need = length - base
             if size < need:
@@ -160,7 +166,11 @@ class FileSegmentData:
                     f"segment data file {path} holds {size} bytes, but {need} were synced to it"
                 )
             if size > need:  # bytes written after the snapshot: the log has them again
-                os.ftruncate(self._fd, need)
+                try:
+                    os.ftruncate(self._fd, need)
+                except OSError as e:
+                    os.close(self._fd)
+                    raise StorageError.of("cannot cut the unsynced end of segment data file", path, e) from e
                 self.unsynced = True
         self._flushed = length
 
@@ -195,16 +205,16 @@ class FileSegmentData:
             return True
         pos = self._flushed - self._base
         try:
-            view = memoryview(tail)
-            done = 0
-            while done < len(tail):
-                done += os.pwrite(self._fd, view[done:], pos + done)
-            view.release()
+            with memoryview(tail) as view:  # released also on failure: the tail must grow again
+                done = 0
+                while done < len(tail):
+                    with view[done:] as part:
+                        done += os.pwrite(self._fd, part, pos + done)
         except OSError as e:
             with contextlib.suppress(OSError):  # drop a partial write; the tail is retried
                 os.ftruncate(self._fd, pos)
             if raise_errors:
-                raise SegmentStoreError(f"segment data file {self.path}: write at {pos} failed: {e}") from e
+                raise StorageError.of(f"cannot write (at byte {pos}) segment data file", self.path, e) from e
             _log.warning("segment data file %s: write at %d failed (%s); kept in memory", self.path, pos, e)
             return False
         cache = self._cache
@@ -221,10 +231,13 @@ class FileSegmentData:
         """Flush the tail and ``fdatasync`` the file if anything changed since the last sync."""
         self.flush()
         if self.unsynced:
-            if hasattr(os, "fdatasync"):
-                os.fdatasync(self._fd)
-            else:  # pragma: no cover - macOS
-                os.fsync(self._fd)
+            try:
+                if hasattr(os, "fdatasync"):
+                    os.fdatasync(self._fd)
+                else:  # pragma: no cover - macOS
+                    os.fsync(self._fd)
+            except OSError as e:
+                raise StorageError.of("cannot sync segment data file", self.path, e) from e
             self.unsynced = False
 
     def walk_records(self, offset: int, n: int, max_records: int) -> tuple[int, int]:
@@ -249,7 +262,12 @@ class FileSegmentData:
             if blk is None:
                 lo = b * BLOCK_BYTES
                 hi = min(lo + BLOCK_BYTES, flushed - base)
-                blk = os.pread(self._fd, hi - lo, lo)
+                try:
+                    blk = os.pread(self._fd, hi - lo, lo)
+                except OSError as e:
+                    raise StorageError.of(
+                        f"cannot read (at byte {lo}) segment data file", self.path, e
+                    ) from e
                 if len(blk) != hi - lo:
                     raise DataCorruptionError(
                         f"segment data file {self.path}: short read of {hi - lo} bytes at {lo}"
@@ -278,6 +296,12 @@ class FileSegmentData:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    def remove(self) -> None:
+        """Close, and delete the data file (a create that failed after the file was made)."""
+        self.close()
+        with contextlib.suppress(OSError):  # left behind, the next snapshot's clean-up deletes it
+            self.path.unlink(missing_ok=True)
 
     def nbytes(self) -> int:
         """Bytes this segment holds in memory (tail and cached blocks). O(its blocks)."""

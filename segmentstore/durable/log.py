@@ -27,6 +27,8 @@ naming the file and offset: nothing is skipped silently.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import struct
@@ -39,7 +41,7 @@ from ..checks import checked
 from ..clock import monotonic_s
 from ..config import SyncPolicy
 from ..core.operations import Operation
-from ..errors import DataCorruptionError, SegmentStoreError, StoreClosedError
+from ..errors import DataCorruptionError, StorageError, StoreClosedError
 from .log_codec import decode_operation, encode_operation_parts
 
 __all__ = ["OpLog", "LogStats", "scan_log", "log_files", "fsync_dir", "LOG_MAGIC"]
@@ -70,12 +72,15 @@ def log_files(directory: Path) -> list[tuple[int, Path]]:
 
 
 def fsync_dir(directory: Path) -> None:
-    """Make created, renamed and deleted directory entries durable."""
-    fd = os.open(directory, os.O_RDONLY)
+    """Make created, renamed and deleted directory entries durable; ``StorageError`` naming it if not."""
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise StorageError.of("cannot sync directory", directory, e) from e
 
 
 def _datasync(fd: int) -> None:
@@ -117,7 +122,10 @@ class OpLog:
         self._interval_s = sync_interval_ms / 1000.0
         self._roll_bytes = roll_bytes
         self._always = sync == "always"
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError.of("cannot create operation log directory", directory, e) from e
         files = log_files(directory)
         self._number = files[-1][0] if files else 0
         self._fd = -1
@@ -147,17 +155,27 @@ class OpLog:
         return self._number
 
     def _open_next(self) -> None:
-        self._number += 1
-        path = self.directory / f"{_PREFIX}{self._number:010d}{_SUFFIX}"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        """Start the next log file; on failure delete what was made and raise ``StorageError``."""
+        number = self._number + 1
+        path = self.directory / f"{_PREFIX}{number:010d}{_SUFFIX}"
         try:
-            os.write(fd, LOG_MAGIC)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        except OSError as e:
+            raise StorageError.of("cannot create operation log file", path, e) from e
+        try:
+            if os.write(fd, LOG_MAGIC) != len(LOG_MAGIC):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             if self.sync_policy != "none":
                 _datasync(fd)
                 fsync_dir(self.directory)
-        except BaseException:
+        except BaseException as e:
             os.close(fd)
+            with contextlib.suppress(OSError):  # an empty file between two logs would read as damage
+                path.unlink()
+            if isinstance(e, OSError):
+                raise StorageError.of("cannot write operation log file", path, e) from e
             raise
+        self._number = number
         self._fd, self._path, self._pos = fd, path, len(LOG_MAGIC)
         self.stats.files += 1
 
@@ -167,7 +185,10 @@ class OpLog:
         with self._sync_lock:
             old = self._fd
             if self.sync_policy != "none":
-                _datasync(old)
+                try:
+                    _datasync(old)
+                except OSError as e:
+                    raise StorageError.of("cannot sync operation log file", self._path, e) from e
             self._dirty = False
             self._open_next()
             os.close(old)
@@ -217,7 +238,14 @@ class OpLog:
         st.records += 1
         st.bytes += total
         if self._pos >= self._roll_bytes:
-            self.roll()
+            try:  # the record is written: a roll that fails must not fail its operation
+                self.roll()
+            except StorageError as e:
+                _log.warning(
+                    "operation log %s: cannot roll (%s); writing on, retried at the next record",
+                    self._path,
+                    e,
+                )
 
     def _undo(self, e: OSError) -> None:
         """After a failed write: cut the partial record so the log stays readable, then raise."""
@@ -225,13 +253,17 @@ class OpLog:
             os.ftruncate(self._fd, self._pos)
         except OSError:
             self._broken = f"operation log {self._path}: a failed write could not be undone ({e})"
-        raise SegmentStoreError(f"operation log {self._path}: write failed at offset {self._pos}: {e}") from e
+        raise StorageError.of(
+            f"the operation was not done: cannot write (at byte {self._pos}) operation log file",
+            self._path,
+            e,
+        ) from e
 
     def _check_writable(self) -> None:
         if self._closed:
             raise StoreClosedError(f"operation log {self.directory} is closed")
         if self._broken is not None:
-            raise SegmentStoreError(self._broken)
+            raise StorageError(self._broken, str(self._path))
 
     def sync(self) -> None:
         """``fdatasync`` the current file now (snapshots and close call this)."""

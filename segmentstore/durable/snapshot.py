@@ -11,6 +11,7 @@ the directory. Cold-segment state files use the same encoding of one segment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zlib
@@ -23,7 +24,7 @@ import numpy as np
 
 from ..core.segment import Segment
 from ..core.watermark_index import WatermarkIndex
-from ..errors import DataCorruptionError
+from ..errors import DataCorruptionError, StorageError
 
 __all__ = [
     "SNAPSHOT_VERSION",
@@ -211,19 +212,28 @@ def decode_blob(data: bytes, where: str) -> Any:
 
 
 def write_atomic(path: Path, blob: bytes, durable: bool = True) -> None:
-    """Write ``blob`` to ``path`` via a temporary file and rename (fsynced when ``durable``)."""
+    """Write ``blob`` to ``path`` via a temporary file and rename (fsynced when ``durable``).
+
+    On failure the temporary file is deleted (a full disk gets its space back) and
+    ``StorageError`` names ``path``; ``path`` itself is untouched.
+    """
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(blob)
-        done = 0
-        while done < len(blob):
-            done += os.write(fd, view[done:])
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(blob)
+            done = 0
+            while done < len(blob):
+                done += os.write(fd, view[done:])
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StorageError.of("cannot write", path, e) from e
     if durable:
         dfd = os.open(path.parent, os.O_RDONLY)
         try:

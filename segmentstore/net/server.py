@@ -1,7 +1,8 @@
 """The segment store server: the wire protocol (``segmentstore.net.protocol``) over a ``SegmentStore``.
 
 One asyncio event loop on a background thread serves every connection; store calls
-are fast and run inline on it, so appends on a connection execute and are
+are fast and run inline on it (the numba kernels are made ready before the first
+connection, so no request compiles one: ``core.warmup``), so appends on a connection execute and are
 acknowledged in arrival order. A read with ``wait_ms`` registers a future read and
 answers when it completes (data, a tail watermark increase, seal) or when its timer
 fires (a zero-length read), never holding up the connection's other requests.
@@ -24,6 +25,7 @@ import ipaddress
 import logging
 import signal
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +33,7 @@ from typing import Any
 
 from ..client.embedded import EmbeddedClient
 from ..clock import monotonic_s
+from ..core.warmup import KernelWarmup, warm_kernels
 from ..errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
 from ..future_read import FutureRead
 from ..store import SegmentStore
@@ -141,6 +144,7 @@ class SegmentStoreServer:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self.handlers: dict[str, Handler] = handlers()
+        self.kernels: KernelWarmup | None = None  # start() makes them ready
 
     @property
     def port(self) -> int:
@@ -157,9 +161,15 @@ class SegmentStoreServer:
         return len(self._connections)
 
     def start(self) -> int:
-        """Bind and serve on a background thread; returns the bound port."""
+        """Make the numba kernels ready, then bind and serve on a background thread; returns the port.
+
+        The kernels are loaded (or, on a first start, compiled) here, before the first
+        connection, never on the event loop under a request (``core.warmup``); ``kernels``
+        says how long it took.
+        """
         if self._thread is not None:
             raise InvalidArgumentError("the server is started already")
+        self.kernels = warm_kernels()
         self._thread = threading.Thread(target=self._run, name="ingestwm-server", daemon=True)
         self._thread.start()
         self._ready.wait()
@@ -528,9 +538,18 @@ def serve(
         stop = threading.Event()
         old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            print(  # stderr: the first line on stdout stays "listening on", which scripts wait for
+                "loading the numba kernels (a first start after installation compiles them: 10-40 s)",
+                file=sys.stderr,
+                flush=True,
+            )
             bound = server.start()
             c = config.store
             echo(f"listening on {lim.host}:{bound}")
+            assert server.kernels is not None
+            echo(server.kernels.describe())
+            if store.read_only is not None:
+                echo(f"READ-ONLY: {store.read_only}; reads are served, writes refused")
             echo(
                 f"settings: max_watermark_lag_ms={c.max_watermark_lag_ms} polling_period_ms="
                 f"{c.polling_period_ms} transaction_lease_ms={c.transaction_lease_ms} "

@@ -1,0 +1,287 @@
+"""Runs of ``simulate`` and ``compare`` over seeds (replications) and grid points (sweeps).
+
+A *task* is plain data — ``{"tool", "point", "seed", "params", "scenario"}`` with the
+scenario as a raw mapping — so it crosses process and Spark boundaries without
+pickling objects from disk. ``run_task`` (module-level: workers import it) runs one and
+returns its *metrics*, a flat mapping of numbers:
+
+- ``simulate``: ``SIM_METRICS`` (events, lateness, group-watermark lag, the advancer's
+  work, monotonicity) and a ``group_lag_ms`` series over time;
+- ``compare``: ``<strategy>.<metric>`` for every strategy row and ``LAB_METRICS``, and
+  each strategy's watermark-lag series.
+
+``execute`` runs tasks in-process (one task), in a process pool (``jobs`` workers, each
+simulation reporting its simulated time to one progress bar), or one per Spark task.
+``aggregate`` turns the runs of one point into mean, sd and a 95 % Student-t interval per
+metric (``bench.sim.stats``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+from .errors import ScenarioError
+from .scenario import scenario_from_dict
+from .stats import summarise
+
+__all__ = [
+    "TOOLS",
+    "SIM_METRICS",
+    "LAB_METRICS",
+    "run_task",
+    "execute",
+    "aggregate",
+    "aggregate_series",
+    "sim_metrics",
+    "lab_metrics",
+    "replication_tasks",
+]
+
+TOOLS = ("simulate", "compare")
+
+SIM_METRICS = (
+    "events_written",
+    "events_delivered",
+    "duplicates",
+    "late_ingestion",
+    "late_event_time",
+    "lag_mean_ms",
+    "lag_p99_ms",
+    "lag_max_ms",
+    "idle_lag_max_ms",
+    "advances_per_s",
+    "examined_per_pass",
+    "scale_events",
+    "late_dropped",
+    "window_latency_mean_ms",
+    "window_latency_max_ms",
+    "monotonic",
+)
+"""What one simulation reports (docs/metrics.md defines each)."""
+
+LAB_METRICS = (
+    "events",
+    "delivered",
+    "duplicates",
+    "late",
+    "late_fraction",
+    "completeness",
+    "windows_fired",
+    "wm_lag_mean_ms",
+    "wm_lag_max_ms",
+    "result_latency_p50_ms",
+    "result_latency_max_ms",
+    "buffer_peak_events",
+    "buffer_peak_bytes",
+)
+"""What the lab reports per strategy (docs/metrics.md defines each)."""
+
+
+def sim_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The metrics of one simulation's summary."""
+    wm, ev = summary["watermark"], summary["events"]
+    idle = wm.get("idle")
+    pipe = summary.get("pipeline")
+    return {
+        "events_written": ev["written"],
+        "events_delivered": ev["delivered"],
+        "duplicates": ev["duplicates"],
+        "late_ingestion": ev["late_ingestion"],
+        "late_event_time": ev["late_event_time"],
+        "lag_mean_ms": wm["lag_ms"]["mean"],
+        "lag_p99_ms": wm["lag_ms"]["p99"],
+        "lag_max_ms": wm["lag_ms"]["max"],
+        "idle_lag_max_ms": idle["lag_ms"]["max"] if idle else None,
+        "advances_per_s": summary["advancer"]["advances_per_s"],
+        "examined_per_pass": summary["advancer"]["examined_per_pass"],
+        "scale_events": summary["scaling"]["events"],
+        "late_dropped": pipe["late_dropped"] if pipe else None,
+        "window_latency_mean_ms": pipe["window_latency_ms"]["mean"] if pipe else None,
+        "window_latency_max_ms": pipe["window_latency_ms"]["max"] if pipe else None,
+        "monotonic": wm["monotonic"],
+    }
+
+
+def lab_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """``<strategy>.<metric>`` of the lab's rows, for the numeric metrics."""
+    out: dict[str, Any] = {}
+    for row in rows:
+        for m in LAB_METRICS:
+            if m in row:
+                out[f"{row['strategy']}.{m}"] = row[m]
+    return out
+
+
+def run_task(
+    task: Mapping[str, Any], progress: Callable[[int], None] | None = None, out_dir: str | None = None
+) -> dict[str, Any]:
+    """Run one task; returns ``{"point", "seed", "params", "metrics", "series", "random"}``.
+
+    ``progress`` is called with the simulated time (ms) as the run advances; with
+    ``out_dir`` the run's own outputs (summary and series, no plots) are written there.
+    """
+    from pathlib import Path
+
+    sc = scenario_from_dict(task["scenario"])
+    series: dict[str, list[tuple[int, float | None]]] = {}
+    if task["tool"] == "simulate":
+        from .engine import run_scenario, write_result
+
+        result = run_scenario(sc, progress=progress)
+        metrics = sim_metrics(result.summary)
+        series["group_lag_ms"] = [(r["t_ms"], r["group_lag_ms"]) for r in result.recorder.samples]
+        if out_dir is not None:
+            write_result(result, Path(out_dir))
+    elif task["tool"] == "compare":
+        from ..lab.compare import run_compare
+        from ..lab.report import write_outputs
+
+        lab = run_compare(sc, progress=progress)
+        metrics = lab_metrics(lab.rows)
+        for name, samples in lab.series.items():
+            series[f"{name}.wm_lag_ms"] = [
+                (t, None if wm is None else sc.start_time_ms + t - wm) for t, wm, _, _ in samples
+            ]
+        if out_dir is not None:
+            write_outputs(lab, Path(out_dir), plots=False)
+    else:
+        raise ScenarioError(f"unknown tool {task['tool']!r}: one of {', '.join(TOOLS)}")
+    return {
+        "point": task.get("point", 0),
+        "seed": sc.seed,
+        "params": dict(task.get("params") or {}),
+        "metrics": metrics,
+        "series": series,
+        "random": sc.random_parts,
+    }
+
+
+def replication_tasks(
+    tool: str,
+    data: Mapping[str, Any],
+    seed: int,
+    replications: int,
+    point: int = 0,
+    params: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """One task per seed ``seed, seed + 1, ...`` of the raw scenario ``data``."""
+    out = []
+    for i in range(replications):
+        d = dict(data)
+        d["seed"] = seed + i
+        d["replications"] = 1
+        out.append(
+            {"tool": tool, "point": point, "seed": seed + i, "params": dict(params or {}), "scenario": d}
+        )
+    return out
+
+
+# ---------------------------------------------------------------------- executing
+
+
+def _worker(task: dict[str, Any], q: Any, ident: int, out_dir: str | None) -> dict[str, Any]:
+    last = [0]
+
+    def report(t_ms: int) -> None:
+        q.put((ident, t_ms - last[0]))
+        last[0] = t_ms
+
+    res = run_task(task, report, out_dir)
+    q.put((ident, int(task["scenario"]["duration_ms"]) - last[0]))
+    return res
+
+
+def execute(
+    tasks: Sequence[dict[str, Any]],
+    executor: str = "local",
+    jobs: int | None = None,
+    master: str = "local[*]",
+    show_progress: bool | None = None,
+    out_dirs: Sequence[str | None] | None = None,
+    label: str = "",
+) -> list[dict[str, Any]]:
+    """Run every task; results in task order. ``executor``: ``local`` (processes) or ``spark``."""
+    if executor == "spark":
+        from spark_source.session import local_session
+
+        spark = local_session("ingestwm-experiment", master=master)
+        try:
+            return list(spark.sparkContext.parallelize(list(tasks), len(tasks)).map(run_task).collect())
+        finally:
+            spark.stop()
+    if executor != "local":
+        raise ScenarioError(f"unknown executor {executor!r}: local or spark")
+    from tqdm import tqdm
+
+    if show_progress is None:
+        show_progress = sys.stderr.isatty()
+    dirs = list(out_dirs) if out_dirs is not None else [None] * len(tasks)
+    total = sum(int(t["scenario"]["duration_ms"]) for t in tasks) / 1000.0
+    workers = max(1, min(jobs or multiprocessing.cpu_count(), len(tasks)))
+    with tqdm(total=total, unit="sim s", desc=label, disable=not show_progress, leave=False) as bar:
+        if workers == 1:
+            results = []
+            for t, d in zip(tasks, dirs, strict=True):
+
+                def report(t_ms: int, base: float = bar.n) -> None:
+                    bar.update(base + t_ms / 1000.0 - bar.n)
+
+                start = bar.n
+                results.append(run_task(t, report if show_progress else None, d))
+                bar.update(start + int(t["scenario"]["duration_ms"]) / 1000.0 - bar.n)
+            return results
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            q = manager.Queue()
+            futures: dict[Future[dict[str, Any]], int] = {
+                pool.submit(_worker, t, q, i, d): i for i, (t, d) in enumerate(zip(tasks, dirs, strict=True))
+            }
+            out: list[dict[str, Any] | None] = [None] * len(tasks)
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(q, bar)
+                for f in done:
+                    out[futures[f]] = f.result()
+            _drain(q, bar)
+        return [r for r in out if r is not None]
+
+
+def _drain(q: Any, bar: Any) -> None:
+    while True:
+        try:
+            _, dt = q.get_nowait()
+        except queue.Empty:
+            return
+        bar.update(dt / 1000.0)
+
+
+# ---------------------------------------------------------------------- aggregating
+
+
+def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per metric (in first-seen order): n, mean, sd, ci95, low, high over the runs."""
+    names: list[str] = []
+    for r in runs:
+        for k in r["metrics"]:
+            if k not in names:
+                names.append(k)
+    return {k: summarise(r["metrics"].get(k) for r in runs) for k in names}
+
+
+def aggregate_series(runs: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per series, per sample time: the summary across runs (mean and 95 % interval: the bands)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    names = sorted({k for r in runs for k in r["series"]})
+    for name in names:
+        by_t: dict[int, list[Any]] = {}
+        for r in runs:
+            for t, v in r["series"].get(name, []):
+                by_t.setdefault(int(t), []).append(v)
+        out[name] = [{"t_ms": t, **summarise(vs)} for t, vs in sorted(by_t.items())]
+    return out
