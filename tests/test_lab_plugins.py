@@ -221,3 +221,38 @@ def load_lab_scenario_path(name: str) -> Path:
 
     load_lab_scenario(name)
     return lab_scenarios()[name]
+
+
+def test_custom_strategies_have_their_rows_in_replications_and_sweeps(tmp_path: Path) -> None:
+    from bench.lab.lab_run import compare_scenario
+    from bench.sim.sweep import run_experiment
+
+    base = tmp_path / "tiny.yaml"
+    mine = {"name": "mine", "class_path": _me("IngestionMinus"), "params": {"lag_ms": 500}}
+    base.write_text(yaml.safe_dump(_tiny(mine)))
+    lines: list[str] = []
+    doc = compare_scenario(
+        str(base), out=tmp_path / "reps", replications=2, echo=lines.append, jobs=1, fmt="svg"
+    )
+    assert isinstance(doc, dict)
+    assert doc["metrics"]["mine.wm_lag_mean_ms"]["mean"] == doc["metrics"]["ingestion.wm_lag_mean_ms"]["mean"]
+    assert "\nmine " in "\n".join(lines)  # its own row in the printed table
+    assert "mine" in (tmp_path / "reps" / "replications.svg").read_text()
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(
+        yaml.safe_dump(
+            {
+                "name": "mine-lag",
+                "base": "tiny.yaml",
+                "tool": "compare",
+                "grid": {"strategies.custom.mine.params.lag_ms": [0, 500]},
+                "metrics": ["wm_lag_mean_ms"],
+            }
+        )
+    )
+    results = run_experiment(
+        str(sweep), out=tmp_path / "sw", echo=lines.append, executor="local", jobs=1, fmt="pdf"
+    )
+    lag = [r["metrics"]["mine.wm_lag_mean_ms"]["mean"] for r in results]
+    assert lag[0] + 500 == lag[1] == results[1]["metrics"]["ingestion.wm_lag_mean_ms"]["mean"]
+    assert (tmp_path / "sw" / "sweep.pdf").read_bytes().startswith(b"%PDF")
