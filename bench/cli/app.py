@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from ..figures import FORMATS as FIGURE_FORMATS
 from .group import group as group_commands
 
 __all__ = ["main", "cli"]
@@ -118,6 +119,14 @@ def _run_options(f: Any) -> Any:
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
 def simulate(
     scenario: str,
     overrides: tuple[str, ...],
@@ -127,6 +136,7 @@ def simulate(
     executor: str,
     master: str,
     out: str | None,
+    fmt: str,
 ) -> None:
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series, plots and manifest."""
     from pathlib import Path
@@ -147,6 +157,7 @@ def simulate(
             jobs,
             master,
             provenance=prov,
+            fmt=fmt,
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
@@ -216,8 +227,22 @@ def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bo
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/experiment-<sweep>)."
 )
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
 def experiment(
-    sweep: str, replications: int | None, executor: str, jobs: int | None, master: str, out: str | None
+    sweep: str,
+    replications: int | None,
+    executor: str,
+    jobs: int | None,
+    master: str,
+    out: str | None,
+    fmt: str,
 ) -> None:
     """Run the parameter grid SWEEP (a shipped name or YAML file) of simulations or lab comparisons."""
     from pathlib import Path
@@ -236,6 +261,7 @@ def experiment(
             executor,
             jobs,
             provenance=prov,
+            fmt=fmt,
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
@@ -245,9 +271,20 @@ def experiment(
 @click.argument("scenario")
 @_run_options
 @click.option(
-    "--out", default=None, metavar="DIR", help="Also write compare.csv/.json/.png and manifest.json there."
+    "--out",
+    default=None,
+    metavar="DIR",
+    help="Also write compare.csv/.json, the figure and manifest.json there.",
 )
 @click.option("--no-plot", is_flag=True, help="With --out: skip the figure.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
 def compare(
     scenario: str,
     overrides: tuple[str, ...],
@@ -258,8 +295,10 @@ def compare(
     master: str,
     out: str | None,
     no_plot: bool,
+    fmt: str,
 ) -> None:
-    """Run SCENARIO (shipped name or YAML file) through four watermark strategies; print the table."""
+    """Run SCENARIO (shipped name or YAML file) through the watermark strategies (the four built-in
+    ones and its strategies.custom); print the table."""
     from pathlib import Path
 
     from ..lab.lab_run import compare_scenario
@@ -279,6 +318,7 @@ def compare(
             jobs,
             master,
             provenance=prov,
+            fmt=fmt,
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None

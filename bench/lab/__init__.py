@@ -12,6 +12,8 @@ workload's randomness comes from the scenario's seed).
 - ``compared_strategies``: the four strategies and the shared pipeline.
 - ``compare``: ``run_compare`` and the per-strategy summary row.
 - ``report``: the table, CSV/JSON and the figure.
+- ``plugins``: custom strategies (``strategies.custom``, ``module:Class``; docs/strategies.md);
+  ``strategies_contrib`` holds an example (a learned percentile bound).
 """
 
 from .compare import LabResult, run_compare
@@ -22,9 +24,13 @@ from .lab_scenario import (
     lab_scenarios,
     load_lab_scenario,
 )
+from .plugins import LabEvent, LabStrategyError, LabWatermarkStrategy
 from .report import format_table, plot, write_outputs
 
 __all__ = [
+    "LabEvent",
+    "LabStrategyError",
+    "LabWatermarkStrategy",
     "LabResult",
     "LabScenario",
     "LabScenarioError",

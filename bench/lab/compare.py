@@ -37,7 +37,7 @@ from ..sim.actors import instance_names, scale_plan, scale_times
 from ..sim.arrivals import EventSource
 from ..sim.scenario import ReaderSpec, Scenario, StrategiesSpec, WriterSpec
 from ..sim.seeds import Seeds
-from .compared_strategies import Strategy, make_strategies
+from .compared_strategies import LabEvent, Strategy, make_strategies
 from .lab_scenario import lab_ready, lab_strategies
 
 __all__ = ["LabResult", "run_compare", "summarise"]
@@ -240,10 +240,12 @@ class _Readers:
             if s.rate_per_s is not None:
                 cap = max(1.0, s.rate_per_s)
                 self.budget[i] = min(self.budget[i] + s.rate_per_s * self.tick / 1000.0, cap)
-            _drain(reader, strat, self.budget, i, s.rate_per_s is not None)
+            _drain(reader, strat, self.budget, i, s.rate_per_s is not None, strat.clock.now())
 
 
-def _drain(reader: EventReader, strat: Strategy, budget: list[float], i: int, limited: bool) -> None:
+def _drain(
+    reader: EventReader, strat: Strategy, budget: list[float], i: int, limited: bool, now: int
+) -> None:
     stream_of: dict[str, str] = {}
     while not limited or budget[i] >= 1.0:
         r = reader.read_next_event(0)
@@ -257,14 +259,18 @@ def _drain(reader: EventReader, strat: Strategy, budget: list[float], i: int, li
             if stream is None:
                 stream = stream_of[seg] = seg.split("/", 2)[0] + "/" + seg.split("/", 2)[1]
             p = r.payload or b""
-            assert r.event_time is not None
-            strat.on_event(
-                stream,
-                seg,
-                int.from_bytes(p[:4], "little"),
-                int.from_bytes(p[4:8], "little"),
-                r.event_time,
-                r.length,
+            assert r.event_time is not None and r.ingestion_time is not None
+            strat.deliver(
+                LabEvent(
+                    now,
+                    stream,
+                    seg,
+                    int.from_bytes(p[:4], "little"),
+                    int.from_bytes(p[4:8], "little"),
+                    r.event_time,
+                    r.ingestion_time,
+                    r.length,
+                )
             )
         elif r.kind is ReadKind.WATERMARK:
             assert r.watermark is not None
@@ -300,7 +306,7 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
     try:
         client = EmbeddedClient(store)
         client.create_stream(sc.stream.name, sc.stream.segments)
-        strategies = make_strategies(lab_strategies(sc), window_ms, clock)
+        strategies = make_strategies(lab_strategies(sc), window_ms, clock, sc.pipeline.stages)
         groups = [
             ReaderGroup(
                 f"lab-{st.name}",
@@ -343,6 +349,8 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
                 for st in strategies:
                     wm = st.watermark
                     p = st.pipeline
+                    if p.chain is not None:
+                        p.chain.sample(t, clock.now())
                     series[st.name].append(
                         (t, None if wm == INT64_MIN else wm, p.buffered_events, p.buffered_bytes)
                     )
@@ -391,7 +399,23 @@ def summarise(
         "wm_lag_mean_ms": round(sum(lags) / len(lags)) if lags else None,
         "wm_lag_max_ms": max(lags) if lags else None,
         "result_latency_p50_ms": _percentile(latencies, 0.5),
+        "result_latency_p95_ms": _percentile(latencies, 0.95),
+        "result_latency_p99_ms": _percentile(latencies, 0.99),
         "result_latency_max_ms": max(latencies) if latencies else None,
         "buffer_peak_events": p.peak_events,
         "buffer_peak_bytes": p.peak_bytes,
+        **_stage_columns(st),
     }
+
+
+def _stage_columns(st: Strategy) -> dict[str, Any]:
+    """``<stage>_wm_lag_mean_ms`` and ``<stage>_output_lag_mean_ms`` for each stage (none without stages)."""
+    chain = st.pipeline.chain
+    out: dict[str, Any] = {}
+    if chain is None:
+        return out
+    for item in chain.summary()[1:]:
+        for key in ("wm_lag_ms", "output_lag_ms"):
+            mean = item[key]["mean"]
+            out[f"{item['name']}_{key[: -len('_ms')]}_mean_ms"] = None if mean is None else round(mean)
+    return out

@@ -23,6 +23,7 @@ strategies differ only in the event-time watermark:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from flink_compat import (
@@ -43,9 +44,12 @@ from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
+from ..sim.scenario import StageSpec
+from ..sim.stages import StageChain
 from .lab_scenario import LabStrategies
 
 __all__ = [
+    "LabEvent",
     "StrategyPipeline",
     "Strategy",
     "IngestionStrategy",
@@ -54,6 +58,25 @@ __all__ = [
     "SparkStrategy",
     "make_strategies",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class LabEvent:
+    """One delivered event, as every strategy receives it (``Strategy.deliver``).
+
+    ``now_ms``: the lab clock when it was delivered (ms since the epoch);
+    ``ingestion_time``: when the store appended it; ``event_time``: the writer's time;
+    ``writer`` / ``seq``: which writer and its sequence number; ``nbytes``: frame size.
+    """
+
+    now_ms: int
+    stream: str
+    segment: str
+    writer: int
+    seq: int
+    event_time: int
+    ingestion_time: int
+    nbytes: int
 
 
 Firing = tuple[int, int, int, int]
@@ -79,17 +102,26 @@ class _OrderingSink(DiscardingOutput):
         self.pipeline = pipeline
 
     def collect(self, record: StreamRecord[Any]) -> None:
-        self.pipeline.buffered_bytes -= record.value[2]
-        self.pipeline.windows.process_element(record)
+        p = self.pipeline
+        p.buffered_bytes -= record.value[2]
+        p.windows.process_element(record)
+        if p.chain is not None:
+            assert record.timestamp is not None
+            p.chain.input_record(record.value[0], record.timestamp, p.clock.now())
 
     def emit_watermark(self, watermark: Watermark) -> None:
-        self.pipeline.windows.process_watermark(watermark)
+        p = self.pipeline
+        p.windows.process_watermark(watermark)
+        if p.chain is not None:
+            p.chain.input_watermark_at(watermark.timestamp, p.clock.now())
 
 
 class StrategyPipeline:
     """Dedupe, reorder by event time, count per tumbling window; O(log b) per event for b buffered."""
 
     def __init__(self, window_ms: int, clock: Clock) -> None:
+        self.clock = clock
+        self.chain: StageChain | None = None  # pipeline.stages (attach_stages)
         self.ordering = EventTimeOrderingOperator(late_output_tag=None)
         self.windows = WindowOperator(TumblingEventTimeWindows.of(window_ms), CountAggregate())
         self.sink = _WindowSink(clock)
@@ -98,6 +130,10 @@ class StrategyPipeline:
         self.seen: set[tuple[int, int]] = set()
         self.delivered = self.duplicates = self.late = 0
         self.buffered_bytes = self.peak_events = self.peak_bytes = 0
+
+    def attach_stages(self, stages: Sequence[StageSpec]) -> None:
+        """Feed the reordering buffer's output also into a chain of stages (before any event)."""
+        self.chain = StageChain(tuple(stages)) if stages else None
 
     @property
     def watermark(self) -> int:
@@ -135,6 +171,8 @@ class StrategyPipeline:
     @checked
     def _check(self) -> None:
         self.ordering._check()
+        if self.chain is not None:
+            self.chain._check()
         assert self.late == self.ordering.num_late_records_dropped
         assert self.buffered_bytes >= 0 and (self.buffered_bytes == 0) == (self.ordering.num_buffered == 0)
 
@@ -149,6 +187,10 @@ class Strategy:
         self.config = config
         self.clock = clock
         self.pipeline = StrategyPipeline(window_ms, clock)
+
+    def deliver(self, event: LabEvent) -> None:
+        """A delivered event, as the readers hand it over (a custom strategy sees all of it)."""
+        self.on_event(event.stream, event.segment, event.writer, event.seq, event.event_time, event.nbytes)
 
     def on_event(
         self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
@@ -277,7 +319,18 @@ class SparkStrategy(Strategy):
             self.pipeline.advance(self._global)
 
 
-def make_strategies(config: LabStrategies, window_ms: int, clock: Clock) -> list[Strategy]:
-    """The four strategies, in table order."""
+def make_strategies(
+    config: LabStrategies, window_ms: int, clock: Clock, stages: Sequence[StageSpec] = ()
+) -> list[Strategy]:
+    """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order.
+
+    With ``stages``, each strategy's pipeline feeds its own chain of them.
+    """
+    from .plugins import PluginStrategy
+
     kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, FlinkStrategy, SparkStrategy)
-    return [cls(config, window_ms, clock) for cls in kinds]
+    out = [cls(config, window_ms, clock) for cls in kinds]
+    out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
+    for st in out:
+        st.pipeline.attach_stages(stages)
+    return out

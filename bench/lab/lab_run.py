@@ -2,7 +2,7 @@
 
 ``compare_scenario`` loads a scenario with ``--set`` overrides and a ``--seed``, checks
 the lab can run it, runs it once (printing the table; ``--out``: the CSV, JSON, figure
-and ``manifest.json``) or over ``replications`` seeds (``bench.sim.replicate``: mean and
+in ``--format`` and ``manifest.json``) or over ``replications`` seeds (``bench.sim.replicate``: mean and
 95 % intervals per strategy and metric).
 """
 
@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..figures import FORMATS
+from ..sim.errors import OutputError
 from ..sim.manifest import Provenance
 from ..sim.scenario import Scenario, scenario_to_dict
 from ..sim.simulate import DEFAULT_RUNS_DIR, prepare_output_dir
@@ -52,8 +54,14 @@ def compare_scenario(
     master: str = "local[*]",
     progress: bool | None = None,
     provenance: Provenance | None = None,
+    fmt: str = "png",
 ) -> LabResult | dict[str, Any]:
-    """Run the lab on a scenario once (a ``LabResult``) or over seeds (the aggregate); print and write."""
+    """Run the lab on a scenario once (a ``LabResult``) or over seeds (the aggregate); print and write.
+
+    Figures as ``fmt`` (png, svg or pdf).
+    """
+    if fmt not in FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     prov = provenance or Provenance()
     sc = load_lab_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else sc.replications
@@ -64,14 +72,14 @@ def compare_scenario(
 
         out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"compare-{sc.name}-x{n}")
         return run_replications(
-            "compare", sc, n, out_dir, echo, executor, jobs, master, progress, prov, plots
+            "compare", sc, n, out_dir, echo, executor, jobs, master, progress, prov, plots, fmt
         )
     if out is not None:
         prepare_output_dir(out)
     result = _with_progress(sc, progress)
     echo(format_table(result))
     if out is not None:
-        for path in write_outputs(result, out, plots=plots):
+        for path in write_outputs(result, out, plots=plots, fmt=fmt):
             echo(f"wrote {path}")
         path = prov.write(out, "compare", [sc.seed], [scenario_to_dict(sc)], {"random": sc.random_parts})
         echo(f"wrote {path}")

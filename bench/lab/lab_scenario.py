@@ -7,8 +7,9 @@ are found by the one loader; errors are ``ScenarioError`` (``LabScenarioError`` 
 same class) naming the dotted field.
 
 ``LabStrategies`` is the resolved configuration the strategies are built from: the
-``strategies`` section plus the ingestion strategy's ``maxEventTimeLag``, which is the
-reader group's ``group.max_event_time_lag_ms``.
+``strategies`` section (with its ``custom`` strategies) plus the ingestion strategy's
+``maxEventTimeLag``, which is the reader group's ``group.max_event_time_lag_ms``. The
+stages after each strategy's reordering buffer are the scenario's ``pipeline.stages``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from typing import Any
 
 from ..sim.errors import ScenarioError
 from ..sim.scenario import (
+    BUILTIN_STRATEGIES,
     WHEN_IDLE,
+    CustomStrategySpec,
     Scenario,
     StrategiesSpec,
     load_scenario,
@@ -32,6 +35,8 @@ __all__ = [
     "LabScenarioError",
     "LabScenario",
     "LabStrategies",
+    "LabCustomStrategy",
+    "BUILTIN_STRATEGIES",
     "WHEN_IDLE",
     "lab_scenarios",
     "load_lab_scenario",
@@ -46,10 +51,16 @@ LabScenarioError = ScenarioError
 LabScenario = Scenario
 """The lab runs ordinary scenarios."""
 
+LabCustomStrategy = CustomStrategySpec
+"""A custom strategy of ``strategies.custom`` (docs/strategies.md)."""
+
 
 @dataclass(frozen=True, slots=True)
 class LabStrategies:
-    """The strategies' resolved knobs (``strategies`` and ``group.max_event_time_lag_ms``)."""
+    """The strategies' resolved knobs (``strategies`` and ``group.max_event_time_lag_ms``).
+
+    ``custom``: the custom strategies run after the four built-in ones, in this order.
+    """
 
     max_event_time_lag_ms: int = 1_000
     flink_bound_ms: int = 1_000
@@ -58,6 +69,7 @@ class LabStrategies:
     spark_delay_ms: int = 1_000
     spark_trigger_ms: int = 1_000
     spark_input: str = "stream"
+    custom: tuple[CustomStrategySpec, ...] = ()
 
 
 def lab_strategies(sc: Scenario) -> LabStrategies:
@@ -71,6 +83,7 @@ def lab_strategies(sc: Scenario) -> LabStrategies:
         spark_delay_ms=st.spark_delay_ms,
         spark_trigger_ms=st.spark_trigger_ms,
         spark_input=st.spark_input,
+        custom=st.custom,
     )
 
 

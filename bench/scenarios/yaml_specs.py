@@ -6,9 +6,9 @@
   (which file, which line).
 - ``build_dataclass``: a frozen dataclass from parsed YAML, each field converted to its
   annotated type (``int``, ``float``, ``str``, ``bool``, ``X | None``, ``tuple[X, ...]``,
-  nested dataclasses); unknown, missing and mistyped fields raise with their dotted path
-  (``writers.1.workload.rate_per_s``), and so do the dataclasses' own ``__post_init__``
-  checks when they raise a ``SpecError``.
+  nested dataclasses; ``Any`` is taken as parsed); unknown, missing and mistyped fields
+  raise with their dotted path (``writers.1.workload.rate_per_s``), and so do the
+  dataclasses' own ``__post_init__`` checks when they raise a ``SpecError``.
 - ``parse_override`` / ``apply_overrides``: ``key=value`` overrides of a raw mapping;
   the key is a dotted path checked against the root dataclass (list items by index or
   by ``name``), the value is parsed as a YAML scalar or flow collection.
@@ -106,6 +106,8 @@ def _type_name(tp: Any) -> str:
 
 def _convert(tp: Any, value: Any, path: str, error: type[SpecError]) -> Any:
     """``value`` (parsed YAML) as type ``tp``; raises ``error`` naming ``path``."""
+    if tp is Any:  # free-form (e.g. a plugin's params): the parsed YAML as it is
+        return value
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
@@ -239,6 +241,16 @@ def _set_path(root_cls: type, root: dict[str, Any], key: str, value: Any, error:
             node = node[idx]
             if not isinstance(node, dict):
                 raise error("is not a mapping", here)
+        elif tp is Any:  # free-form (a plugin's params): nested mappings, keys as given
+            if not isinstance(node, dict):
+                raise error("is not a mapping", ".".join(done))
+            if last:
+                node[part] = value
+                return
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            node = child
         else:
             raise error(f"{'.'.join(done)} is {_type_name(tp)}, it has no field {part!r}", here)
         done.append(part)

@@ -10,7 +10,9 @@ same scenarios through its watermark strategies.
 - ``actors`` / ``readers``: the world and its SimPy processes (writers, transactions,
   scaling, the watermark advancer, readers with joins, leaves, crashes and stalls).
 - ``pipeline``: ``flink_compat``'s event-time reordering and windows after the readers.
-- ``recorder`` / ``plots``: samples over simulated time, JSON/CSV/Parquet and PNG outputs.
+- ``stages``: ``pipeline.stages``, a chain of window/aggregate operators with lag per stage.
+- ``recorder`` / ``plots``: samples over simulated time, JSON/CSV/Parquet and PNG/SVG/PDF
+  figures (``bench.figures``).
 - ``engine``: ``run_scenario`` and ``write_result``; ``result``: the ``SimResult`` they share.
 - ``sim_clock``: ``SimClock``, the store's ingestion clock on SimPy time.
 - ``simulate``: what ``ingestwm simulate`` does (output directory, progress bar, summary).

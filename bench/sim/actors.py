@@ -112,7 +112,11 @@ class World:
         self.pipeline: EventTimePipeline | None = None
         if sc.pipeline.ordering:
             self.pipeline = EventTimePipeline(
-                len(self.reader_names), sc.group.max_event_time_lag_ms, sc.pipeline.window_ms, self.clock
+                len(self.reader_names),
+                sc.group.max_event_time_lag_ms,
+                sc.pipeline.window_ms,
+                self.clock,
+                sc.pipeline.stages,
             )
         self.seeds = Seeds(sc.seed)
         for part in sc.random_parts:

@@ -29,6 +29,7 @@ from .readers import ReaderActor
 from .recorder import stats, write_outputs
 from .result import SimResult
 from .scenario import Scenario, scenario_to_dict
+from .stages import write_stages_csv
 
 __all__ = ["run_scenario", "write_result"]
 
@@ -62,6 +63,8 @@ def _sample(world: World) -> None:
             )
     adv = world.store.advancer_stats
     lag = world.scenario.group.max_event_time_lag_ms
+    if pipe is not None and pipe.chain is not None:
+        pipe.chain.sample(t, now)
     rec.add_sample(
         {
             "t_ms": t,
@@ -154,6 +157,7 @@ def run_scenario(
             tuple(pipe.firings) if pipe else (),
             monotonic_s() - t0,
             setup,
+            tuple(pipe.chain.rows) if pipe and pipe.chain else (),
         )
     finally:
         world.close()
@@ -247,6 +251,8 @@ def _summary(world: World, writers: list[WriterActor], readers: list[ReaderActor
             "windows_fired": len(pipe.firings),
             "window_latency_ms": stats(lat),
         }
+        if pipe.chain is not None:
+            out["pipeline"]["stages"] = pipe.chain.summary()
     return out
 
 
@@ -291,12 +297,14 @@ def _faults(world: World) -> list[dict[str, Any]]:
     return out
 
 
-def write_result(result: SimResult, out_dir: Path) -> list[Path]:
-    """Write the summary, series and plots of ``result`` into ``out_dir``; returns the files written."""
+def write_result(result: SimResult, out_dir: Path, fmt: str = "png") -> list[Path]:
+    """Write the summary, series and plots (as ``fmt``: png, svg, pdf) into ``out_dir``; returns the files."""
     sc = result.scenario
     paths = write_outputs(out_dir, result.summary, result.recorder, sc.metrics.parquet)
+    if result.stage_rows:
+        paths.append(write_stages_csv(out_dir, result.stage_rows))
     if sc.metrics.plots:
         from .plots import plot_result
 
-        paths += plot_result(result, out_dir)
+        paths += plot_result(result, out_dir, fmt)
     return paths

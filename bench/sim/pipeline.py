@@ -6,7 +6,8 @@ over the active channels (a reader that left or crashed is idle). Events become
 ``StreamRecord((writer, seq), event_time)`` into an ``EventTimeOrderingOperator``: records
 at or below its watermark are late (side output), the rest leave in event-time order
 once the watermark passes them, into an optional keyed (by writer) tumbling
-``WindowOperator`` whose results are timed on the simulation clock.
+``WindowOperator`` whose results are timed on the simulation clock, and into an optional
+chain of stages (``bench.sim.stages``: window / aggregate operators, lag per stage).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
+from .scenario import StageSpec
+from .stages import StageChain
+
 __all__ = ["OrderedRecord", "WindowFiring", "EventTimePipeline"]
 
 OrderedRecord = tuple[int, int, int, int]
@@ -61,11 +65,12 @@ class _WindowSink(DiscardingOutput):
 class _OrderingSink(DiscardingOutput):
     """The reordering operator's output: ordered records (forwarded to the windows) and late ones."""
 
-    __slots__ = ("clock", "late", "ordered", "windows")
+    __slots__ = ("chain", "clock", "late", "ordered", "windows")
 
-    def __init__(self, clock: Clock, windows: WindowOperator | None) -> None:
+    def __init__(self, clock: Clock, windows: WindowOperator | None, chain: StageChain | None) -> None:
         self.clock = clock
         self.windows = windows
+        self.chain = chain
         self.ordered: list[OrderedRecord] = []
         self.late: list[OrderedRecord] = []
 
@@ -75,10 +80,14 @@ class _OrderingSink(DiscardingOutput):
         self.ordered.append((self.clock.now(), w, s, record.timestamp))
         if self.windows is not None:
             self.windows.process_element(record)
+        if self.chain is not None:
+            self.chain.input_record(w, record.timestamp, self.clock.now())
 
     def emit_watermark(self, watermark: Watermark) -> None:
         if self.windows is not None:
             self.windows.process_watermark(watermark)
+        if self.chain is not None:
+            self.chain.input_watermark_at(watermark.timestamp, self.clock.now())
 
     def emit_watermark_status(self, status: WatermarkStatus) -> None:
         if self.windows is not None:
@@ -97,7 +106,12 @@ class EventTimePipeline:
     """
 
     def __init__(
-        self, channels: int, max_event_time_lag_ms: int, window_ms: int | None, clock: Clock
+        self,
+        channels: int,
+        max_event_time_lag_ms: int,
+        window_ms: int | None,
+        clock: Clock,
+        stages: tuple[StageSpec, ...] = (),
     ) -> None:
         self.lag = max_event_time_lag_ms
         self.valve = StatusWatermarkValve(max(1, channels))
@@ -110,7 +124,8 @@ class EventTimePipeline:
                 TumblingEventTimeWindows.of(window_ms), CountAggregate(), key_selector=lambda v: v[0]
             )
             self.window_op.setup(self.window_sink)
-        self.sink = _OrderingSink(clock, self.window_op)
+        self.chain: StageChain | None = StageChain(stages) if stages else None
+        self.sink = _OrderingSink(clock, self.window_op, self.chain)
         self.ordering = EventTimeOrderingOperator()
         self.ordering.setup(self.sink)
 
@@ -172,5 +187,7 @@ class EventTimePipeline:
         self.ordering._check()
         if self.window_op is not None:
             self.window_op._check()
+        if self.chain is not None:
+            self.chain._check()
         ts = [r[3] for r in self.sink.ordered]
         assert all(a <= b for a, b in itertools.pairwise(ts)), "ordered output is out of event-time order"

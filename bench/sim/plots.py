@@ -1,11 +1,15 @@
-"""PNG plots of a simulation (matplotlib, Agg backend; deterministic: no timestamps in the files).
+"""Plots of a simulation, as PNG, SVG or PDF (``bench.figures``: Okabe-Ito colours, reproducible files).
 
-- ``watermarks.png``: ingestion time, the group watermark, the event-time watermark and
+- ``watermarks.<fmt>``: ingestion time, the group watermark, the event-time watermark and
   per-segment watermarks against simulated time (seconds since the start), with
-  scaling events and stalls marked; below it the group watermark's lag.
-- ``lateness.png``: each delivered event's event time against its ingestion time (when
-  the scenario logs events) with late events marked, or the late counts over time;
-  below it late events and the reordering buffer over time.
+  scaling events (labelled ``scale n→m``: segments sealed → created) and stalls
+  marked; below it the group watermark's lag.
+- ``lateness.<fmt>``: each delivered event's event time against its ingestion time (when
+  the scenario logs events) with late events marked, or the events over time; below it
+  late events and the reordering buffer over time.
+- ``stages.<fmt>`` (with ``pipeline.stages``): each stage's watermark lag and output lag.
+
+Every panel has its axis labels with units and its legend inside the axes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from .. import figures
 from .errors import OutputError
 from .result import SimResult
 
@@ -23,41 +28,39 @@ MAX_SEGMENT_LINES = 40
 """Per-segment watermark lines drawn at most (the first segments by name)."""
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+_BLUE, _ORANGE, _GREEN, _VERMILLION = (figures.OKABE_ITO[i] for i in (3, 0, 2, 4))
 
 
 def _rel(v: int | None, start: int) -> float | None:
     return None if v is None else (v - start) / 1000.0
 
 
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Any, out_dir: Path, stem: str, fmt: str) -> Path:
     try:
-        fig.savefig(path, dpi=100, metadata={"Software": None})
+        return figures.save(fig, out_dir, stem, fmt)
     except OSError as e:
-        raise OutputError(f"cannot write plot {str(path)!r}: {e.strerror or e}") from None
+        raise OutputError(f"cannot write plot {out_dir / stem!s}.{fmt}: {e.strerror or e}") from None
 
 
 def _marks(ax: Any, result: SimResult) -> None:
-    for ev in result.recorder.scale_events:
-        ax.axvline(ev["t_ms"] / 1000.0, color="0.6", linestyle=":", linewidth=0.8)
+    evs = result.recorder.scale_events
+    figures.mark_scaling(
+        ax,
+        [ev["t_ms"] / 1000.0 for ev in evs],
+        [f"scale {len(ev['sealed'])}\u2192{len(ev['created'])}" for ev in evs],
+    )
     for spec in result.scenario.readers:
         f = spec.noack
         if f is not None:
             end = f.end_ms if f.end_ms is not None else result.scenario.duration_ms
             ax.axvspan(
-                f.start_ms / 1000.0, end / 1000.0, color="tab:red", alpha=0.08, label=f"{spec.name}: no ack"
+                f.start_ms / 1000.0, end / 1000.0, color=_VERMILLION, alpha=0.1, label=f"{spec.name}: no ack"
             )
         if spec.crash_ms is not None:
-            ax.axvline(spec.crash_ms / 1000.0, color="tab:red", linewidth=0.8, label=f"{spec.name} crashes")
+            ax.axvline(spec.crash_ms / 1000.0, color=_VERMILLION, linewidth=0.9, label=f"{spec.name} crashes")
 
 
-def _watermarks(plt: Any, result: SimResult, path: Path) -> None:
+def _watermarks(plt: Any, result: SimResult, out_dir: Path, fmt: str) -> Path:
     rec = result.recorder
     start = result.scenario.start_time_ms
     t = [r["t_ms"] / 1000.0 for r in rec.samples]
@@ -80,33 +83,38 @@ def _watermarks(plt: Any, result: SimResult, path: Path) -> None:
     ax.plot(
         t,
         [_rel(r["group_watermark"], start) for r in rec.samples],
-        color="tab:blue",
+        color=_BLUE,
         linewidth=1.8,
         label="group watermark (ingestion time)",
     )
     ax.plot(
         t,
         [_rel(r["event_time_watermark"], start) for r in rec.samples],
-        color="tab:orange",
+        color=_ORANGE,
         linewidth=1.4,
         label="event-time watermark",
     )
     _marks(ax, result)
     ax.set_ylabel("time since start (s)")
+    ax.set_xlabel("simulated time (s)")
+    ax.tick_params(labelbottom=True)
     ax.set_title(f"{result.scenario.name}: watermark progression")
-    ax.legend(loc="upper left", fontsize=8)
-    ax2.plot(t, [r["group_lag_ms"] for r in rec.samples], color="tab:blue")
+    figures.legend(ax)
+    ax2.plot(t, [r["group_lag_ms"] for r in rec.samples], color=_BLUE, label="group watermark lag")
     bound = result.scenario.store.max_watermark_lag_ms + result.scenario.store.polling_period_ms
-    ax2.axhline(bound, color="tab:green", linestyle=":", label="max_watermark_lag + polling_period")
-    ax2.set_ylabel("group lag (ms)")
+    ax2.axhline(bound, color=_GREEN, linestyle=":", label="max_watermark_lag + polling_period")
+    _marks(ax2, result)
+    ax2.set_ylabel("group watermark lag (ms)")
     ax2.set_xlabel("simulated time (s)")
-    ax2.legend(loc="upper left", fontsize=8)
+    figures.legend(ax2)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    try:
+        return _save(fig, out_dir, "watermarks", fmt)
+    finally:
+        plt.close(fig)
 
 
-def _lateness(plt: Any, result: SimResult, path: Path) -> None:
+def _lateness(plt: Any, result: SimResult, out_dir: Path, fmt: str) -> Path:
     rec = result.recorder
     start = result.scenario.start_time_ms
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 7), gridspec_kw={"height_ratios": [3, 2]})
@@ -115,50 +123,98 @@ def _lateness(plt: Any, result: SimResult, path: Path) -> None:
         for row in rec.event_rows:
             if row[7] is not None:
                 groups[row[5]].append(((row[8] - start) / 1000.0, (row[7] - start) / 1000.0, row[10]))
-        for name in sorted(groups)[:20]:
+        for i, name in enumerate(sorted(groups)[:20]):
             pts = groups[name]
             on = [(x, y) for x, y, late in pts if not late]
             off = [(x, y) for x, y, late in pts if late]
+            c = figures.colour(i + 1)  # orange (0) is the event-time watermark
             if on:
-                ax.scatter(*zip(*on, strict=True), s=10, label=f"{name}")
+                ax.scatter(*zip(*on, strict=True), s=10, color=c, label=f"{name}")
             if off:
-                ax.scatter(*zip(*off, strict=True), s=22, marker="x", label=f"{name} (late)")
+                ax.scatter(*zip(*off, strict=True), s=22, marker="x", color=c, label=f"{name} (late)")
         t = [r["t_ms"] / 1000.0 for r in rec.samples]
         ax.plot(
             t,
             [_rel(r["event_time_watermark"], start) for r in rec.samples],
-            color="tab:orange",
+            color=_ORANGE,
             label="event-time watermark",
         )
         ax.set_xlabel("ingestion time (s since start)")
         ax.set_ylabel("event time (s since start)")
         ax.set_title(f"{result.scenario.name}: event time vs ingestion time (x = late)")
-        ax.legend(loc="upper left", fontsize=8, ncol=2)
+        figures.legend(ax, ncol=2)
     else:
         t = [r["t_ms"] / 1000.0 for r in rec.samples]
-        ax.plot(t, [r["events_delivered"] for r in rec.samples], label="events delivered")
-        ax.plot(t, [r["events_written"] for r in rec.samples], label="events written", linestyle="--")
-        ax.set_ylabel("events")
+        ax.plot(t, [r["events_delivered"] for r in rec.samples], color=_BLUE, label="events delivered")
+        ax.plot(
+            t,
+            [r["events_written"] for r in rec.samples],
+            color=_ORANGE,
+            label="events written",
+            linestyle="--",
+        )
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel("events (count)")
         ax.set_title(f"{result.scenario.name}: events over time")
-        ax.legend(loc="upper left", fontsize=8)
+        figures.legend(ax)
     t = [r["t_ms"] / 1000.0 for r in rec.samples]
-    ax2.plot(t, [r["late_event_time"] for r in rec.samples], label="late (event time)")
-    ax2.plot(t, [r["late_ingestion"] for r in rec.samples], label="late (ingestion time)")
-    ax2.plot(t, [r["late_dropped"] for r in rec.samples], label="dropped by reordering", linestyle=":")
-    ax2.plot(t, [r["buffered"] for r in rec.samples], label="buffered by reordering", linestyle="--")
+    ax2.plot(t, [r["late_event_time"] for r in rec.samples], color=_VERMILLION, label="late (event time)")
+    ax2.plot(t, [r["late_ingestion"] for r in rec.samples], color=_BLUE, label="late (ingestion time)")
+    ax2.plot(
+        t,
+        [r["late_dropped"] for r in rec.samples],
+        color=figures.OKABE_ITO[5],
+        label="dropped by reordering",
+        linestyle=":",
+    )
+    ax2.plot(
+        t, [r["buffered"] for r in rec.samples], color=_GREEN, label="buffered by reordering", linestyle="--"
+    )
     _marks(ax2, result)
     ax2.set_xlabel("simulated time (s)")
-    ax2.set_ylabel("events")
-    ax2.legend(loc="upper left", fontsize=8)
+    ax2.set_ylabel("events (count)")
+    figures.legend(ax2)
     fig.tight_layout()
-    _save(fig, path)
-    plt.close(fig)
+    try:
+        return _save(fig, out_dir, "lateness", fmt)
+    finally:
+        plt.close(fig)
 
 
-def plot_result(result: SimResult, out_dir: Path) -> list[Path]:
-    """Write ``watermarks.png`` and ``lateness.png`` into ``out_dir``; returns their paths."""
-    plt = _pyplot()
-    paths = [out_dir / "watermarks.png", out_dir / "lateness.png"]
-    _watermarks(plt, result, paths[0])
-    _lateness(plt, result, paths[1])
+def _stages(plt: Any, result: SimResult, out_dir: Path, fmt: str) -> Path:
+    """Watermark lag and output lag of every stage (0: the reordering step) over time."""
+    names = ["reorder", *(st.name for st in result.scenario.pipeline.stages)]
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    for k, name in enumerate(names):
+        rows = [r for r in result.stage_rows if r[1] == k]
+        style = {"color": figures.colour(k), "linestyle": figures.linestyle(k), "label": f"{k}: {name}"}
+        ax.plot(
+            [r[0] / 1000.0 for r in rows], [None if r[3] is None else r[3] / 1000.0 for r in rows], **style
+        )
+        ax2.plot(
+            [r[0] / 1000.0 for r in rows], [None if r[5] is None else r[5] / 1000.0 for r in rows], **style
+        )
+    ax.set_title(f"{result.scenario.name}: lag per pipeline stage")
+    ax.set_ylabel("watermark lag, now - W_k (s)")
+    ax2.set_ylabel("output lag, now - newest result (s)")
+    for a in (ax, ax2):
+        a.set_xlabel("simulated time (s)")
+        a.tick_params(labelbottom=True)
+        _marks(a, result)
+        figures.legend(a)
+    fig.tight_layout()
+    try:
+        return _save(fig, out_dir, "stages", fmt)
+    finally:
+        plt.close(fig)
+
+
+def plot_result(result: SimResult, out_dir: Path, fmt: str = "png") -> list[Path]:
+    """Write ``watermarks.<fmt>`` and ``lateness.<fmt>`` (png, svg, pdf) into ``out_dir``; returns them."""
+    if fmt not in figures.FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(figures.FORMATS)}, got {fmt!r}")
+    plt = figures.pyplot()
+    paths = [_watermarks(plt, result, out_dir, fmt), _lateness(plt, result, out_dir, fmt)]
+    if result.stage_rows:
+        paths.append(_stages(plt, result, out_dir, fmt))
     return paths

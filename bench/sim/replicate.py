@@ -10,7 +10,8 @@ directory:
 - ``runs.csv``: one row per seed, one column per metric;
 - ``replications.csv``: per metric ``n, mean, sd, ci95, low, high`` (Student t, 95 %);
 - ``replications.json``: the same, the series bands and the random parts;
-- ``replications.png``: the watermark lag over time, mean with its 95 % band, and (compare)
+- ``replications.<fmt>`` (``--format``: png, svg or pdf, in ``bench.figures``' style): the
+  watermark lag over time, mean with its 95 % band, and (compare)
   each strategy's main metrics with 95 % error bars;
 - ``manifest.json`` (``bench.sim.manifest``).
 """
@@ -23,6 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import figures
 from .errors import OutputError
 from .experiment import aggregate, aggregate_series, execute, replication_tasks
 from .manifest import Provenance
@@ -87,18 +89,16 @@ def _plot(
     name: str,
     agg: Mapping[str, Any],
     bands: Mapping[str, list[dict[str, Any]]],
-    path: Path,
+    out_dir: Path,
     n: int,
-) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+    fmt: str,
+) -> Path:
+    """``replications.<fmt>`` in the shared figure style (``bench.figures``)."""
+    plt = figures.pyplot()
     panels = 2 if tool == "compare" else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
     ax = axes[0][0]
-    for series, rows in bands.items():
+    for i, (series, rows) in enumerate(bands.items()):
         ts = [r["t_ms"] / 1000.0 for r in rows if r["mean"] is not None]
         mean = [r["mean"] / 1000.0 for r in rows if r["mean"] is not None]
         low = [
@@ -109,40 +109,45 @@ def _plot(
             for r in rows
             if r["mean"] is not None
         ]
-        (line,) = ax.plot(
-            ts, mean, label=series.split(".")[0] if tool == "compare" else "group watermark lag"
+        colour = figures.colour(i)
+        ax.plot(
+            ts,
+            mean,
+            color=colour,
+            linestyle=figures.linestyle(i),
+            label=series.split(".")[0] if tool == "compare" else "group watermark lag",
         )
-        ax.fill_between(ts, low, high, alpha=0.25, color=line.get_color(), linewidth=0)
+        ax.fill_between(ts, low, high, alpha=0.25, color=colour, linewidth=0)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("watermark lag (s)")
     ax.set_title("watermark lag: mean and 95 % band")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    figures.legend(ax)
     if tool == "compare":
         ax2 = axes[0][1]
-        strategies = sorted(
-            {m.rsplit(".", 1)[0] for m in agg},
-            key=list(dict.fromkeys(m.rsplit(".", 1)[0] for m in agg)).index,
-        )
+        strategies = list(dict.fromkeys(m.rsplit(".", 1)[0] for m in agg))
         shown = ("late_fraction", "completeness")
         width = 0.8 / len(shown)
         for j, m in enumerate(shown):
             xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(strategies))]
             means = [agg.get(f"{s}.{m}", {}).get("mean") or 0.0 for s in strategies]
             errs = [agg.get(f"{s}.{m}", {}).get("ci95") or 0.0 for s in strategies]
-            ax2.bar(xs, means, width, yerr=errs, capsize=3, label=m)
+            ax2.bar(xs, means, width, yerr=errs, capsize=3, label=m, color=figures.colour(j))
         ax2.set_xticks(range(len(strategies)), strategies)
-        ax2.set_ylim(0, 1.05)
+        ax2.set_ylim(0, 1.2)  # headroom for the legend above the bars
+        ax2.set_ylabel("fraction of events (1)")
         ax2.set_title("per strategy: mean with 95 % CI")
-        ax2.legend(fontsize=8)
-        ax2.grid(alpha=0.3, axis="y")
+        figures.legend(ax2, loc="upper right", ncols=2)
+        ax2.grid(False, axis="x")
     fig.suptitle(f"{name}: {n} replications")
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=100, metadata={"Software": None})
+        return figures.save(fig, out_dir, "replications", fmt)
     except OSError as e:
-        raise OutputError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
-    plt.close(fig)
+        raise OutputError(
+            f"cannot write {str(out_dir / f'replications.{fmt}')!r}: {e.strerror or e}"
+        ) from None
+    finally:
+        plt.close(fig)
 
 
 def run_replications(
@@ -157,8 +162,10 @@ def run_replications(
     progress: bool | None = None,
     provenance: Provenance | None = None,
     plots: bool = True,
+    fmt: str = "png",
 ) -> dict[str, Any]:
-    """Run ``scenario`` with ``replications`` seeds; write and print the aggregate; return it."""
+    """Run ``scenario`` with ``replications`` seeds; write and print the aggregate (figure as ``fmt``)."""
+    figures.check(fmt)
     prov = provenance or Provenance()
     data = scenario_to_dict(scenario)
     tasks = replication_tasks(tool, data, scenario.seed, replications)
@@ -196,8 +203,7 @@ def run_replications(
         raise OutputError(f"cannot write to {str(out_dir)!r}: {e.strerror or e}") from None
     files = ["runs.csv", "replications.csv", "replications.json"]
     if plots:
-        _plot(tool, scenario.name, agg, bands, out_dir / "replications.png", len(runs))
-        files.append("replications.png")
+        files.append(_plot(tool, scenario.name, agg, bands, out_dir, len(runs), fmt).name)
     prov.write(
         out_dir,
         f"{tool} --replications {replications}",

@@ -12,6 +12,7 @@ from typing import Any
 from .pipeline import OrderedRecord, WindowFiring
 from .recorder import Recorder
 from .scenario import Scenario
+from .stages import StageRow
 
 __all__ = ["SimResult"]
 
@@ -29,6 +30,8 @@ class SimResult:
     wall_s: float
     setup_wall_s: float = 0.0
     """Of ``wall_s``, the time spent building the world (store, stream, reader group) before time 0."""
+    stage_rows: tuple[StageRow, ...] = ()
+    """``pipeline.stages``: one row per sample and stage (``bench.sim.stages.STAGE_COLUMNS``)."""
 
     @property
     def events_delivered(self) -> int:

@@ -47,9 +47,12 @@ __all__ = [
     "ReaderSpec",
     "FaultsSpec",
     "GroupSpec",
+    "StageSpec",
     "PipelineSpec",
     "MetricsSpec",
+    "CustomStrategySpec",
     "StrategiesSpec",
+    "BUILTIN_STRATEGIES",
     "Scenario",
     "WHEN_IDLE",
     "shipped_scenarios",
@@ -439,19 +442,59 @@ class GroupSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class StageSpec:
+    """One operator of a multi-stage pipeline after the reordering step (``bench.sim.stages``).
+
+    ``kind: window``: keyed tumbling windows of ``window_ms`` combining values with
+    ``function``; ``kind: aggregate``: a keyed running ``function``. ``key``: ``key`` keeps
+    the record's key (the writer at the first stage), ``all`` puts every record under
+    one. ``delay_ms``: how long records and watermarks take to reach this stage.
+    """
+
+    name: str = _f(doc="its name (not 'reorder'; unique in the chain)")
+    kind: str = _f(
+        "window", choices=("window", "aggregate"), doc="keyed tumbling windows or a running aggregate"
+    )
+    window_ms: int | None = _f(None, low=1, doc="window: the window length (aggregate: none)")
+    key: str = _f(
+        "key", choices=("key", "all"), doc="key: keep the record's key; all: one key for every record"
+    )
+    function: str = _f("sum", choices=("sum", "max"), doc="how values are combined")
+    delay_ms: int = _f(0, low=0, doc="how long records and watermarks take to reach this stage")
+
+    def __post_init__(self) -> None:
+        _validate(self)
+        if self.kind == "window" and self.window_ms is None:
+            raise ScenarioError("a window stage needs window_ms", "window_ms")
+        if self.kind == "aggregate" and self.window_ms is not None:
+            raise ScenarioError("an aggregate stage has no window_ms (it is not windowed)", "window_ms")
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineSpec:
     """What follows the readers: ``flink_compat``'s event-time reordering, then tumbling windows.
 
     The event-time watermark is the group watermark minus ``group.max_event_time_lag_ms``.
+    ``stages``: a chain of operators after the reordering step, with the watermark lag
+    measured per stage (``bench.sim.stages``; written to ``stages.csv``).
     """
 
     ordering: bool = _f(False, doc="reorder by event time (EventTimeOrderingOperator)")
     window_ms: int | None = _f(
         None, low=1, doc="tumbling event-time windows after the ordering (lab: required)"
     )
+    stages: tuple[StageSpec, ...] = _f(
+        (), doc="operators after the reordering step, lag measured per stage (docs/pipelines.md)"
+    )
 
     def __post_init__(self) -> None:
         _validate(self)
+        if self.stages and not self.ordering:
+            raise ScenarioError("stages follow the ordering step: set pipeline.ordering", "stages")
+        names = [s.name for s in self.stages]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup or "reorder" in names:
+            raise ScenarioError(f"stage names must be unique and not 'reorder', got {names}", "stages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,6 +512,33 @@ class MetricsSpec:
 
 
 SPARK_INPUTS = ("stream", "segment")
+BUILTIN_STRATEGIES = ("ingestion", "producer", "flink", "spark")
+
+
+@dataclass(frozen=True, slots=True)
+class CustomStrategySpec:
+    """A researcher's watermark strategy run by the lab beside the built-in ones (docs/strategies.md).
+
+    ``class_path`` is ``module:Class``; ``params`` (a mapping) are passed to the class's
+    constructor as keyword arguments. The class is imported and built once when the
+    scenario loads, so a bad module, a missing class, a class without
+    ``on_event``/``watermark`` or rejected params fail then, naming the field.
+    """
+
+    name: str = _f(doc="its row in the lab's table (not a built-in strategy's name)")
+    class_path: str = _f(doc="'module:Class' (the module importable from the working directory)")
+    params: Any = field(
+        default_factory=dict, hash=False, metadata={"doc": "keyword arguments of the class's constructor"}
+    )
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ScenarioError("must not be empty", "name")
+        if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
+            raise ScenarioError(f"must be a mapping of names to values, got {self.params!r}", "params")
+        from ..lab.plugins import instantiate  # the lab's loader (imports bench.lab lazily)
+
+        instantiate(self)  # import, check the interface and the params now, not mid-run
 
 
 @dataclass(frozen=True, slots=True)
@@ -479,8 +549,9 @@ class StrategiesSpec:
     assertions; ``flink`` bounded out-of-orderness per segment with idleness and a
     periodic emit interval; ``spark`` ``max(event time) - delay`` per trigger over one
     input: the whole ``stream`` (Spark's maximum over all partitions of a source) or
-    each ``segment`` (the minimum across inputs). The lab steps every ``tick_ms``:
-    writers hand over, the advancer, readers read, strategies tick.
+    each ``segment`` (the minimum across inputs); ``custom`` strategies run beside them.
+    The lab steps every ``tick_ms``: writers hand over, the advancer, readers read,
+    strategies tick.
     """
 
     tick_ms: int = _f(100, low=1, doc="the lab's time step")
@@ -490,9 +561,19 @@ class StrategiesSpec:
     spark_delay_ms: int = _f(1_000, low=0, doc="spark: withWatermark delay")
     spark_trigger_ms: int = _f(1_000, low=1, doc="spark: trigger interval")
     spark_input: str = _f("stream", choices=SPARK_INPUTS, doc="spark: what one input is")
+    custom: tuple[CustomStrategySpec, ...] = _f(
+        (), doc="custom strategies ('module:Class'), each with its own row (docs/strategies.md)"
+    )
 
     def __post_init__(self) -> None:
         _validate(self)
+        names = [c.name for c in self.custom]
+        for i, n in enumerate(names):
+            if n in BUILTIN_STRATEGIES or n in names[:i]:
+                raise ScenarioError(
+                    f"{n!r} is already a strategy's name ({', '.join(BUILTIN_STRATEGIES)} are built in)",
+                    f"custom.{i}.name",
+                )
 
 
 @dataclass(frozen=True, slots=True)

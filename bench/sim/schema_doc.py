@@ -32,6 +32,8 @@ def _unit(name: str) -> str:
 
 
 def _type(tp: Any) -> str:
+    if tp is Any:
+        return "mapping"
     if dataclasses.is_dataclass(tp):
         return f"[{tp.__name__}](#{tp.__name__.lower()})"  # type: ignore[union-attr]
     origin = typing.get_origin(tp)
@@ -60,6 +62,8 @@ def _default(f: dataclasses.Field[Any]) -> str:
         return "null"
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, dict):
+        return "{}" if not v else str(v)
     if isinstance(v, tuple):
         return "[]" if not v else str(list(v))
     if isinstance(v, str):

@@ -15,6 +15,7 @@ from typing import Any
 
 from segmentstore import SegmentStore
 
+from ..figures import FORMATS
 from .engine import run_scenario, write_result
 from .errors import OutputError, ScenarioError
 from .manifest import Provenance
@@ -86,13 +87,17 @@ def simulate(
     echo: Callable[[str], None] = print,
     progress: bool | None = None,
     provenance: Provenance | None = None,
+    fmt: str = "png",
 ) -> tuple[SimResult, list[Path]]:
-    """Load, run and write a scenario and its manifest; print a short summary. Returns the result, files."""
+    """Load, run and write a scenario (figures as ``fmt``: png, svg or pdf) and its manifest;
+    print a short summary. Returns the result and the files written."""
+    if fmt not in FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     prov = provenance or Provenance()
     scenario = load_scenario(name_or_path, overrides, seed)
     out_dir = prepare_output_dir(out if out is not None else default_out_dir(scenario))
     result = run_with_progress(scenario, progress)
-    paths = write_result(result, out_dir)
+    paths = write_result(result, out_dir, fmt)
     paths.append(
         prov.write(
             out_dir,
@@ -120,22 +125,39 @@ def simulate_replications(
     master: str = "local[*]",
     progress: bool | None = None,
     provenance: Provenance | None = None,
+    fmt: str = "png",
 ) -> dict[str, Any] | tuple[SimResult, list[Path]]:
-    """``simulate`` over ``replications`` seeds (default: the scenario's ``replications``); one run if 1."""
+    """``simulate`` over ``replications`` seeds (default: the scenario's ``replications``); one run if 1.
+
+    Figures as ``fmt`` (png, svg or pdf).
+    """
     from .replicate import run_replications
 
+    if fmt not in FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     prov = provenance or Provenance()
     scenario = load_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else scenario.replications
     if n < 1:
         raise ScenarioError(f"must be >= 1, got {n}", "replications")
     if n == 1:
-        return simulate(name_or_path, overrides, seed, out, echo, progress, prov)
+        return simulate(name_or_path, overrides, seed, out, echo, progress, prov, fmt)
     out_dir = prepare_output_dir(
         out if out is not None else DEFAULT_RUNS_DIR / f"{scenario.name}-seed{scenario.seed}-x{n}"
     )
     return run_replications(
-        "simulate", scenario, n, out_dir, echo, executor, jobs, master, progress, prov, scenario.metrics.plots
+        "simulate",
+        scenario,
+        n,
+        out_dir,
+        echo,
+        executor,
+        jobs,
+        master,
+        progress,
+        prov,
+        scenario.metrics.plots,
+        fmt,
     )
 
 
@@ -170,6 +192,11 @@ def summary_lines(result: SimResult) -> list[str]:
             f"{p['late_dropped']:,} dropped late, "
             f"up to {p['buffered_max']:,} buffered; {p['windows_fired']} windows fired"
         )
+    stages = s.get("pipeline", {}).get("stages")
+    if stages:
+        for what, key in (("watermark lag", "wm_lag_ms"), ("output lag", "output_lag_ms")):
+            chain = " -> ".join(f"{st['name']} {fmt_ms(st[key]['mean'])}" for st in stages)
+            lines.append(f"  stages, {what} (mean): {chain}")
     if s["scaling"]["events"]:
         lines.append(f"  scaling: {s['scaling']['events']} scale events")
     random = s.get("random") or []

@@ -19,8 +19,9 @@ is validated on the driver first (a bad sweep fails before anything runs); then 
 (``--executor spark``, the default) or one process each (``--executor local``). The
 driver writes ``runs.csv`` (one row per run), ``results.csv`` (one row per point: per
 metric its mean, then ``_sd``, ``_ci95``, ``_low``, ``_high``), ``sweep.json``,
-``sweep.png`` (means with 95 % error bars) and ``manifest.json``. With ``tool: compare``
-a metric name without a strategy (``late_fraction``) means one line per strategy.
+``sweep.<fmt>`` (``--format`` png, svg or pdf: means with 95 % error bars) and
+``manifest.json``. With ``tool: compare`` a metric name without a strategy
+(``late_fraction``) means one line per strategy (custom strategies included).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import figures
 from ..scenarios.yaml_specs import find, read_mapping, shipped
 from .errors import OutputError, ScenarioError, SweepError
 from .experiment import SIM_METRICS, TOOLS, aggregate, execute, replication_tasks
@@ -223,12 +225,9 @@ def _lines(sweep: Sweep, metric: str, metric_names: list[str]) -> list[str]:
     return [m for m in metric_names if m.endswith("." + metric)]
 
 
-def _plot(sweep: Sweep, results: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
+def _plot(sweep: Sweep, results: list[dict[str, Any]], out_dir: Path, fmt: str) -> Path:
+    """``sweep.<fmt>`` in the shared figure style (``bench.figures``): one panel per metric."""
+    plt = figures.pyplot()
     x_key = sweep.grid[0][0]
     others = [k for k, _ in sweep.grid[1:]]
     names = list(results[0]["metrics"]) if results else []
@@ -242,6 +241,7 @@ def _plot(sweep: Sweep, results: list[dict[str, Any]], path: Path) -> None:
     for r in results:
         groups.setdefault(tuple(r["params"][k] for k in others), []).append(r)
     for ax, metric in zip(axes.flat, sweep.metrics, strict=False):
+        line = 0
         for full in _lines(sweep, metric, names):
             for combo, rs in groups.items():
                 rs = sorted(rs, key=lambda r: r["params"][x_key])
@@ -251,29 +251,52 @@ def _plot(sweep: Sweep, results: list[dict[str, Any]], path: Path) -> None:
                 parts = [f"{k.split('.')[-1]}={v}" for k, v in zip(others, combo, strict=True)]
                 if full != metric:
                     parts.insert(0, full[: -len(metric) - 1])
-                ax.errorbar(xs, ms, yerr=err, marker="o", capsize=3, label=", ".join(parts) or None)
-        ax.set_xlabel(x_key)
-        ax.set_ylabel(metric)
-        ax.grid(alpha=0.3)
+                ax.errorbar(
+                    xs,
+                    ms,
+                    yerr=err,
+                    marker="o",
+                    capsize=3,
+                    color=figures.colour(line),
+                    linestyle=figures.linestyle(line),
+                    label=", ".join(parts) or None,
+                )
+                line += 1
+        ax.set_xlabel(_axis_label(x_key))
+        ax.set_ylabel(_axis_label(metric))
     handles, labels = axes.flat[0].get_legend_handles_labels()
     if labels:
-        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8)
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)))
     reps = f", {sweep.replications} seeds each (mean, 95 % CI)" if sweep.replications > 1 else ""
     fig.suptitle(f"{sweep.tool} sweep {sweep.name}: {len(results)} points{reps}")
     fig.tight_layout(rect=(0, 0.08 if labels else 0, 1, 0.95))
     try:
-        fig.savefig(path, dpi=100, metadata={"Software": None})
+        return figures.save(fig, out_dir, "sweep", fmt)
     except OSError as e:
-        raise OutputError(f"cannot write {str(path)!r}: {e.strerror or e}") from None
-    plt.close(fig)
+        raise OutputError(f"cannot write {str(out_dir / f'sweep.{fmt}')!r}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
+
+
+def _axis_label(name: str) -> str:
+    """A field or metric name with its unit (``_ms``: ms, ``_per_s``: 1/s, fractions: 1)."""
+    for suffix, unit in (("_ms", "ms"), ("_per_s", "1/s"), ("_bytes", "bytes"), ("_events", "events")):
+        if name.endswith(suffix):
+            return f"{name} ({unit})"
+    if name.endswith(("fraction", "completeness")):
+        return f"{name} (1)"
+    return name
 
 
 def _cell(v: Any) -> Any:
     return "" if v is None else v
 
 
-def write_sweep(sweep: Sweep, runs: list[dict[str, Any]], out_dir: Path) -> list[dict[str, Any]]:
-    """Write runs.csv, results.csv, sweep.json and sweep.png; returns the per-point results."""
+def write_sweep(
+    sweep: Sweep, runs: list[dict[str, Any]], out_dir: Path, fmt: str = "png"
+) -> list[dict[str, Any]]:
+    """Write runs.csv, results.csv, sweep.json and sweep.<fmt>; returns the per-point results."""
+    figures.check(fmt)
     keys = [k for k, _ in sweep.grid]
     by_point: dict[int, list[dict[str, Any]]] = {}
     for r in runs:
@@ -322,7 +345,7 @@ def write_sweep(sweep: Sweep, runs: list[dict[str, Any]], out_dir: Path) -> list
         )
     except OSError as e:
         raise OutputError(f"cannot write to {str(out_dir)!r}: {e.strerror or e}") from None
-    _plot(sweep, results, out_dir / "sweep.png")
+    _plot(sweep, results, out_dir, fmt)
     return results
 
 
@@ -344,8 +367,11 @@ def run_experiment(
     jobs: int | None = None,
     progress: bool | None = None,
     provenance: Provenance | None = None,
+    fmt: str = "png",
 ) -> list[dict[str, Any]]:
-    """Run every (point, seed); write the tables, figure and manifest; return the per-point results."""
+    """Run every (point, seed); write the tables, figure (as ``fmt``) and manifest; return the results."""
+    if fmt not in figures.FORMATS:
+        raise OutputError(f"figure format must be one of {', '.join(figures.FORMATS)}, got {fmt!r}")
     prov = provenance or Provenance()
     sweep = load_sweep(sweep_ref, replications)
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"experiment-{sweep.name}")
@@ -356,7 +382,7 @@ def run_experiment(
     echo(f"{sweep.tool} sweep {sweep.name}: {size} {where} ...")
     runs = execute(tasks, executor, jobs, master, progress, label=sweep.name)
     runs = sorted(runs, key=lambda r: (r["point"], r["seed"]))
-    results = write_sweep(sweep, runs, out_dir)
+    results = write_sweep(sweep, runs, out_dir, fmt)
     prov.write(
         out_dir,
         f"experiment ({sweep.tool})",
@@ -376,7 +402,7 @@ def run_experiment(
         echo("  ".join([*(str(res["params"][k]) for k in keys), *(_fmt(res["metrics"][m]) for m in shown)]))
     if sweep.replications > 1:
         echo(f"(mean±half-width of the 95 % Student-t interval over {sweep.replications} seeds)")
-    echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.png, manifest.json")
+    echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.{fmt}, manifest.json")
     return results
 
 

@@ -1,0 +1,187 @@
+"""Custom watermark strategies for the lab: the public interface, the ``module:Class`` loader, the adapter.
+
+A researcher adds a strategy by writing a class with two methods and naming it in a lab
+scenario (``strategies.custom``); ``ingestwm compare`` then runs it side by side with
+the four built-in strategies, on the same reader schedule, reordering buffer and
+windows, and it gets its own row in the table, CSV, JSON and figure. The interface
+(documented in ``docs/strategies.md``):
+
+- ``__init__(**params)``: the scenario's ``params`` mapping, as keyword arguments.
+- ``on_event(event: LabEvent) -> None``: each delivered event, once (redeliveries after a
+  reader failover are filtered out before), in delivery order, before it reaches the
+  reordering buffer.
+- ``watermark(now_ms: int) -> int | None``: the event-time watermark now (``None``: none
+  yet). Asked after every tick's reads (``tick_ms``). The pipeline keeps the watermark
+  monotonic: a value below the current one is ignored (and counted).
+
+Optional: a class attribute ``time_domain`` (``"ingestion"``, ``"event"`` or
+``"processing"``, the default) chooses the reader group's watermark domain, and
+``on_group_watermark(watermark: int, now_ms: int)`` receives that group's watermarks
+(ingestion time: no event ingested at or before it follows; event time: the producers'
+assertions); ``on_tick(now_ms: int, segments: tuple[str, ...])`` runs each tick before
+``watermark``, with the segments the group currently reads.
+
+Errors: a bad module, a missing class, a class without the two methods, params its
+constructor rejects, or a ``watermark`` that is not an int raise ``LabScenarioError`` /
+``LabStrategyError`` naming the strategy and the path; an exception inside a plugin
+call is re-raised as ``LabStrategyError`` naming the strategy and the method.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from readergroup.config import TimeDomain
+from readergroup.state import SegmentState
+from segmentstore import Clock
+from segmentstore.checks import checked
+
+from ..sim.errors import SimulationError
+from .compared_strategies import LabEvent, Strategy
+from .lab_scenario import LabCustomStrategy, LabScenarioError, LabStrategies
+
+__all__ = [
+    "LabEvent",
+    "LabWatermarkStrategy",
+    "LabStrategyError",
+    "TIME_DOMAINS",
+    "load_strategy_class",
+    "instantiate",
+    "PluginStrategy",
+]
+
+TIME_DOMAINS: dict[str, TimeDomain] = {
+    "processing": TimeDomain.PROCESSING_TIME,
+    "ingestion": TimeDomain.INGESTION_TIME,
+    "event": TimeDomain.EVENT_TIME,
+}
+
+
+class LabStrategyError(SimulationError):
+    """A custom strategy failed while the lab ran it; the message names the strategy and the method.
+
+    A ``SimulationError`` (the root of ``bench.sim``, whose scenarios the lab runs), so
+    ``compare``, replications and sweeps report it as one line.
+    """
+
+
+@runtime_checkable
+class LabWatermarkStrategy(Protocol):
+    """What a custom lab strategy implements (the optional hooks are listed in the module doc)."""
+
+    def on_event(self, event: LabEvent) -> None: ...
+
+    def watermark(self, now_ms: int) -> int | None: ...
+
+
+_REQUIRED = ("on_event", "watermark")
+
+
+def load_strategy_class(class_path: str) -> type[Any]:
+    """The class named by ``module:Class`` (``Class`` may be dotted); ``LabScenarioError`` if unusable."""
+    module_name, sep, qual = class_path.partition(":")
+    if not sep or not module_name or not qual:
+        raise LabScenarioError(f"must be 'module:Class', got {class_path!r}", "class_path")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise LabScenarioError(f"cannot import module {module_name!r}: {e}", "class_path") from None
+    except Exception as e:  # the module itself raised while importing
+        raise LabScenarioError(
+            f"importing module {module_name!r} raised {type(e).__name__}: {e}", "class_path"
+        ) from None
+    for part in qual.split("."):
+        if not hasattr(obj, part):
+            raise LabScenarioError(f"module {module_name!r} has no attribute {qual!r}", "class_path")
+        obj = getattr(obj, part)
+    if not inspect.isclass(obj):
+        raise LabScenarioError(f"{class_path!r} is a {type(obj).__name__}, not a class", "class_path")
+    missing = [m for m in _REQUIRED if not callable(getattr(obj, m, None))]
+    if missing:
+        raise LabScenarioError(
+            f"{class_path!r} is not a lab watermark strategy: it lacks {', '.join(missing)}() "
+            "(see docs/strategies.md)",
+            "class_path",
+        )
+    domain = getattr(obj, "time_domain", "processing")
+    if domain not in TIME_DOMAINS:
+        raise LabScenarioError(
+            f"{class_path!r}.time_domain must be one of {', '.join(TIME_DOMAINS)}, got {domain!r}",
+            "class_path",
+        )
+    return obj
+
+
+def instantiate(spec: LabCustomStrategy) -> Any:
+    """A new instance of ``spec``'s class with its params; ``LabScenarioError`` if the class rejects them."""
+    cls = load_strategy_class(spec.class_path)
+    params = dict(spec.params)
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as e:
+        raise LabScenarioError(f"{spec.class_path} rejected {params!r}: {e}", "params") from None
+
+
+class PluginStrategy(Strategy):
+    """Runs a custom strategy in the lab: feeds it events and ticks, moves the pipeline to its watermark."""
+
+    def __init__(self, spec: LabCustomStrategy, config: LabStrategies, window_ms: int, clock: Clock) -> None:
+        super().__init__(config, window_ms, clock)
+        self.spec = spec
+        self.name = spec.name
+        self.impl = instantiate(spec)
+        self.time_domain = TIME_DOMAINS[getattr(self.impl, "time_domain", "processing")]
+        self.regressions = 0  # watermarks below the current one (ignored)
+        self._on_group = getattr(self.impl, "on_group_watermark", None)
+        self._on_tick = getattr(self.impl, "on_tick", None)
+
+    def _fail(self, method: str, e: Exception) -> LabStrategyError:
+        return LabStrategyError(
+            f"custom strategy {self.name!r} ({self.spec.class_path}).{method} raised {type(e).__name__}: {e}"
+        )
+
+    def deliver(self, event: LabEvent) -> None:
+        try:
+            self.impl.on_event(event)
+        except Exception as e:
+            raise self._fail("on_event", e) from e
+        self.pipeline.event(event.writer, event.seq, event.event_time, event.nbytes)
+
+    def on_watermark(self, watermark: int) -> None:
+        if self._on_group is None:
+            return
+        try:
+            self._on_group(watermark, self.clock.now())
+        except Exception as e:
+            raise self._fail("on_group_watermark", e) from e
+
+    def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
+        now = self.clock.now()
+        try:
+            if self._on_tick is not None:
+                self._on_tick(now, tuple(r.segment.name for r in rows if r.status != "future"))
+            wm = self.impl.watermark(now)
+        except Exception as e:
+            raise self._fail("on_tick/watermark", e) from e
+        if wm is None:
+            return
+        if isinstance(wm, bool) or not isinstance(wm, int):
+            raise LabStrategyError(
+                f"custom strategy {self.name!r} ({self.spec.class_path}).watermark returned "
+                f"{wm!r}; it must return an int (ms since the epoch) or None"
+            )
+        if wm < self.pipeline.watermark:
+            self.regressions += 1
+        self.pipeline.advance(wm)
+
+    @checked
+    def _check(self) -> None:
+        """The pipeline's invariants, then the plugin's own ``_check()`` if it has one."""
+        self.pipeline._check()
+        assert self.regressions >= 0
+        own = getattr(self.impl, "_check", None)
+        if callable(own):
+            own()
