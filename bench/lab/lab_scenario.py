@@ -167,7 +167,9 @@ class LabStrategies:
     ``max_event_time_lag_ms`` (ingestion time), ``flink_*`` (bounded out-of-orderness per
     segment, idleness, periodic emit interval), ``spark_*`` (delay, trigger interval, and
     what one input is: the whole ``stream`` — Spark's max over all partitions of a
-    source — or each ``segment``, with the minimum across inputs).
+    source — or each ``segment``; ``spark_policy`` is Spark's
+    ``spark.sql.streaming.multipleWatermarkPolicy``: the global watermark is the ``min``
+    (Spark's default) or the ``max`` over inputs).
     """
 
     max_event_time_lag_ms: int = 1_000
@@ -177,6 +179,7 @@ class LabStrategies:
     spark_delay_ms: int = 1_000
     spark_trigger_ms: int = 1_000
     spark_input: str = "stream"
+    spark_policy: str = "min"
 
     def __post_init__(self) -> None:
         for f in ("max_event_time_lag_ms", "flink_bound_ms", "spark_delay_ms"):
@@ -185,6 +188,8 @@ class LabStrategies:
             _low(self, f, 1)
         if self.spark_input not in ("stream", "segment"):
             raise LabScenarioError(f"must be stream or segment, got {self.spark_input!r}", "spark_input")
+        if self.spark_policy not in ("min", "max"):
+            raise LabScenarioError(f"must be min or max, got {self.spark_policy!r}", "spark_policy")
 
 
 @dataclass(frozen=True, slots=True)
