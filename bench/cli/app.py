@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from .group import group as group_commands
+from .validate_cmd import validate_cmd
 
 __all__ = ["main", "cli"]
 
@@ -27,6 +28,7 @@ def cli() -> None:
 
 
 cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/cli/group.py)
+cli.add_command(validate_cmd)  # ingestwm validate: lab models vs Spark and Flink (bench/cli/validate_cmd.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:

@@ -288,7 +288,7 @@ class SparkBatch:
 
 
 class _SparkEviction(_OrderingSink):
-    """Spark emits a window ``[start, end)`` once the watermark reaches ``end``; Flink's operator at ``end - 1``."""
+    """Spark emits a window ``[start, end)`` once the watermark reaches ``end`` (Flink: ``end - 1``)."""
 
     __slots__ = ()
 

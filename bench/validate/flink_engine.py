@@ -108,9 +108,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[s
     splits = []
     for name, evs in sorted(events.items()):
         first, last = st.spans.get(name, [sc.start_time_ms, sc.start_time_ms + sc.duration_ms])
-        splits.append(
-            {"name": name, "start": release(first) - 1, "end": release(last) + 0.5, "events": evs}
-        )
+        splits.append({"name": name, "start": release(first) - 1, "end": release(last) + 0.5, "events": evs})
     idle = (cfg.flink_idle_timeout_ms // step + 1.5) * timing.pace_ms - 2 * timing.interval_ms
     return {
         "bound_ms": cfg.flink_bound_ms,

@@ -1,4 +1,4 @@
-"""The PyFlink program ``ingestwm validate`` runs in a subprocess: ``python -m bench.validate.flink_job SPEC OUT``.
+"""``ingestwm validate``'s PyFlink job, in a subprocess: ``python -m bench.validate.flink_job SPEC OUT``.
 
 It only imports PyFlink (and the standard library), so a missing PyFlink or Java, or a
 crashed JVM, ends this process and not the caller. SPEC (JSON, written by
@@ -38,7 +38,8 @@ def _t0(path: str, margin_s: float) -> float:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
         for _ in range(2000):
-            text = open(path).read().strip()
+            with open(path) as f:
+                text = f.read().strip()
             if text:
                 return float(text)
             time.sleep(0.005)
@@ -62,7 +63,8 @@ def main(spec_path: str, out_path: str) -> None:
     from pyflink.datastream.window import TumblingEventTimeWindows
     from pyflink.version import __version__ as flink_version
 
-    spec = json.loads(open(spec_path).read())
+    with open(spec_path) as f:
+        spec = json.load(f)
     pace = spec["pace_ms"] / 1000.0
     sync_file, margin = spec["sync_file"], spec["start_margin_s"]
 

@@ -230,7 +230,7 @@ def replay_spark(
         return SparkReplay(tuple(out), pyspark.__version__, tuple(labels))
     except EngineRunError:
         raise
-    except Exception as e:  # a failed query: Spark's message, not a py4j traceback
+    except Exception:  # a failed query: Spark's message, not a py4j traceback
         if query is not None and query.exception() is not None:
             raise EngineRunError(f"the Spark query failed: {query.exception()}") from None
         raise
