@@ -55,8 +55,8 @@ def main(spec_path: str, out_path: str) -> None:
     from pyflink.common.watermark_strategy import TimestampAssigner
     from pyflink.datastream import (
         FlatMapFunction,
+        KeyedProcessFunction,
         OutputTag,
-        ProcessFunction,
         ProcessWindowFunction,
         StreamExecutionEnvironment,
     )
@@ -90,7 +90,7 @@ def main(spec_path: str, out_path: str) -> None:
 
     arrivals_tag = OutputTag("arrivals", Types.STRING())
 
-    class LateFilter(ProcessFunction):  # type: ignore[misc]
+    class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
         def process_element(self, value: Any, ctx: Any) -> Any:
             if value[0] != EVENT:
                 return
@@ -127,7 +127,7 @@ def main(spec_path: str, out_path: str) -> None:
         ds = env.from_collection(elements, type_info=row).flat_map(Pace(), output_type=out_row)
         streams.append(ds.assign_timestamps_and_watermarks(strategy))
     union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    judged = union.process(LateFilter(), output_type=out_row)
+    judged = union.key_by(lambda v: 0, key_type=Types.INT()).process(LateFilter(), output_type=out_row)
     windows = (
         judged.key_by(lambda v: 0, key_type=Types.INT())
         .window(TumblingEventTimeWindows.of(Time.milliseconds(spec["window_ms"])))

@@ -113,6 +113,8 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         only_m = len(set(model_fired) - set(replay.fired))
         only_f = len(set(replay.fired) - set(model_fired))
         notes.append(f"windows: {only_m} only in the model, {only_f} only in Flink")
+    if wm_equal + missing != len(st.arrivals):
+        notes.append(f"{len(st.arrivals) - missing - wm_equal} events met another watermark in Flink")
     if not replay.in_regime:
         notes.append(
             f"out of regime: a release slipped {replay.max_slip_ms} ms (pace {replay.timing.pace_ms} ms)"
