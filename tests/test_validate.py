@@ -51,6 +51,7 @@ def test_spark_model_judges_rows_against_the_previous_batch_and_runs_no_data_bat
         (4000, S + 3000, S + 1000),  # no rows, the watermark moved: a no-data batch
     ]
     assert [x.late for x in b] == [0, 0, 0, 0]
+    st._check()  # type: ignore[attr-defined]
     assert b[3].rows == () and b[3].fired == ((S, 2),)  # W1 = [S, S+2000) once the watermark reached its end
 
 

@@ -379,6 +379,17 @@ class SparkStrategy(Strategy):
         self._batch_max.clear()
         self._rows.clear()
 
+    @checked
+    def _check(self) -> None:
+        """Batches ascend in time, each judged against the watermark before it; watermarks never fall."""
+        self.pipeline._check()
+        prev = 0
+        for i, b in enumerate(self.batches):
+            assert b.index == i and b.late_watermark == prev and b.watermark >= prev, b
+            assert i == 0 or b.t_ms > self.batches[i - 1].t_ms
+            prev = b.watermark
+        assert self._next >= prev and all(v >= 0 for v in self._inputs.values())
+
 
 def make_strategies(config: LabStrategies, window_ms: int, clock: Clock) -> list[Strategy]:
     """The four strategies, in table order."""
