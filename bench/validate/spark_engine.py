@@ -19,7 +19,9 @@ therefore share one source (one offset per batch).
 
 What is read back is Spark's own: the progress report of every batch
 (``eventTime.watermark``, each state operator's ``numRowsDroppedByWatermark``,
-``numInputRows``) and the windows the sink received, by batch id.
+``numInputRows``) and the windows a memory sink received, attributed to batches by
+each batch's ``sink.numOutputRows``. O(batches) Spark batches, ~0.3-3 s each on two
+shared cores: a few minutes for all shipped scenarios.
 """
 
 from __future__ import annotations

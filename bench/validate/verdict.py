@@ -58,6 +58,7 @@ def spark_verdict(result: LabResult, replay: SparkReplay) -> Verdict:
     assert isinstance(st, SparkStrategy)
     notes: list[str] = []
     wm_equal, max_diff = 0, 0
+    branches = max(1, len(replay.inputs))  # each input's branch scans the one source: Spark counts its rows
     for mb, eb in zip(st.batches, replay.batches, strict=True):
         d = _diff(mb.watermark, eb.watermark)
         wm_equal += d == 0
@@ -67,8 +68,10 @@ def spark_verdict(result: LabResult, replay: SparkReplay) -> Verdict:
             notes.append(f"batch {mb.index} (t={mb.t_ms} ms): late {mb.late} vs {late}")
         if sorted(mb.fired) != sorted(eb.fired) and len(notes) < 3:
             notes.append(f"batch {mb.index} (t={mb.t_ms} ms): windows {list(mb.fired)} vs {list(eb.fired)}")
-        if eb.input_rows != max(1, len(mb.rows)) and len(notes) < 3:
-            notes.append(f"batch {mb.index}: {eb.input_rows} input rows, the model had {len(mb.rows)}")
+        if eb.input_rows != max(1, len(mb.rows)) * branches and len(notes) < 3:
+            notes.append(
+                f"batch {mb.index}: {eb.input_rows} input rows over {branches} inputs, the model had {len(mb.rows)}"
+            )
     if replay.window_dropped:
         notes.append(f"the window aggregation dropped {replay.window_dropped} rows")
     model_fired = [f for b in st.batches for f in b.fired]
