@@ -70,7 +70,8 @@ def spark_verdict(result: LabResult, replay: SparkReplay) -> Verdict:
             notes.append(f"batch {mb.index} (t={mb.t_ms} ms): windows {list(mb.fired)} vs {list(eb.fired)}")
         if eb.input_rows != max(1, len(mb.rows)) * branches and len(notes) < 3:
             notes.append(
-                f"batch {mb.index}: {eb.input_rows} input rows over {branches} inputs, the model had {len(mb.rows)}"
+                f"batch {mb.index}: {eb.input_rows} input rows ({branches} inputs), "
+                f"the model had {len(mb.rows)}"
             )
     if replay.window_dropped:
         notes.append(f"the window aggregation dropped {replay.window_dropped} rows")
