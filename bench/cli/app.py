@@ -18,6 +18,7 @@ import click
 
 from ..figures import FORMATS as FIGURE_FORMATS
 from .group import group as group_commands
+from .validate_cmd import validate_cmd
 
 __all__ = ["main", "cli"]
 
@@ -29,6 +30,7 @@ def cli() -> None:
 
 
 cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/cli/group.py)
+cli.add_command(validate_cmd)  # ingestwm validate: lab models vs Spark and Flink (bench/cli/validate_cmd.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:

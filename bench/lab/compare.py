@@ -19,6 +19,7 @@ sequence number) in their payload, and redelivered ones are counted as duplicate
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -49,13 +50,16 @@ _SYNC_WRITES = WriterConfig(sync=True, max_batch_events=1)
 class LabResult:
     """What a comparison produced: one table row per strategy and per-strategy sample series.
 
-    ``series[name]`` holds ``(t_ms, watermark | None, buffered events, buffered bytes)``.
+    ``series[name]`` holds ``(t_ms, watermark | None, buffered events, buffered bytes)``;
+    ``strategies[name]`` is the strategy itself, with what it recorded (the Spark model's
+    micro-batches, the Flink model's per-split inputs and emissions: ``ingestwm validate``).
     """
 
     scenario: Scenario
     rows: tuple[dict[str, Any], ...]
     series: dict[str, list[tuple[int, int | None, int, int]]]
     events_written: int
+    strategies: dict[str, Strategy] = dataclasses.field(default_factory=dict)
 
     def row(self, strategy: str) -> dict[str, Any]:
         for r in self.rows:
@@ -356,7 +360,7 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
                     )
         truth = [e for w in writers for e in w.truth]
         rows = tuple(summarise(st, truth, series[st.name], sc) for st in strategies)
-        return LabResult(sc, rows, series, len(truth))
+        return LabResult(sc, rows, series, len(truth), {st.name: st for st in strategies})
     finally:
         store.close()
 

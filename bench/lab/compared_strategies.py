@@ -14,9 +14,11 @@ strategies differ only in the event-time watermark:
 - ``flink``: Flink's heuristic per segment (split): bounded out-of-orderness
   ``max event time - bound - 1`` with idleness, emitted every ``flink_interval_ms``;
   the minimum over splits that are not idle (``flink_compat.strategies``).
-- ``spark``: Spark's rule, reimplemented: per input ``max(event time) - delay``,
-  updated at each trigger (micro-batch end), the global watermark the minimum over
-  inputs and never decreasing. An input is the whole stream (Spark's maximum over all
+- ``spark``: Spark's micro-batch rule, checked against Spark itself by ``ingestwm
+  validate``: per input ``max(event time) - delay`` after each micro-batch, the global
+  watermark the ``min`` (or ``max``) over inputs, never decreasing; a batch drops rows
+  at or below the previous batch's watermark and emits windows whose end it reached
+  (``SparkStrategy``). An input is the whole stream (Spark's maximum over all
   partitions of a source) or, with ``spark_input: segment``, each segment.
 """
 
@@ -56,6 +58,7 @@ __all__ = [
     "ProducerStrategy",
     "FlinkStrategy",
     "SparkStrategy",
+    "SparkBatch",
     "make_strategies",
 ]
 
@@ -248,7 +251,13 @@ class _SplitOutput:
 
 
 class FlinkStrategy(Strategy):
-    """Bounded out-of-orderness with idleness per segment; minimum over non-idle segments."""
+    """Bounded out-of-orderness with idleness per segment; minimum over non-idle segments.
+
+    Records for ``ingestwm validate``: ``arrivals`` (clock ms, segment, writer, seq,
+    event time, watermark on arrival, late) of every event it delivered (duplicates
+    excluded), ``spans`` (clock ms of each segment's first and last periodic emit as a
+    split) and ``emitted`` (clock ms, combined watermark) whenever the combination moved.
+    """
 
     name = "flink"
 
@@ -258,6 +267,9 @@ class FlinkStrategy(Strategy):
             config.flink_idle_timeout_ms
         )
         self._splits: dict[str, tuple[Any, _SplitOutput]] = {}
+        self.arrivals: list[tuple[int, str, int, int, int, int, bool]] = []
+        self.spans: dict[str, list[int]] = {}
+        self.emitted: list[tuple[int, int]] = []
 
     def _split(self, segment: str) -> tuple[Any, _SplitOutput]:
         s = self._splits.get(segment)
@@ -272,7 +284,11 @@ class FlinkStrategy(Strategy):
         gen, out = self._split(segment)
         gen.on_event(None, event_time, out)
         out.idle = False
+        p = self.pipeline
+        wm, late, dups = p.watermark, p.late, p.duplicates
         super().on_event(stream, segment, writer, seq, event_time, nbytes)
+        if p.duplicates == dups:
+            self.arrivals.append((self.clock.now(), segment, writer, seq, event_time, wm, p.late > late))
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
         if t_ms % self.config.flink_interval_ms:
@@ -280,43 +296,140 @@ class FlinkStrategy(Strategy):
         live = {r.segment.name for r in rows if r.status != "future"}
         for name in [n for n in self._splits if n not in live]:
             del self._splits[name]  # a finished split leaves the combination
+        now = self.clock.now()
         for name in sorted(live):
             gen, out = self._split(name)
             gen.on_periodic_emit(out)
+            self.spans.setdefault(name, [now, now])[1] = now
         active = [out.watermark for _, out in self._splits.values() if not out.idle]
         if active:
+            before = self.pipeline.watermark
             self.pipeline.advance(min(active))
+            if self.pipeline.watermark != before:
+                self.emitted.append((now, self.pipeline.watermark))
+
+
+@dataclass(frozen=True, slots=True)
+class SparkBatch:
+    """One micro-batch of the Spark model, as Spark would run it at a trigger.
+
+    ``watermark`` is the batch's ``batchWatermarkMs`` (it evicts, i.e. emits, every window
+    ``[start, end)`` with ``end <= watermark``); rows at or below ``late_watermark`` — the
+    previous batch's watermark — are dropped as late. ``rows`` are ``(input, writer, seq,
+    event time)`` in delivery order (none: a no-data batch, run because the watermark moved).
+    """
+
+    index: int
+    t_ms: int
+    watermark: int
+    late_watermark: int
+    rows: tuple[tuple[str, int, int, int], ...]
+    late: int
+    fired: tuple[tuple[int, int], ...]  # (window start, count), in the order emitted
+
+
+class _SparkEviction(_OrderingSink):
+    """Spark emits a window ``[start, end)`` once the watermark reaches ``end`` (Flink: ``end - 1``)."""
+
+    __slots__ = ()
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self.pipeline.windows.process_watermark(Watermark(watermark.timestamp - 1))
 
 
 class SparkStrategy(Strategy):
-    """``max(event time) - delay`` per input at each trigger; the minimum over inputs, never decreasing."""
+    """Spark Structured Streaming's micro-batch watermark, as ``MicroBatchExecution`` runs it.
+
+    At each trigger (``spark_trigger_ms``) one batch runs if rows arrived since the last
+    one, or — a no-data batch — if the watermark moved past the last batch's. A batch
+    runs with the watermark computed after the batch before it: windows with
+    ``end <= watermark`` are emitted, and rows at or below the *previous* batch's
+    watermark are late (Spark's late-event watermark, one batch behind, SPARK-40925).
+    After the batch each input's watermark becomes ``max(event time) - spark_delay_ms``
+    if that is higher; an input that never had data counts as 0 (Spark's
+    ``WatermarkTracker``), and the global watermark, never decreasing, is the
+    ``spark_policy`` (``min`` or ``max``) over inputs. An input is the stream (one
+    ``withWatermark`` over the source) or, with ``spark_input: segment``, each segment.
+    ``batches`` records every batch (``SparkBatch``) for ``ingestwm validate``.
+    """
 
     name = "spark"
 
     def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
         super().__init__(config, window_ms, clock)
-        self._max: dict[str, int] = {}
-        self._global = INT64_MIN
+        self.pipeline.ordering.setup(_SparkEviction(self.pipeline))
+        self._inputs: dict[str, int] = {}  # input -> its watermark (0 until it has data)
+        self._batch_max: dict[str, int] = {}
+        self._rows: list[tuple[str, int, int, int]] = []
+        self._next = 0  # the global watermark the next batch runs with
+        self._last: int | None = None  # the last batch's watermark
+        self._late_before = 0
+        self.batches: list[SparkBatch] = []
+        self.inputs_added_late = False  # an input appeared after the first batch (Spark's are fixed)
+
+    def _add_input(self, key: str) -> None:
+        if key not in self._inputs:
+            self._inputs[key] = 0
+            self.inputs_added_late = self.inputs_added_late or bool(self.batches)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return tuple(sorted(self._inputs))
 
     def on_event(
         self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
     ) -> None:
         key = stream if self.config.spark_input == "stream" else segment
-        old = self._max.get(key)
+        self._add_input(key)
+        old = self._batch_max.get(key)
         if old is None or event_time > old:
-            self._max[key] = event_time
+            self._batch_max[key] = event_time
+        self._rows.append((key, writer, seq, event_time))
         super().on_event(stream, segment, writer, seq, event_time, nbytes)
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
         if t_ms % self.config.spark_trigger_ms:
             return
         if self.config.spark_input == "segment":
-            live = {r.segment.name for r in rows}
-            for name in [n for n in self._max if n not in live]:
-                del self._max[name]
-        if self._max:
-            self._global = max(self._global, min(self._max.values()) - self.config.spark_delay_ms)
-            self.pipeline.advance(self._global)
+            for r in rows:
+                self._add_input(r.segment.name)
+        if not self._rows and (self._last is None or self._next <= self._last):
+            return
+        p = self.pipeline
+        wm, fired_before = self._next, len(p.firings)
+        if wm > 0:
+            p.advance(wm)
+        self.batches.append(
+            SparkBatch(
+                len(self.batches),
+                t_ms,
+                wm,
+                0 if self._last is None else self._last,
+                tuple(self._rows),
+                p.late - self._late_before,
+                tuple((start, count) for _, start, _, count in p.firings[fired_before:]),
+            )
+        )
+        self._last, self._late_before = wm, p.late
+        delay = self.config.spark_delay_ms
+        for key, m in self._batch_max.items():
+            self._inputs[key] = max(self._inputs[key], m - delay)
+        if self._inputs:
+            values = self._inputs.values()
+            self._next = max(self._next, min(values) if self.config.spark_policy == "min" else max(values))
+        self._batch_max.clear()
+        self._rows.clear()
+
+    @checked
+    def _check(self) -> None:
+        """Batches ascend in time, each judged against the watermark before it; watermarks never fall."""
+        self.pipeline._check()
+        prev = 0
+        for i, b in enumerate(self.batches):
+            assert b.index == i and b.late_watermark == prev and b.watermark >= prev, b
+            assert i == 0 or b.t_ms > self.batches[i - 1].t_ms
+            prev = b.watermark
+        assert self._next >= prev and all(v >= 0 for v in self._inputs.values())
 
 
 def make_strategies(

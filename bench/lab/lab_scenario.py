@@ -60,6 +60,8 @@ class LabStrategies:
     """The strategies' resolved knobs (``strategies`` and ``group.max_event_time_lag_ms``).
 
     ``custom``: the custom strategies run after the four built-in ones, in this order.
+    ``spark_policy`` is Spark's ``spark.sql.streaming.multipleWatermarkPolicy``: the global
+    watermark is the ``min`` (Spark's default) or the ``max`` over inputs.
     """
 
     max_event_time_lag_ms: int = 1_000
@@ -69,6 +71,7 @@ class LabStrategies:
     spark_delay_ms: int = 1_000
     spark_trigger_ms: int = 1_000
     spark_input: str = "stream"
+    spark_policy: str = "min"
     custom: tuple[CustomStrategySpec, ...] = ()
 
 
@@ -83,6 +86,7 @@ def lab_strategies(sc: Scenario) -> LabStrategies:
         spark_delay_ms=st.spark_delay_ms,
         spark_trigger_ms=st.spark_trigger_ms,
         spark_input=st.spark_input,
+        spark_policy=st.spark_policy,
         custom=st.custom,
     )
 

@@ -561,6 +561,11 @@ class StrategiesSpec:
     spark_delay_ms: int = _f(1_000, low=0, doc="spark: withWatermark delay")
     spark_trigger_ms: int = _f(1_000, low=1, doc="spark: trigger interval")
     spark_input: str = _f("stream", choices=SPARK_INPUTS, doc="spark: what one input is")
+    spark_policy: str = _f(
+        "min",
+        choices=("min", "max"),
+        doc="spark: spark.sql.streaming.multipleWatermarkPolicy, the global watermark across inputs",
+    )
     custom: tuple[CustomStrategySpec, ...] = _f(
         (), doc="custom strategies ('module:Class'), each with its own row (docs/strategies.md)"
     )

@@ -1,0 +1,81 @@
+"""``ingestwm validate [SCENARIO ...]``: the lab's Spark and Flink models against the engines."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+__all__ = ["validate_cmd"]
+
+
+@click.command("validate")
+@click.argument("scenarios", nargs=-1)
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["spark", "flink"]),
+    help="Engines to check (repeat; default both).",
+)
+@click.option("--out", default=None, help="Directory for validate.csv and validate.json.")
+@click.option(
+    "--flink-python", default=None, help="Python with PyFlink for the Flink job (default: this one)."
+)
+@click.option(
+    "--flink-pace-ms",
+    type=int,
+    default=None,
+    help="Wall-clock ms per lab watermark emit in the Flink replay (the regime: docs/engines.md).",
+)
+def validate_cmd(
+    scenarios: tuple[str, ...],
+    engines: tuple[str, ...],
+    out: str | None,
+    flink_python: str | None,
+    flink_pace_ms: int | None,
+) -> None:
+    """Run lab scenarios (default: every shipped one) through the models and the real engines.
+
+    Prints, per scenario and strategy, model vs engine for late events, complete windows
+    and the watermark, with a verdict; an engine that is not installed is reported, not fatal.
+    Exits 1 if any comparison differs.
+    """
+    import platform
+    from pathlib import Path
+
+    from ..lab import lab_scenarios
+    from ..lab.lab_scenario import LabScenarioError
+    from ..validate import FlinkTiming, ValidateError, format_verdicts, validate, write_verdicts
+
+    names = list(scenarios) or sorted(lab_scenarios())
+    try:
+        timing = FlinkTiming() if flink_pace_ms is None else FlinkTiming(pace_ms=flink_pace_ms)
+        verdicts = validate(
+            names,
+            engines or ("spark", "flink"),
+            _spark_session,
+            timing,
+            flink_python,
+            echo=lambda s: click.echo(s, err=True),
+        )
+    except (ValidateError, LabScenarioError) as e:
+        raise click.ClickException(str(e)) from None
+    click.echo(format_verdicts(verdicts))
+    if out is not None:
+        meta = {"scenarios": names, "python": platform.python_version(), "flink_timing": vars_of(timing)}
+        for p in write_verdicts(verdicts, Path(out), meta):
+            click.echo(f"wrote {p}")
+    if any(v.verdict in ("differs", "failed") for v in verdicts):
+        sys.exit(1)
+
+
+def vars_of(timing: Any) -> dict[str, Any]:
+    return {f: getattr(timing, f) for f in timing.__slots__}
+
+
+def _spark_session() -> Any:
+    from spark_source.session import local_session
+
+    return local_session("ingestwm-validate")

@@ -1,0 +1,28 @@
+"""bench.validate: the lab's engine models checked against the engines (``ingestwm validate``).
+
+- ``spark_engine``: replays the Spark model's micro-batches through a real Spark query.
+- ``flink_engine`` / ``flink_job``: replays the Flink model's splits through PyFlink
+  (``ingestwm[flink]``), in a subprocess, paced in the stated regime.
+- ``verdict``: model against engine, one ``Verdict`` per scenario and strategy.
+- ``run``: both engines over scenarios; ``report``: the table, CSV and JSON.
+
+PySpark and PyFlink are imported only when an engine runs.
+"""
+
+from .errors import EngineRunError, EngineUnavailableError, ValidateError
+from .flink_engine import FlinkTiming
+from .report import format_verdicts, write_verdicts
+from .run import ENGINES, validate
+from .verdict import Verdict
+
+__all__ = [
+    "ENGINES",
+    "EngineRunError",
+    "EngineUnavailableError",
+    "FlinkTiming",
+    "ValidateError",
+    "Verdict",
+    "format_verdicts",
+    "validate",
+    "write_verdicts",
+]

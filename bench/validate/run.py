@@ -1,0 +1,100 @@
+"""Run lab scenarios through the model and the engines; one ``Verdict`` per scenario and engine strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..lab import load_lab_scenario, run_compare
+from ..lab.compare import LabResult
+from ..lab.compared_strategies import SparkStrategy
+from .errors import EngineUnavailableError, ValidateError
+from .flink_engine import FlinkTiming, flink_available, replay_flink
+from .spark_engine import replay_spark, spark_available
+from .verdict import Verdict, flink_verdict, not_run, spark_verdict
+
+__all__ = ["ENGINES", "validate_spark", "validate_flink", "validate"]
+
+ENGINES = ("spark", "flink")
+
+
+def validate_spark(result: LabResult, spark: Any) -> Verdict:
+    """The Spark model of ``result`` against Spark on the same micro-batches."""
+    sc = result.scenario
+    st = result.strategies["spark"]
+    assert isinstance(st, SparkStrategy)
+    if st.inputs_added_late:
+        return not_run(
+            sc.name,
+            "spark",
+            "Spark",
+            "spark_input: segment on a stream that scales: Spark's inputs are fixed when the query starts",
+        )
+    replay = replay_spark(
+        spark,
+        st.batches,
+        st.inputs,
+        delay_ms=sc.strategies.spark_delay_ms,
+        window_ms=sc.window_ms,
+        policy=sc.strategies.spark_policy,
+        start_time_ms=sc.start_time_ms,
+    )
+    return spark_verdict(result, replay)
+
+
+def validate_flink(result: LabResult, timing: FlinkTiming, python: str | None = None) -> Verdict:
+    """The Flink model of ``result`` against Flink on the paced replay."""
+    return flink_verdict(result, replay_flink(result, timing, python))
+
+
+def validate(
+    names: Sequence[str],
+    engines: Sequence[str],
+    spark_session: Callable[[], Any],
+    timing: FlinkTiming,
+    flink_python: str | None = None,
+    echo: Callable[[str], None] = lambda _s: None,
+) -> list[Verdict]:
+    """Every scenario through every engine; an engine that cannot run: a ``not run`` row saying why."""
+    for e in engines:
+        if e not in ENGINES:
+            raise ValidateError(f"no engine {e!r}; engines: {', '.join(ENGINES)}")
+    scenarios = [load_lab_scenario(n) for n in names]  # bad names fail before anything runs
+    spark_why = spark_available() if "spark" in engines else None
+    flink_why = flink_available(flink_python) if "flink" in engines else None
+    session = None
+    out: list[Verdict] = []
+    for sc in scenarios:
+        echo(f"{sc.name}: running the lab model")
+        result = run_compare(sc)
+        if "spark" in engines:
+            if spark_why is not None:
+                out.append(not_run(sc.name, "spark", "Spark", spark_why))
+            else:
+                batches = len(getattr(result.strategies["spark"], "batches", ()))
+                echo(f"{sc.name}: replaying {batches} micro-batches in Spark")
+                if session is None:
+                    session = spark_session()
+                out.append(
+                    _guard(sc.name, "spark", "Spark", lambda r=result, s=session: validate_spark(r, s))
+                )
+        if "flink" in engines:
+            if flink_why is not None:
+                out.append(not_run(sc.name, "flink", "Flink", flink_why))
+            else:
+                echo(f"{sc.name}: replaying in Flink (pace {timing.pace_ms} ms per emit)")
+                out.append(
+                    _guard(
+                        sc.name, "flink", "Flink", lambda r=result: validate_flink(r, timing, flink_python)
+                    )
+                )
+    return out
+
+
+def _guard(scenario: str, strategy: str, engine: str, run: Callable[..., Verdict]) -> Verdict:
+    try:
+        return run()
+    except EngineUnavailableError as e:
+        return not_run(scenario, strategy, engine, str(e))
+    except ValidateError as e:
+        return Verdict(scenario, strategy, engine, verdict="failed", note=str(e))

@@ -1,0 +1,140 @@
+"""Model against engine: one ``Verdict`` per scenario and strategy, from the recorded runs.
+
+- ``spark``: batch by batch, the model's ``SparkBatch`` against Spark's progress report
+  and sink: the batch watermark, the rows dropped by watermark (the de-duplication's
+  ``numRowsDroppedByWatermark``; the window aggregation must drop none), the windows
+  emitted (start, count) and the input rows. Exact means every batch agrees.
+- ``flink``: event by event, the watermark the event met at the late filter and
+  whether it was late, and the windows fired before the end of input (start, count).
+  Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..lab.compare import LabResult
+from ..lab.compared_strategies import FlinkStrategy, SparkStrategy
+from .flink_engine import FlinkReplay
+from .spark_engine import SparkReplay
+
+__all__ = ["Verdict", "spark_verdict", "flink_verdict", "not_run"]
+
+EXACT, DIFFERS, NOT_RUN = "exact", "differs", "not run"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One table row: model vs engine for late events, complete windows and the watermark."""
+
+    scenario: str
+    strategy: str
+    engine: str  # "Spark 4.1.0", "Flink 2.3.0", or the engine's name when not run
+    late_model: int | None = None
+    late_engine: int | None = None
+    windows_model: int | None = None
+    windows_engine: int | None = None
+    wm_checked: int = 0  # batches (Spark) or arrivals (Flink) whose watermark was compared
+    wm_equal: int = 0
+    wm_max_diff_ms: int | None = None
+    verdict: str = NOT_RUN
+    note: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+
+def not_run(scenario: str, strategy: str, engine: str, why: str) -> Verdict:
+    return Verdict(scenario, strategy, engine, verdict=NOT_RUN, note=why)
+
+
+def _diff(a: int, b: int) -> int:
+    return abs(a - b)
+
+
+def spark_verdict(result: LabResult, replay: SparkReplay) -> Verdict:
+    """Compare the Spark model's batches with what Spark reported for the same batches."""
+    st = result.strategies["spark"]
+    assert isinstance(st, SparkStrategy)
+    notes: list[str] = []
+    wm_equal, max_diff = 0, 0
+    branches = max(1, len(replay.inputs))  # each input's branch scans the one source: Spark counts its rows
+    for mb, eb in zip(st.batches, replay.batches, strict=True):
+        d = _diff(mb.watermark, eb.watermark)
+        wm_equal += d == 0
+        max_diff = max(max_diff, d)
+        late = eb.dropped[0] if eb.dropped else 0
+        if late != mb.late and len(notes) < 3:
+            notes.append(f"batch {mb.index} (t={mb.t_ms} ms): late {mb.late} vs {late}")
+        if sorted(mb.fired) != sorted(eb.fired) and len(notes) < 3:
+            notes.append(f"batch {mb.index} (t={mb.t_ms} ms): windows {list(mb.fired)} vs {list(eb.fired)}")
+        if eb.input_rows != max(1, len(mb.rows)) * branches and len(notes) < 3:
+            notes.append(
+                f"batch {mb.index}: {eb.input_rows} input rows ({branches} inputs), "
+                f"the model had {len(mb.rows)}"
+            )
+    if replay.window_dropped:
+        notes.append(f"the window aggregation dropped {replay.window_dropped} rows")
+    model_fired = [f for b in st.batches for f in b.fired]
+    exact = not notes and wm_equal == len(st.batches)
+    return Verdict(
+        result.scenario.name,
+        "spark",
+        f"Spark {replay.version}",
+        late_model=sum(b.late for b in st.batches),
+        late_engine=replay.late,
+        windows_model=len(model_fired),
+        windows_engine=len(replay.fired),
+        wm_checked=len(st.batches),
+        wm_equal=wm_equal,
+        wm_max_diff_ms=max_diff,
+        verdict=EXACT if exact else DIFFERS,
+        note="; ".join(notes) or f"{len(st.batches)} micro-batches, each identical",
+    )
+
+
+def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
+    """Compare the Flink model's arrivals and windows with Flink's on the paced replay."""
+    st = result.strategies["flink"]
+    assert isinstance(st, FlinkStrategy)
+    wm_equal, max_diff, late_diff, missing = 0, 0, 0, 0
+    for _clock, _seg, writer, seq, _et, wm, late in st.arrivals:
+        got = replay.arrivals.get((writer, seq))
+        if got is None:
+            missing += 1
+            continue
+        d = _diff(max(wm, -(2**62)), max(got[0], -(2**62)))  # both engines start at Long.MIN_VALUE
+        wm_equal += d == 0
+        max_diff = max(max_diff, d)
+        late_diff += got[1] != late
+    model_fired = sorted({(s, c) for _, s, _, c in st.pipeline.firings})
+    notes = []
+    if missing:
+        notes.append(f"{missing} events never reached Flink's late filter")
+    if late_diff:
+        notes.append(f"{late_diff} events late in one and not the other")
+    if model_fired != replay.fired:
+        only_m = len(set(model_fired) - set(replay.fired))
+        only_f = len(set(replay.fired) - set(model_fired))
+        notes.append(f"windows: {only_m} only in the model, {only_f} only in Flink")
+    if wm_equal + missing != len(st.arrivals):
+        notes.append(f"{len(st.arrivals) - missing - wm_equal} events met another watermark in Flink")
+    if not replay.in_regime:
+        notes.append(
+            f"out of regime: a release slipped {replay.max_slip_ms} ms (pace {replay.timing.pace_ms} ms)"
+        )
+    exact = not notes and wm_equal == len(st.arrivals)
+    return Verdict(
+        result.scenario.name,
+        "flink",
+        f"Flink {replay.version}",
+        late_model=sum(1 for a in st.arrivals if a[6]),
+        late_engine=replay.late,
+        windows_model=len(model_fired),
+        windows_engine=len(replay.fired),
+        wm_checked=len(st.arrivals),
+        wm_equal=wm_equal,
+        wm_max_diff_ms=max_diff,
+        verdict=EXACT if exact else DIFFERS,
+        note="; ".join(notes) or f"{len(st.arrivals)} events, each met the same watermark",
+    )
