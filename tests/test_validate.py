@@ -33,9 +33,18 @@ def _two_inputs(policy: str) -> dict[str, Any]:
     d = copy.deepcopy(TINY)
     d["name"] = f"two-inputs-{policy}"
     d["stream"] = {"name": "lab/two", "segments": 2}
+    a = copy.deepcopy(d["writers"][0])
+    a["keys"] = ["k1"]
+    for e in a["workload"]["events"]:
+        e["key"] = "k1"
     d["writers"] = [
-        dict(d["writers"][0], keys=["k1"]),
-        {"name": "B", "keys": ["k0"], "schedule_ms": [4000], "assert_every_ms": 1000},
+        a,
+        {
+            "name": "B",
+            "keys": ["k0"],
+            "workload": {"kind": "schedule", "events": [{"at_ms": 4000, "key": "k0"}]},
+            "assert_every_ms": 1000,
+        },
     ]
     d["strategies"] = dict(d["strategies"], spark_input="segment", spark_policy=policy)
     return d
@@ -66,7 +75,7 @@ def test_an_input_without_data_holds_the_min_policy_at_zero_but_not_max() -> Non
 def test_spark_policy_is_min_or_max() -> None:
     d = copy.deepcopy(TINY)
     d["strategies"]["spark_policy"] = "median"
-    with pytest.raises(LabScenarioError, match=r"spark_policy.*min or max"):
+    with pytest.raises(LabScenarioError, match=r"strategies.spark_policy: must be one of min, max"):
         lab_scenario_from_dict(d)
 
 
@@ -113,17 +122,28 @@ _NO_FLINK = (
 SPARSE = {  # at most one event per watermark emit: the regime of docs/engines.md
     "name": "flink-sparse",
     "duration_ms": 12000,
-    "window_ms": 2000,
+    "pipeline": {"ordering": True, "window_ms": 2000},
     "stream": {"name": "lab/sparse", "segments": 2},
     "writers": [
-        {"name": "A", "keys": ["k1"], "schedule_ms": [500, 1500, 2500, 3500, 4500, 5500, 6500, 7500, 8500]},
+        {
+            "name": "A",
+            "keys": ["k1"],
+            "workload": {
+                "kind": "schedule",
+                "events": [{"at_ms": t, "key": "k1"} for t in range(500, 9000, 1000)],
+            },
+        },
         {
             "name": "B",
             "keys": ["k0"],
-            "schedule_ms": [1000, 2000, 3000, 4000, 5000],
+            "workload": {
+                "kind": "schedule",
+                "events": [{"at_ms": t, "key": "k0"} for t in range(1000, 6000, 1000)],
+            },
             "event_time_skew_ms": -1500,
         },
     ],
+    "readers": [{"name": "reader"}],
     "strategies": {"flink_bound_ms": 500, "flink_idle_timeout_ms": 2000, "flink_interval_ms": 500},
 }
 
