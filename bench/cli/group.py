@@ -62,9 +62,9 @@ _TOKEN = click.option(
 
 def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
     """Everything ``group describe`` shows, as JSON-ready values. O(segments) store calls."""
-    from readergroup.liveness import FENCED
-    from readergroup.metrics import collect_metrics
-    from readergroup.state import ReaderGroupState
+    from readergroup.group_state.liveness import FENCED
+    from readergroup.group_state.state import ReaderGroupState
+    from readergroup.reading.metrics import collect_metrics
     from segmentstore import WallClock
     from segmentstore.limits import INT64_MIN
 
@@ -230,7 +230,7 @@ def group() -> None:
 @_TOKEN
 def list_cmd(endpoint: str, token: str | None) -> None:
     """List the reader groups in the store."""
-    from readergroup.group import list_groups
+    from readergroup.reading.group import list_groups
 
     try:
         with _client(endpoint, token) as c:
@@ -271,7 +271,7 @@ def describe_cmd(name: str, endpoint: str, token: str | None, as_json: bool) -> 
 @_TOKEN
 def offline_cmd(name: str, reader: str, endpoint: str, token: str | None) -> None:
     """Declare READER of group NAME offline: its segments return at its acknowledged positions."""
-    from readergroup.group import ReaderGroup
+    from readergroup.reading.group import ReaderGroup
     from segmentstore import WallClock
 
     try:
@@ -288,7 +288,7 @@ def offline_cmd(name: str, reader: str, endpoint: str, token: str | None) -> Non
 @_TOKEN
 def delete_cmd(name: str, endpoint: str, token: str | None) -> None:
     """Delete group NAME (also one whose state log is corrupt): its readers stop at their next sync."""
-    from readergroup.group import ReaderGroupManager
+    from readergroup.reading.group import ReaderGroupManager
     from segmentstore import WallClock
 
     try:

@@ -42,8 +42,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from readergroup.events import decode_frames, encode_event
-from readergroup.frame_batch import decode_events
+from readergroup.format.events import decode_frames, encode_event
+from readergroup.format.frame_batch import decode_events
 from segmentstore import SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.clock import monotonic_s

@@ -56,8 +56,8 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.errors import NotSentError, ReadTimeoutError, UnreachableError, retriable
 
-from .config import WriterConfig
-from .errors import WriterBufferFullError, WriterError
+from ..config import WriterConfig
+from ..errors import WriterBufferFullError, WriterError
 from .write_future import Block, Callback, SegmentAppender, Settled, WriteFuture
 
 __all__ = ["WriterConfig", "SegmentAppender", "AppendEngine"]

@@ -43,23 +43,23 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
-from .checkpoint import ReaderPosition, SegmentPosition
-from .config import TimeDomain
-from .errors import (
+from ..config import TimeDomain
+from ..errors import (
     InvalidReadError,
     ReaderGroupError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
     StaleEpochError,
 )
-from .events import NO_EVENT_TIME
+from ..format.events import NO_EVENT_TIME
+from ..group_state.checkpoint import ReaderPosition, SegmentPosition
 from .frontier import event_time_watermark
 from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
 from .segment_input import BlockSlice, SegmentInput
 
 if TYPE_CHECKING:
-    from .config import ReaderGroupConfig
-    from .state import ReaderGroupState
+    from ..config import ReaderGroupConfig
+    from ..group_state.state import ReaderGroupState
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 

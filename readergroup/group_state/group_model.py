@@ -2,12 +2,12 @@
 
 PDP-26 "Reader Group State" as a replicated state machine (Pravega's
 ``ReaderGroupState`` behind its state synchronizer). Every process holding the group
-applies the same updates of the state log in the same order (``readergroup.synchronizer``),
+applies the same updates of the state log in the same order (``readergroup.group_state.synchronizer``),
 and ``apply`` is a pure function of the replica and the update — no store call, no
 clock, no set-iteration order — so every replica is in the same state at the same log
 position (``to_obj()`` is canonical: two replicas at one position encode to the same
 value). Whatever an update needs from the store was computed by its issuer
-(``readergroup.state``) against the replica at the very log position the update is
+(``readergroup.group_state.state``) against the replica at the very log position the update is
 appended at (a conditional append), and travels inside it.
 
 An update is validated in full before it changes anything; one that does not hold
@@ -50,9 +50,8 @@ from segmentstore import StreamSegment
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
-from .checkpoint import Checkpoint, SegmentPosition
-from .config import ReaderGroupConfig
-from .errors import (
+from ..config import ReaderGroupConfig
+from ..errors import (
     DuplicateCheckpointError,
     InvalidPositionError,
     ReaderExistsError,
@@ -60,6 +59,7 @@ from .errors import (
     ReaderNotInGroupError,
     StaleEpochError,
 )
+from .checkpoint import Checkpoint, SegmentPosition
 from .group_updates import (
     Acquire,
     AddReader,

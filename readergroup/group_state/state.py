@@ -3,7 +3,7 @@
 PDP-26 "Reader Group State" with Pulsar's watermark cursor, kept in the store as
 Pravega keeps it: ``ReaderGroupState`` is one process's handle on a group whose state
 is the log of update batches in the segment ``_system/_rg/<group>`` (``state_segment``).
-``readergroup.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
+``readergroup.group_state.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
 the replica, changed only by applying updates; this module *issues* the updates: it
 reads the store for what an update needs (successors, start offsets, watermarks,
 stream cuts) against the replica at the log position the update is appended at, and
@@ -53,7 +53,7 @@ watermark. So the minimum never decreases along the log, a replica that lags emi
 older, still valid minimum, and every later delivered event has time ``> min >=`` any
 watermark emitted before, in any process. A reset starts a new epoch with watermarks
 materialised from the index at the new positions (``watermark_at``), valid by (a).
-"Offline" must mean gone: a reader holds a lease (``readergroup.liveness``) and beats
+"Offline" must mean gone: a reader holds a lease (``readergroup.group_state.liveness``) and beats
 before delivering whenever a quarter of it passed, and expiry needs a whole timeout
 without a beat, so an expired reader delivers nothing after its removal (clocks
 running at one rate); ``reader_offline`` on a reader that still runs is outside the
@@ -73,9 +73,8 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MIN
 
-from .checkpoint import Checkpoint, CheckpointFuture
-from .config import ReaderGroupConfig
-from .errors import (
+from ..config import ReaderGroupConfig
+from ..errors import (
     CheckpointAbortedError,
     DuplicateCheckpointError,
     InvalidPositionError,
@@ -83,6 +82,7 @@ from .errors import (
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
 )
+from .checkpoint import Checkpoint, CheckpointFuture
 from .event_time import ProducerWatermarks
 from .group_model import GroupModel
 from .group_updates import (
