@@ -8,6 +8,7 @@ The state log every process of a group replicates, and what it records.
 - ``update_plans``: what an update needs from the store, found against the replica.
 - ``group_model``: one replica's segments, readers and checkpoints, changed only by updates.
 - ``state_records``: the records of that model (a segment, a reader, a checkpoint in progress).
+- ``initiated_checkpoints``: the futures of the checkpoints a process initiated.
 - ``checkpoint``: checkpoints and positions (offsets and watermarks), as JSON.
 - ``liveness``: reader heartbeats and the leases judged from them.
 - ``event_time``: the group's ``EVENT_TIME`` watermark from producer assertions.
