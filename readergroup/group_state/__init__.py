@@ -7,6 +7,7 @@ The state log every process of a group replicates, and what it records.
 - ``group_updates``: the update records, their batches and their byte format.
 - ``update_plans``: what an update needs from the store, found against the replica.
 - ``group_model``: one replica's segments, readers and checkpoints, changed only by updates.
+- ``group_snapshots``: a replica as a snapshot (canonical JSON-ready values) and back.
 - ``state_records``: the records of that model (a segment, a reader, a checkpoint in progress).
 - ``initiated_checkpoints``: the futures of the checkpoints a process initiated.
 - ``checkpoint``: checkpoints and positions (offsets and watermarks), as JSON.
