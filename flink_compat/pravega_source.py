@@ -36,11 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from readergroup.checkpoint import Checkpoint
 from readergroup.config import TimeDomain
-from readergroup.frontier import event_time_watermark
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead, ReaderStats, ReadKind
+from readergroup.group_state.checkpoint import Checkpoint
+from readergroup.reading.frontier import event_time_watermark
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, ReaderStats, ReadKind
 from segmentstore.checks import checked
 from segmentstore.client import RemoteClient
 from segmentstore.client.security import client_security

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from readergroup.errors import TranscriptError
-from readergroup.reader import EventRead, ReaderStats, ReadKind
+from readergroup.reading.reader import EventRead, ReaderStats, ReadKind
 from readergroup.transcripts import Transcript, TranscriptResult, TranscriptStep
 
 from .job_checkpoint import JobCheckpoint

@@ -1,6 +1,5 @@
 """readergroup: the client side of ingestwm (docs/design.md §2)."""
 
-from .checkpoint import Checkpoint, ReaderPosition, SegmentPosition
 from .config import ReaderGroupConfig, TimeDomain
 from .errors import (
     CheckpointAbortedError,
@@ -28,7 +27,7 @@ from .errors import (
     WriterClosedError,
     WriterError,
 )
-from .events import (
+from .format.events import (
     KIND_EVENT,
     KIND_IDLE,
     KIND_WATERMARK,
@@ -38,13 +37,14 @@ from .events import (
     decode_frames,
     encode_event,
 )
-from .group import ReaderGroup, ReaderGroupManager
-from .metrics import GroupMetrics, SegmentMetrics
-from .reader import EventBatch, EventRead, EventReader, ReaderStats, ReadKind
-from .routing import RoutingTable, key_hash
-from .state import ReaderGroupState, SegmentState
-from .transaction import Transaction, TransactionalEventWriter, TransactionStatus
-from .writer import EventAck, EventWriter, WriteFuture, WriterConfig
+from .format.routing import RoutingTable, key_hash
+from .group_state.checkpoint import Checkpoint, ReaderPosition, SegmentPosition
+from .group_state.state import ReaderGroupState, SegmentState
+from .reading.group import ReaderGroup, ReaderGroupManager
+from .reading.metrics import GroupMetrics, SegmentMetrics
+from .reading.reader import EventBatch, EventRead, EventReader, ReaderStats, ReadKind
+from .writing.transaction import Transaction, TransactionalEventWriter, TransactionStatus
+from .writing.writer import EventAck, EventWriter, WriteFuture, WriterConfig
 
 __all__ = [
     "KIND_EVENT",

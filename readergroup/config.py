@@ -3,7 +3,7 @@
 A frozen value apart from the running state (docs/design.md §5). ``TimeDomain`` is PDP-26's opt-in:
 ``PROCESSING_TIME`` (the default) delivers events only; ``INGESTION_TIME`` also delivers
 the group's ingestion-time watermarks; ``EVENT_TIME`` the writers' asserted event-time
-watermarks (``readergroup.event_time``).
+watermarks (``readergroup.group_state.event_time``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The int64 range every time, offset and attribute value lives in (Pravega's ``long``).
 ``INT64_MIN`` doubles as "no watermark yet" and ``INT64_MAX`` as "end of time"
-wherever a layer names them so (``readergroup.frontier``, ``flink_compat.watermark``).
+wherever a layer names them so (``readergroup.reading.frontier``, ``flink_compat.watermark``).
 
 Field limits: a name or list a command carries is stored, logged, snapshotted and held
 in memory, so each has a bound; the store enforces it (embedded and remote alike, since

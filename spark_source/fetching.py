@@ -26,7 +26,7 @@ from typing import TypeVar, cast
 
 import numpy as np
 
-from readergroup.frame_batch import walk_frames
+from readergroup.format.frame_batch import walk_frames
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import ProtocolError
 

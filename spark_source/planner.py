@@ -18,7 +18,7 @@ The watermark of an offset is the minimum of ``watermark_at(segment, position)``
 the frontier (done segments aside; complete segments without successors, i.e. of a
 sealed stream, count only when nothing else is left), never below the previous one.
 With ``timeDomain = event`` it is instead the writers' asserted watermark at the
-frontier's positions (``readergroup.event_time.ProducerWatermarks``, as an
+frontier's positions (``readergroup.group_state.event_time.ProducerWatermarks``, as an
 ``EVENT_TIME`` reader group computes it at its acknowledged positions): the minimum
 over the active writers of what each asserted before those positions, minus one. A
 stream that joins later (pattern) may hold events ingested before the watermark the
@@ -37,8 +37,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from readergroup.event_time import ProducerWatermarks
-from readergroup.frontier import NO_WATERMARK, frontier_watermark, ready_successors
+from readergroup.group_state.event_time import ProducerWatermarks
+from readergroup.reading.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError

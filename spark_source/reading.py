@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from readergroup.events import NO_EVENT_TIME, frame_ends_of
-from readergroup.frame_batch import EventColumns, decode_events
-from readergroup.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
+from readergroup.format.events import NO_EVENT_TIME, frame_ends_of
+from readergroup.format.frame_batch import EventColumns, decode_events
+from readergroup.reading.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
 from segmentstore.client import SegmentStoreClient
 from segmentstore.client.security import ClientSecurity
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError

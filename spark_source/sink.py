@@ -37,9 +37,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from readergroup.frame_batch import EncodedEvents, encode_events
-from readergroup.transaction import Transaction, TransactionalEventWriter
-from readergroup.writer import EventWriter, WriterConfig
+from readergroup.format.frame_batch import EncodedEvents, encode_events
+from readergroup.writing.transaction import Transaction, TransactionalEventWriter
+from readergroup.writing.writer import EventWriter, WriterConfig
 from segmentstore.attributes import AttributeUpdate
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError, SegmentNotFoundError

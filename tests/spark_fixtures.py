@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from readergroup.writer import EventWriter
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient
 from segmentstore.clock import Clock

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from readergroup.checkpoint import Checkpoint, ReaderPosition, SegmentPosition
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import CheckpointAbortedError, DuplicateCheckpointError, InvalidCheckpointError
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventReader, ReadKind
-from readergroup.writer import EventWriter
+from readergroup.group_state.checkpoint import Checkpoint, ReaderPosition, SegmentPosition
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock
 from segmentstore.client import SegmentStoreClient
 

@@ -21,7 +21,7 @@ from readergroup import (
     decode_frames,
     encode_event,
 )
-from readergroup.events import HEADER_SIZE, MAX_KEY_BYTES, frame_ends_of, frame_length
+from readergroup.format.events import HEADER_SIZE, MAX_KEY_BYTES, frame_ends_of, frame_length
 
 events_st = st.lists(
     st.tuples(

@@ -22,7 +22,7 @@ from flink_compat.runner import JobRunner
 from flink_compat.watermark import Watermark
 from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroupManager
+from readergroup.reading.group import ReaderGroupManager
 from segmentstore import SegmentStore, TickingClock
 from segmentstore.client import EmbeddedClient
 

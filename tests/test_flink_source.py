@@ -21,7 +21,7 @@ from flink_compat.watermark import StreamRecord, WatermarkStatus
 from flink_compat.windows import CountAggregate, TumblingEventTimeWindows, WindowOperator
 from readergroup import EventWriter
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup, ReaderGroupManager
+from readergroup.reading.group import ReaderGroup, ReaderGroupManager
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient
 

@@ -1,4 +1,4 @@
-"""Bulk frame decoding and encoding (``readergroup.frame_batch``) against the per-event Python codec."""
+"""Bulk frame decoding and encoding (``readergroup.format.frame_batch``) against the per-event codec."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from readergroup import FrameFormatError, InvalidEventError
-from readergroup.events import (
+from readergroup.format.events import (
     HEADER_SIZE,
     KIND_EVENT,
     KIND_IDLE,
@@ -22,9 +22,16 @@ from readergroup.events import (
     decode_frames,
     encode_event,
 )
-from readergroup.frame_batch import EventColumns, _decode, _walk, decode_events, encode_events, walk_frames
-from readergroup.producer_watermarks import encode_idle_marker, encode_watermark_marker
-from readergroup.routing import key_hash
+from readergroup.format.frame_batch import (
+    EventColumns,
+    _decode,
+    _walk,
+    decode_events,
+    encode_events,
+    walk_frames,
+)
+from readergroup.format.producer_watermarks import encode_idle_marker, encode_watermark_marker
+from readergroup.format.routing import key_hash
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

@@ -12,9 +12,9 @@ import pytest
 from bench.cli import main
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import ReaderGroupNotFoundError
-from readergroup.group import ReaderGroup
-from readergroup.state import state_segment
-from readergroup.writer import EventWriter
+from readergroup.group_state.state import state_segment
+from readergroup.reading.group import ReaderGroup
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient
 from segmentstore.net.server import SegmentStoreServer

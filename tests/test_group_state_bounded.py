@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import DuplicateCheckpointError, InvalidReaderGroupConfigError
-from readergroup.group import ReaderGroup
-from readergroup.group_model import GroupModel
-from readergroup.reader import EventReader, ReadKind
-from readergroup.state import state_segment
-from readergroup.writer import EventWriter
+from readergroup.group_state.group_model import GroupModel
+from readergroup.group_state.state import state_segment
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 

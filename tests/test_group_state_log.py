@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from readergroup.checkpoint import Checkpoint
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import (
     GroupStateCorruptError,
@@ -23,9 +22,9 @@ from readergroup.errors import (
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
 )
-from readergroup.group import ReaderGroup, ReaderGroupManager
-from readergroup.group_model import GroupModel
-from readergroup.group_updates import (
+from readergroup.group_state.checkpoint import Checkpoint
+from readergroup.group_state.group_model import GroupModel
+from readergroup.group_state.group_updates import (
     Acquire,
     AddReader,
     CheckpointReached,
@@ -41,9 +40,10 @@ from readergroup.group_updates import (
     decode_batches,
     encode_batch,
 )
-from readergroup.reader import EventReader, ReadKind
-from readergroup.state import state_segment
-from readergroup.writer import EventWriter
+from readergroup.group_state.state import state_segment
+from readergroup.reading.group import ReaderGroup, ReaderGroupManager
+from readergroup.reading.reader import EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import ConnectionLostError, ManualClock, SegmentStore, StreamSegment
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 

@@ -11,9 +11,9 @@ places the diagram shows a new watermark.
 from __future__ import annotations
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.events import encode_event
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead
+from readergroup.format.events import encode_event
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead
 from segmentstore import ManualClock
 from segmentstore.client import SegmentStoreClient
 

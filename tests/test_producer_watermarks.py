@@ -19,16 +19,16 @@ from readergroup import (
     decode_frames,
 )
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.event_time import ProducerWatermarks
-from readergroup.group import ReaderGroup
-from readergroup.producer_watermarks import (
+from readergroup.format.producer_watermarks import (
     NO_TIME,
     ProducerWatermarkTracker,
     SegmentWatermarkCursor,
     load_snapshots,
     snapshot_segment,
 )
-from readergroup.reader import EventRead, EventReader, ReadKind
+from readergroup.group_state.event_time import ProducerWatermarks
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
 from segmentstore import ManualClock, SegmentStore, StreamSegment
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN

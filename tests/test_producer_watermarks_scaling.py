@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from readergroup import EventWriter, Frame, WriterConfig, decode_frames, key_hash
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.event_time import ProducerWatermarks
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead, EventReader, ReadKind
+from readergroup.group_state.event_time import ProducerWatermarks
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
 from segmentstore import SegmentStore, StreamSegment, TickingClock
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.limits import INT64_MIN

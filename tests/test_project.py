@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,3 +75,100 @@ def test_every_package_and_data_file_ships_in_the_wheel() -> None:
         assert folders, f"no YAML files in {top}/"
         for folder in folders:
             assert f"{folder}/*.yaml" in patterns, f"{top}/{folder}/*.yaml is not in the package data"
+
+
+_PACKAGES = ("segmentstore", "readergroup", "flink_compat", "spark_source", "bench")  # docs/design.md §2
+# readergroup's role sub-packages, each with the ones it may import (its top-level modules
+# errors, config and transcripts are the shared vocabulary every one of them may import)
+_RG_LAYERS: dict[str, set[str]] = {
+    "format": set(),
+    "writing": {"format"},
+    "group_state": {"format"},
+    "reading": {"format", "group_state"},
+}
+
+
+def _module_names() -> dict[str, Path]:
+    names: dict[str, Path] = {}
+    for top in _PACKAGES:
+        for path in (ROOT / top).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return names
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path], type_checking: bool) -> set[str]:
+    """The project modules ``name`` imports, lazy imports in functions included.
+
+    ``type_checking``: count the imports under ``if TYPE_CHECKING:`` too (they make no
+    cycle at run time, but still say which layer a module knows).
+    """
+
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(nodes: Iterable[ast.AST]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not type_checking:
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, *([node.module] if node.module else [])])
+                for alias in node.names:  # ``from package import module`` imports the module
+                    found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+            visit(ast.iter_child_nodes(node))
+
+    visit([ast.parse(path.read_text(encoding="utf-8"))])
+    out: set[str] = set()
+    for target in found:
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != name:
+            out.add(target)
+    return out
+
+
+def test_no_module_imports_one_that_imports_it_back_and_no_package_imports_upward() -> None:
+    modules = _module_names()
+    graph = {name: _imports(name, path, modules, type_checking=False) for name, path in modules.items()}
+    rank = {top: i for i, top in enumerate(_PACKAGES)}
+    upward = [(m, d) for m, ds in graph.items() for d in ds if rank[d.split(".")[0]] > rank[m.split(".")[0]]]
+    assert not upward, f"imports of a package listed after the importer's: {upward}"
+    # a cycle: a module reachable from one it imports
+    for start, deps in graph.items():
+        seen: set[str] = set()
+        todo = list(deps)
+        while todo:
+            m = todo.pop()
+            assert m != start, f"{start} imports a module that imports it back"
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
+
+
+def test_readergroup_sub_packages_import_only_the_layers_below_and_name_their_modules() -> None:
+    modules = _module_names()
+    subs = sorted({n.split(".")[1] for n in modules if n.startswith("readergroup.") and n.count(".") == 2})
+    assert subs == sorted(_RG_LAYERS), subs
+    for name, path in modules.items():
+        parts = name.split(".")
+        if parts[0] != "readergroup" or name == "readergroup":
+            continue
+        layer = parts[1] if len(parts) == 3 else None  # None: a top-level module (errors, config, ...)
+        allowed = set() if layer is None else _RG_LAYERS[layer] | {layer}
+        for dep in _imports(name, path, modules, type_checking=True):
+            if dep.startswith("readergroup"):
+                dep_parts = dep.split(".")
+                dep_layer = dep_parts[1] if len(dep_parts) > 1 and dep_parts[1] in _RG_LAYERS else None
+                assert dep != "readergroup", f"{name} imports the readergroup facade (a layer above it)"
+                assert dep_layer is None or dep_layer in allowed, f"{name} imports {dep}: {layer} may not"
+    for sub in subs:  # the house is readable from its folders: each names its modules
+        doc = (ROOT / "readergroup" / sub / "__init__.py").read_text(encoding="utf-8")
+        for path in (ROOT / "readergroup" / sub).glob("*.py"):
+            if path.stem != "__init__":
+                assert f"``{path.stem}``" in doc, f"readergroup/{sub}/__init__.py does not name {path.stem}"

@@ -10,10 +10,10 @@ import pytest
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import InvalidReadError, ReaderNotInGroupError
-from readergroup.events import KIND_IDLE, KIND_WATERMARK, NO_EVENT_TIME, encode_event
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead, EventReader, ReadKind
-from readergroup.writer import EventWriter
+from readergroup.format.events import KIND_IDLE, KIND_WATERMARK, NO_EVENT_TIME, encode_event
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead, EventReader, ReadKind
-from readergroup.writer import EventWriter
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import TickingClock
 from segmentstore.client import SegmentStoreClient
 

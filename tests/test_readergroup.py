@@ -12,11 +12,11 @@ from readergroup.errors import (
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
 )
-from readergroup.events import encode_event
-from readergroup.group import ReaderGroup, ReaderGroupManager
-from readergroup.reader import EventRead, EventReader, ReadKind
-from readergroup.transaction import TransactionalEventWriter
-from readergroup.writer import EventWriter
+from readergroup.format.events import encode_event
+from readergroup.reading.group import ReaderGroup, ReaderGroupManager
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
+from readergroup.writing.transaction import TransactionalEventWriter
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StreamCut, StreamNotFoundError
 from segmentstore.client import SegmentStoreClient
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead, EventReader, ReadKind
-from readergroup.writer import EventWriter
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, StreamCut, TickingClock
 from segmentstore.client import SegmentStoreClient
 
@@ -128,7 +128,7 @@ def test_is_event_is_a_property_like_the_others(client: SegmentStoreClient, cloc
 
 
 def _key_in(low: float, high: float) -> str:
-    from readergroup.routing import key_hash
+    from readergroup.format.routing import key_hash
 
     return next(k for k in (f"key{i}" for i in range(100_000)) if low <= key_hash(k) < high)
 

@@ -19,7 +19,7 @@ from hypothesis.stateful import rule
 from test_readergroup_inoperation import InOperationMachine
 
 from readergroup.config import TimeDomain
-from readergroup.event_time import ProducerWatermarks
+from readergroup.group_state.event_time import ProducerWatermarks
 from segmentstore.limits import INT64_MIN
 
 

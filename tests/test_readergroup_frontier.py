@@ -1,4 +1,4 @@
-"""The frontier rules every engine shares (``readergroup.frontier``)."""
+"""The frontier rules every engine shares (``readergroup.reading.frontier``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from readergroup.frontier import (
+from readergroup.reading.frontier import (
     END_OF_TIME,
     NO_WATERMARK,
     event_time_watermark,

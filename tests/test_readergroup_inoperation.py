@@ -27,7 +27,7 @@ from hypothesis.stateful import precondition, rule
 from test_readergroup_stateful import ReaderGroupMachine
 
 from readergroup.config import ReaderGroupConfig
-from readergroup.group import ReaderGroup
+from readergroup.reading.group import ReaderGroup
 from segmentstore import TickingClock
 
 

@@ -33,9 +33,9 @@ import pytest
 
 from bench.sim.reader_processes import ReaderProcesses
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup
-from readergroup.state import state_segment
-from readergroup.writer import EventWriter
+from readergroup.group_state.state import state_segment
+from readergroup.reading.group import ReaderGroup
+from readergroup.writing.writer import EventWriter
 from segmentstore import SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient
 from segmentstore.net.server import SegmentStoreServer

@@ -30,8 +30,8 @@ from test_readergroup_inoperation import InOperationMachine
 from test_readergroup_stateful import MAX_READERS
 
 from readergroup.config import TimeDomain
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventReader, ReadKind
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventReader, ReadKind
 
 
 class SharedGroupMachine(InOperationMachine):

@@ -27,14 +27,14 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from readergroup.checkpoint import Checkpoint
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import CheckpointAbortedError
-from readergroup.events import KIND_EVENT, decode_frames
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventRead, EventReader, ReadKind
-from readergroup.transaction import Transaction, TransactionalEventWriter
-from readergroup.writer import EventWriter
+from readergroup.format.events import KIND_EVENT, decode_frames
+from readergroup.group_state.checkpoint import Checkpoint
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventRead, EventReader, ReadKind
+from readergroup.writing.transaction import Transaction, TransactionalEventWriter
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import segmentstore.core.read_index as read_index
-from readergroup.events import encode_event
+from readergroup.format.events import encode_event
 from segmentstore import ManualClock, SegmentStore, StoreConfig, TickingClock
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 from segmentstore.core.records import _walk_py, walk_records

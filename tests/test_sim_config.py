@@ -10,7 +10,7 @@ import pytest
 from bench.sim import ScenarioError, load_scenario, scenario_from_dict, shipped_scenarios
 from bench.sim.scenario import WorkloadSpec, apply_overrides
 from bench.sim.workloads import FrameBuilder, expected_events, payload_ids
-from readergroup.events import decode_columns, decode_frames, encode_event
+from readergroup.format.events import decode_columns, decode_frames, encode_event
 
 BASE = {"name": "t", "duration_ms": 1000, "writers": [{"name": "w"}], "readers": [{"name": "r"}]}
 

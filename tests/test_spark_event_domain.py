@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_fixture  # noqa: F401
 
-from readergroup.events import NO_EVENT_TIME
-from readergroup.writer import EventWriter
+from readergroup.format.events import NO_EVENT_TIME
+from readergroup.writing.writer import EventWriter
 from segmentstore import SegmentStore, TickingClock
 from segmentstore.client import EmbeddedClient
 from spark_source.errors import InvalidOptionError

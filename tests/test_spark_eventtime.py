@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from spark_fixtures import Served, ms, run_available_now, served_fixture, settle, spark_fixture  # noqa: F401
 
-from readergroup.events import encode_event
+from readergroup.format.events import encode_event
 from readergroup.transcripts import Transcript, load_transcript, transcript_files
 from segmentstore.attributes import AttributeUpdate
 from spark_source.demo import run_spark_demo

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from readergroup.errors import FrameFormatError
-from readergroup.events import encode_event
-from readergroup.writer import EventWriter
+from readergroup.format.events import encode_event
+from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.errors import ConnectionLostError, ReadTimeoutError, StoreClosedError
@@ -378,7 +378,7 @@ TestPlanning = PlanningMachine.TestCase
 @pytest.mark.parametrize("max_frames", [None, 1, 7_000, 39_999])
 def test_frame_ends_cross_read_chunks_exactly(max_frames: int | None) -> None:
     """Boundaries found by the planner's scan are the frames' ends, also where a frame spans two reads."""
-    from readergroup.events import decode_frames
+    from readergroup.format.events import decode_frames
     from spark_source.reading import SCAN_CHUNK_BYTES, frame_ends
 
     _, store, client = make()

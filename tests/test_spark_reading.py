@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from readergroup.events import decode_frames, encode_event
-from readergroup.producer_watermarks import encode_idle_marker, encode_watermark_marker
+from readergroup.format.events import decode_frames, encode_event
+from readergroup.format.producer_watermarks import encode_idle_marker, encode_watermark_marker
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.net.server import SegmentStoreServer

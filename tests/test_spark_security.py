@@ -164,7 +164,7 @@ def test_a_flink_job_reads_a_store_served_with_a_token_and_tls(
 ) -> None:
     from flink_compat import PravegaSource, connect_store
     from readergroup.config import ReaderGroupConfig, TimeDomain
-    from readergroup.group import ReaderGroupManager
+    from readergroup.reading.group import ReaderGroupManager
     from segmentstore import ManualClock
 
     secure.client.create_stream("sec/flink", 1)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from spark_fixtures import Served, ms, run_available_now, served_fixture, spark_fixture  # noqa: F401 (fixtures)
 
-from readergroup.events import decode_frames
-from readergroup.transaction import TransactionalEventWriter
+from readergroup.format.events import decode_frames
+from readergroup.writing.transaction import TransactionalEventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from spark_source.errors import SinkError

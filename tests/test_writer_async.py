@@ -38,8 +38,8 @@ from readergroup import (
     key_hash,
 )
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup
-from readergroup.reader import ReadKind
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import ReadKind
 from segmentstore import (
     AppendResult,
     ConnectionLostError,
@@ -865,7 +865,7 @@ def test_bulk_writes_in_a_forked_child_are_a_new_writer_too(store: SegmentStore)
     """``write_encoded`` (the Spark sink's path) takes the same fork rule as ``write_event``."""
     import pyarrow as pa
 
-    from readergroup.frame_batch import encode_events
+    from readergroup.format.frame_batch import encode_events
 
     with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
         c.create_stream(S, 2)

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from readergroup import EventWriter, WriterClosedError, WriterConfig, decode_frames
-from readergroup.frame_batch import encode_events
-from readergroup.transaction import TransactionalEventWriter
+from readergroup.format.frame_batch import encode_events
+from readergroup.writing.transaction import TransactionalEventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 

@@ -82,9 +82,9 @@ def _security_options(f: Any) -> Any:
 
 def describe_group(client: Any, name: str, now: int) -> dict[str, Any]:
     """Everything ``group describe`` shows, as JSON-ready values. O(segments) store calls."""
-    from readergroup.liveness import FENCED
-    from readergroup.metrics import collect_metrics
-    from readergroup.state import ReaderGroupState
+    from readergroup.group_state.liveness import FENCED
+    from readergroup.group_state.state import ReaderGroupState
+    from readergroup.reading.metrics import collect_metrics
     from segmentstore import WallClock
     from segmentstore.limits import INT64_MIN
 
@@ -253,7 +253,7 @@ def group() -> None:
 @_security_options
 def list_cmd(endpoint: str, **sec: Any) -> None:
     """List the reader groups in the store."""
-    from readergroup.group import list_groups
+    from readergroup.reading.group import list_groups
 
     try:
         with _client(endpoint, sec) as c:
@@ -294,7 +294,7 @@ def describe_cmd(name: str, endpoint: str, as_json: bool, **sec: Any) -> None:
 @_security_options
 def offline_cmd(name: str, reader: str, endpoint: str, **sec: Any) -> None:
     """Declare READER of group NAME offline: its segments return at its acknowledged positions."""
-    from readergroup.group import ReaderGroup
+    from readergroup.reading.group import ReaderGroup
     from segmentstore import WallClock
 
     try:
@@ -311,7 +311,7 @@ def offline_cmd(name: str, reader: str, endpoint: str, **sec: Any) -> None:
 @_security_options
 def delete_cmd(name: str, endpoint: str, **sec: Any) -> None:
     """Delete group NAME (also one whose state log is corrupt): its readers stop at their next sync."""
-    from readergroup.group import ReaderGroupManager
+    from readergroup.reading.group import ReaderGroupManager
     from segmentstore import WallClock
 
     try:

@@ -27,9 +27,9 @@ from typing import Any
 
 from readergroup import EventWriter, TransactionalEventWriter, WriterConfig
 from readergroup.config import ReaderGroupConfig
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventReader, ReadKind
-from readergroup.transaction import Transaction
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventReader, ReadKind
+from readergroup.writing.transaction import Transaction
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN

@@ -40,8 +40,8 @@ from flink_compat import (
 )
 from flink_compat.strategies import WatermarkStrategy
 from readergroup.config import TimeDomain
-from readergroup.frontier import event_time_watermark
-from readergroup.state import SegmentState
+from readergroup.group_state.state import SegmentState
+from readergroup.reading.frontier import event_time_watermark
 from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from readergroup.config import TimeDomain
-from readergroup.state import SegmentState
+from readergroup.group_state.state import SegmentState
 from segmentstore import Clock
 from segmentstore.checks import checked
 

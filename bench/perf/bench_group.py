@@ -1,6 +1,6 @@
 """Shared reader-group state through a served store: updates per second, joining, a bounded log.
 
-The group's state is a log of update batches in the store (``readergroup.synchronizer``);
+The group's state is a log of update batches in the store (``readergroup.group_state.synchronizer``);
 every change is a conditional append. Against ``ingestwm serve`` in another process,
 over a stream of 10^3 segments (``--quick``: 100, ``--tiny``: 20):
 
@@ -40,7 +40,7 @@ GROUP = "bench-group"
 
 def _updater(endpoint: tuple[str, int], rid: str, seconds: float, go: Any, out: Any) -> None:
     """Report ever higher positions of this reader's segments for ``seconds``; put (updates, conflicts)."""
-    from readergroup.state import ReaderGroupState
+    from readergroup.group_state.state import ReaderGroupState
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
 
@@ -66,7 +66,7 @@ def _updater(endpoint: tuple[str, int], rid: str, seconds: float, go: Any, out: 
 
 def _joiner(endpoint: tuple[str, int], out: Any) -> None:
     """A new process: time to join the group, and until its reader holds its segments."""
-    from readergroup.group import ReaderGroup
+    from readergroup.reading.group import ReaderGroup
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
 
@@ -104,8 +104,8 @@ def _updates(endpoint: tuple[str, int], procs: int, seconds: float) -> tuple[flo
 
 def run(size: Size = "full") -> list[Row]:
     from readergroup.config import ReaderGroupConfig, TimeDomain
-    from readergroup.group import ReaderGroup
-    from readergroup.state import state_segment
+    from readergroup.group_state.state import state_segment
+    from readergroup.reading.group import ReaderGroup
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
 

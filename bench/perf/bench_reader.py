@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.events import decode_columns, encode_event
-from readergroup.group import ReaderGroup
-from readergroup.reader import ReadKind
+from readergroup.format.events import decode_columns, encode_event
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import ReadKind
 from segmentstore import ManualClock, SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s

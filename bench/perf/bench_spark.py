@@ -47,8 +47,8 @@ import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from readergroup.events import decode_frames, encode_event
-from readergroup.frame_batch import decode_events
+from readergroup.format.events import decode_frames, encode_event
+from readergroup.format.frame_batch import decode_events
 from segmentstore import SegmentStore, StoreConfig, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.clock import monotonic_s
@@ -106,7 +106,7 @@ def preload_served(endpoint: str, stream: str, events: int) -> dict[str, float]:
     segments unevenly. Returns the layout: ingestion runs (appends at distinct times)
     per 10^6 events and each segment's MB.
     """
-    from readergroup.writer import EventWriter
+    from readergroup.writing.writer import EventWriter
 
     with RemoteClient(endpoint, timeout_s=120) as c:
         c.create_stream(stream, SEGMENTS)

@@ -99,7 +99,7 @@ def _append_many_partition(endpoint: str, segments: list[str]) -> Any:
     """A ``foreachPartition`` function: encode each row's frame, ``append_many`` per segment."""
 
     def write(rows: Iterator[Any]) -> None:
-        from readergroup.events import encode_event
+        from readergroup.format.events import encode_event
         from segmentstore.client import RemoteClient
 
         by_segment: dict[str, list[bytes]] = {s: [] for s in segments}
@@ -124,7 +124,7 @@ def _append_many_arrow(endpoint: str, segments: list[str]) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from readergroup.frame_batch import encode_events
+        from readergroup.format.frame_batch import encode_events
         from segmentstore.client import RemoteClient
 
         n = 0
@@ -165,7 +165,7 @@ def _rate(progress: list[dict[str, Any]]) -> float:
 
 
 def _events_in(client: EmbeddedClient, stream: str) -> int:
-    from readergroup.events import decode_columns
+    from readergroup.format.events import decode_columns
 
     n = 0
     for s in client.get_stream(stream).active_segments:

@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup
-from readergroup.reader import EventReader, ReadKind
-from readergroup.writer import EventWriter
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventReader, ReadKind
+from readergroup.writing.writer import EventWriter
 from segmentstore import SegmentStore, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from readergroup.events import decode_frames, encode_event
-from readergroup.writer import EventWriter, WriterConfig
+from readergroup.format.events import decode_frames, encode_event
+from readergroup.writing.writer import EventWriter, WriterConfig
 from segmentstore import SegmentStore, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s

@@ -28,10 +28,10 @@ import simpy
 import simpy.rt
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.group import ReaderGroup, ReaderGroupManager
-from readergroup.routing import key_hash
-from readergroup.transaction import Transaction, TransactionalEventWriter
-from readergroup.writer import EventWriter, WriterConfig
+from readergroup.format.routing import key_hash
+from readergroup.reading.group import ReaderGroup, ReaderGroupManager
+from readergroup.writing.transaction import Transaction, TransactionalEventWriter
+from readergroup.writing.writer import EventWriter, WriterConfig
 from segmentstore import SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
 from segmentstore.client import EmbeddedClient
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import simpy
 
-from readergroup.frontier import event_time_watermark
+from readergroup.reading.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MIN

@@ -31,7 +31,7 @@ from flink_compat import (
     WindowOperator,
     WindowResult,
 )
-from readergroup.frontier import event_time_watermark
+from readergroup.reading.frontier import event_time_watermark
 from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN

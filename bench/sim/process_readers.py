@@ -36,7 +36,7 @@ import pyarrow as pa
 import simpy
 
 from readergroup.errors import ReaderNotInGroupError
-from readergroup.reader import EventBatch
+from readergroup.reading.reader import EventBatch
 from segmentstore import SegmentStore
 from segmentstore.net.server import SegmentStoreServer
 

@@ -58,7 +58,7 @@ class ReaderSpec:
 def run_reader(spec: ReaderSpec, stop: multiprocessing.synchronize.Event) -> None:
     """A reader process: join, read and log until ``stop``, close. The target of ``ReaderProcesses``."""
     from readergroup.errors import ReaderGroupError, ReaderNotInGroupError
-    from readergroup.group import ReaderGroup
+    from readergroup.reading.group import ReaderGroup
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
 

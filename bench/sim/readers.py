@@ -23,7 +23,7 @@ from typing import Any
 
 import simpy
 
-from readergroup.reader import EventReader
+from readergroup.reading.reader import EventReader
 
 from .actors import World
 from .scenario import ReaderSpec

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from readergroup.events import NO_EVENT_TIME
-from readergroup.frontier import event_time_watermark
-from readergroup.reader import EventBatch
+from readergroup.format.events import NO_EVENT_TIME
+from readergroup.reading.frontier import event_time_watermark
+from readergroup.reading.reader import EventBatch
 from segmentstore.limits import INT64_MIN
 
 from .errors import OutputError

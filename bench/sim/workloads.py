@@ -5,7 +5,7 @@
   mean rate) — deterministic writers keep the fractional remainder, so counts are exact;
   ``schedule`` and ``trace`` workloads list their events instead (``bench.sim.arrivals``).
 - ``generation_times``: deterministic production times, evenly spread within a tick.
-- ``FrameBuilder``: frames in ``readergroup.events``' layout, built for a whole batch
+- ``FrameBuilder``: frames in ``readergroup.format.events``' layout, built for a whole batch
   with numpy (one ``tobytes`` per append instead of one ``struct.pack`` per event).
   Each payload starts with the writer's index and the event's sequence number (two
   little-endian ``u32``), which ``payload_ids`` reads back from a batch of events.
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from readergroup.events import HEADER_SIZE, KIND_EVENT, encode_event
+from readergroup.format.events import HEADER_SIZE, KIND_EVENT, encode_event
 
 from .scenario import WorkloadSpec
 

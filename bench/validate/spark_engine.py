@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from readergroup.events import encode_event
+from readergroup.format.events import encode_event
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.net.server import SegmentStoreServer

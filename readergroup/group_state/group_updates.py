@@ -3,7 +3,7 @@
 A reader group's state lives in the store as an ordered log of *batches* in one
 ``_system/_rg/<group>`` segment (Pravega's state synchronizer segment). Each batch is
 one conditional append, so it is applied whole or not at all, in log order, by every
-process that holds a replica of the state (``readergroup.synchronizer``).
+process that holds a replica of the state (``readergroup.group_state.synchronizer``).
 
 Frame: ``b"RGS"``, a format version byte, the payload's length (u32) and CRC-32 (u32),
 then the payload: compact JSON ``{"g": group id, "o": origin, "q": seq, "u": [update, ...]}``.
@@ -31,8 +31,8 @@ from typing import Any
 
 from segmentstore import StreamCut, StreamSegment
 
-from .config import ReaderGroupConfig, TimeDomain
-from .errors import GroupStateCorruptError
+from ..config import ReaderGroupConfig, TimeDomain
+from ..errors import GroupStateCorruptError
 
 __all__ = [
     "FORMAT_VERSION",

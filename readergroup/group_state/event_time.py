@@ -54,8 +54,8 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
-from .events import KIND_WATERMARK, frame_length
-from .producer_watermarks import SegmentWatermarkCursor, load_snapshots, scan_markers
+from ..format.events import KIND_WATERMARK, frame_length
+from ..format.producer_watermarks import SegmentWatermarkCursor, load_snapshots, scan_markers
 
 __all__ = ["ProducerWatermarks", "WriterStates"]
 

@@ -1,6 +1,6 @@
 """Numba kernels over event frames; imported lazily, on first bulk use (docs/design.md §7).
 
-The frame layout is ``readergroup.events``'s: ``rest`` u32, ``kind`` u8, ``event_time``
+The frame layout is ``readergroup.format.events``'s: ``rest`` u32, ``kind`` u8, ``event_time``
 i64, ``key_length`` u16 (15 header bytes, little-endian), the routing key, the payload.
 Every kernel walks a whole buffer in one call (never one call per frame), writes into
 arrays the caller allocated with numpy, and runs with ``cache=True, nogil=True``, so a

@@ -2,12 +2,12 @@
 
 PDP-26 "Reader Group State" as a replicated state machine (Pravega's
 ``ReaderGroupState`` behind its state synchronizer). Every process holding the group
-applies the same updates of the state log in the same order (``readergroup.synchronizer``),
+applies the same updates of the state log in the same order (``readergroup.group_state.synchronizer``),
 and ``apply`` is a pure function of the replica and the update — no store call, no
 clock, no set-iteration order — so every replica is in the same state at the same log
 position (``to_obj()`` is canonical: two replicas at one position encode to the same
 value). Whatever an update needs from the store was computed by its issuer
-(``readergroup.state``) against the replica at the very log position the update is
+(``readergroup.group_state.state``) against the replica at the very log position the update is
 appended at (a conditional append), and travels inside it.
 
 An update is validated in full before it changes anything; one that does not hold
@@ -38,7 +38,6 @@ they completed, so in a consistent state no such entry is left when ``C`` comple
 
 from __future__ import annotations
 
-import json
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -50,9 +49,8 @@ from segmentstore import StreamSegment
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
-from .checkpoint import Checkpoint, SegmentPosition
-from .config import ReaderGroupConfig
-from .errors import (
+from ..config import ReaderGroupConfig
+from ..errors import (
     DuplicateCheckpointError,
     InvalidPositionError,
     ReaderExistsError,
@@ -60,6 +58,8 @@ from .errors import (
     ReaderNotInGroupError,
     StaleEpochError,
 )
+from .checkpoint import Checkpoint, SegmentPosition
+from .group_snapshots import SNAPSHOT_VERSION, load_snapshot, snapshot_obj, snapshot_version
 from .group_updates import (
     Acquire,
     AddReader,
@@ -76,16 +76,10 @@ from .group_updates import (
     SuccessorPlan,
     Update,
     config_from_obj,
-    config_to_obj,
-    segment_from_obj,
-    segment_to_obj,
 )
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
 
 __all__ = ["GroupModel", "SNAPSHOT_VERSION"]
-
-SNAPSHOT_VERSION = 2
-"""Snapshot format written; version 1 (before completed segments and checkpoints were dropped) loads too."""
 
 
 class GroupModel:
@@ -477,86 +471,17 @@ class GroupModel:
         del self.entries[e.seg.name]
         self.by_wm.remove((e.watermark, e.seg.name))
 
-    # ------------------------------------------------------------------ snapshots
+    # ------------------------------------------------------------------ snapshots (group_snapshots)
     def to_obj(self) -> dict[str, Any]:
         """The whole state as canonical JSON-ready values (sorted; equal replicas give equal values). O(n)."""
-        return {
-            "v": SNAPSHOT_VERSION,
-            "group": self.group,
-            "gid": self.group_id,
-            "config": config_to_obj(self.config),
-            "epoch": self.epoch,
-            "floor": self.floor,
-            "entries": [
-                [
-                    segment_to_obj(e.seg),
-                    e.position,
-                    e.watermark,
-                    e.owner,
-                    None if e.waiting is None else sorted(e.waiting),
-                ]
-                for _, e in sorted(self.entries.items())
-            ],
-            "readers": [[rid, s.token] for rid, s in sorted(self.readers.items())],
-            "completed": [[segment_to_obj(c), w] for _, (c, w) in sorted(self.completed.items())],
-            "checkpoints": [
-                [
-                    cp.name,
-                    cp.token,
-                    None if cp.waiting is None else sorted(cp.waiting),
-                    sorted(cp.crossed),
-                    sorted([n, o, w] for n, (o, w) in cp.deferred.items()),
-                ]
-                for cp in self.checkpoints
-            ],
-            "results": [[t, json.loads(cp.to_json())] for t, cp in self.results],
-        }
+        return snapshot_obj(self)
 
     @classmethod
     def from_obj(cls, o: dict[str, Any]) -> GroupModel:
-        """The inverse of ``to_obj``; also reads version 1 snapshots. O(n log n).
-
-        A version 1 snapshot holds every segment completed in the epoch (without its key
-        range) and every checkpoint name used: those are dropped, as this version would
-        have dropped them, and only the latest ``checkpoints_kept`` completed checkpoints
-        stay. Its checkpoints carry no token: they get negative ones no process waits on.
-        """
-        version = o.get("v")
-        if version not in (1, SNAPSHOT_VERSION):
-            raise ValueError(f"snapshot version {version!r}, this client reads 1 and {SNAPSHOT_VERSION}")
+        """The inverse of ``to_obj``; also reads version 1 snapshots (``load_snapshot``). O(n log n)."""
+        version = snapshot_version(o)
         m = cls(str(o["group"]), str(o["gid"]), config_from_obj(o["config"]))
-        m.epoch = int(o["epoch"])
-        m.floor = int(o["floor"])
-        for rid, token in o["readers"]:
-            m.readers[str(rid)] = Slot(str(rid), int(token))
-        for seg_o, pos, wm, owner, waiting in o["entries"]:
-            e = Entry(segment_from_obj(seg_o), int(pos), int(wm))
-            name = e.seg.name
-            m.entries[name] = e
-            m.by_wm.add((e.watermark, name))
-            if waiting is not None:
-                e.waiting = {str(p) for p in waiting}
-            elif owner is not None:
-                e.owner = str(owner)
-                m.readers[e.owner].segments.add(name)
-            else:
-                m.unassigned.add((e.watermark, name))
-        if version == 1:
-            pending = [[name, -1 - i, *rest] for i, (name, *rest) in enumerate(o["checkpoints"])]
-            results = [[-1 - len(pending) - i, r] for i, r in enumerate(o["results"])]
-        else:
-            pending, results = o["checkpoints"], o["results"]
-            for seg_o, w in o["completed"]:
-                c = segment_from_obj(seg_o)
-                m.completed[c.name] = (c, int(w))
-        for name, token, waiting, crossed, deferred in pending:
-            cp = Pending(str(name), int(token))
-            cp.waiting = None if waiting is None else {str(r) for r in waiting}
-            cp.crossed = {str(r) for r in crossed}
-            cp.deferred = {str(n): (int(p), int(w)) for n, p, w in deferred}
-            m.checkpoints.append(cp)
-        for token, r in results:
-            m.results.append((int(token), Checkpoint.from_json(json.dumps(r))))
+        load_snapshot(m, o, version)
         return m
 
     # ------------------------------------------------------------------ invariants

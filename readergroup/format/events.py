@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
-from .errors import FrameFormatError, InvalidEventError
+from ..errors import FrameFormatError, InvalidEventError
 
 __all__ = [
     "KIND_EVENT",
@@ -305,7 +305,7 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, string: bool)
 
 
 def _kernels() -> ModuleType:
-    """The numba kernels (``readergroup._frame_kernels``), imported on first use."""
+    """The numba kernels (``readergroup.format._frame_kernels``), imported on first use."""
     from . import _frame_kernels
 
     return _frame_kernels

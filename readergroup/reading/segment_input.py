@@ -23,7 +23,7 @@ from segmentstore import SegmentTruncatedError, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
-from .events import NO_EVENT_TIME, decode_columns, frame_length
+from ..format.events import NO_EVENT_TIME, decode_columns, frame_length
 
 __all__ = ["SegmentInput", "BlockSlice"]
 

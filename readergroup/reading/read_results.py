@@ -9,7 +9,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from .events import NO_EVENT_TIME
+from ..format.events import NO_EVENT_TIME
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats"]
 

@@ -15,8 +15,8 @@ from segmentstore import SegmentNotFoundError
 from segmentstore.limits import INT64_MIN
 
 if TYPE_CHECKING:
+    from ..group_state.state import ReaderGroupState
     from .reader import ReaderStats
-    from .state import ReaderGroupState
 
 __all__ = ["SegmentMetrics", "GroupMetrics", "collect_metrics"]
 

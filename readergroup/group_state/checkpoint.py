@@ -20,7 +20,7 @@ from typing import Any
 from segmentstore import StreamCut
 from segmentstore.clock import monotonic_s
 
-from .errors import InvalidCheckpointError
+from ..errors import InvalidCheckpointError
 
 __all__ = ["SegmentPosition", "Checkpoint", "ReaderPosition", "CheckpointFuture"]
 

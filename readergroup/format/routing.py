@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from segmentstore import StreamSegment
 from segmentstore.checks import checked
 
-from .errors import InvalidEventError
+from ..errors import InvalidEventError
 
 __all__ = ["key_hash", "RoutingTable"]
 

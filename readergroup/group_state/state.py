@@ -3,7 +3,7 @@
 PDP-26 "Reader Group State" with Pulsar's watermark cursor, kept in the store as
 Pravega keeps it: ``ReaderGroupState`` is one process's handle on a group whose state
 is the log of update batches in the segment ``_system/_rg/<group>`` (``state_segment``).
-``readergroup.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
+``readergroup.group_state.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
 the replica, changed only by applying updates; this module *issues* the updates: it
 reads the store for what an update needs (successors, start offsets, watermarks,
 stream cuts) against the replica at the log position the update is appended at, and
@@ -53,7 +53,7 @@ watermark. So the minimum never decreases along the log, a replica that lags emi
 older, still valid minimum, and every later delivered event has time ``> min >=`` any
 watermark emitted before, in any process. A reset starts a new epoch with watermarks
 materialised from the index at the new positions (``watermark_at``), valid by (a).
-"Offline" must mean gone: a reader holds a lease (``readergroup.liveness``) and beats
+"Offline" must mean gone: a reader holds a lease (``readergroup.group_state.liveness``) and beats
 before delivering whenever a quarter of it passed, and expiry needs a whole timeout
 without a beat, so an expired reader delivers nothing after its removal (clocks
 running at one rate); ``reader_offline`` on a reader that still runs is outside the
@@ -73,16 +73,15 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MIN
 
-from .checkpoint import Checkpoint, CheckpointFuture
-from .config import ReaderGroupConfig
-from .errors import (
-    CheckpointAbortedError,
+from ..config import ReaderGroupConfig
+from ..errors import (
     DuplicateCheckpointError,
     InvalidPositionError,
     ReaderExistsError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
 )
+from .checkpoint import Checkpoint
 from .event_time import ProducerWatermarks
 from .group_model import GroupModel
 from .group_updates import (
@@ -98,6 +97,7 @@ from .group_updates import (
     Reset,
     Update,
 )
+from .initiated_checkpoints import InitiatedCheckpoints
 from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence, forget
 from .state_records import FUTURE, SegmentState
 from .synchronizer import Applied, StateSynchronizer
@@ -140,8 +140,7 @@ class ReaderGroupState:
         self.segment = sync.segment
         self._event_time: ProducerWatermarks | None = None
         self._planner = UpdatePlanner(client)
-        self._futures: dict[int, tuple[int, str, CheckpointFuture]] = {}  # token -> (epoch, name, future)
-        self._settled: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self._checkpoints = InitiatedCheckpoints(self.group, self._poll_futures)
         timeout = self.config.reader_timeout_ms
         self._monitor = LivenessMonitor(timeout) if timeout else None
         self._next_sweep = INT64_MIN
@@ -543,47 +542,13 @@ class ReaderGroupState:
         with self.lock:
             applied = self._update(fn)
             assert applied is not None and applied.ok
-            fut = CheckpointFuture(self._poll_futures)
-            self._futures[applied.offset] = (epoch, name, fut)  # its token: alone in its batch
+            fut = self._checkpoints.add(applied.offset, epoch, name)  # its token: alone in its batch
             self._settle()  # with no reader online it is complete already
             return fut
 
     def _settle(self) -> None:
-        """Complete or abort the futures of checkpoints this process initiated, from the replica.
-
-        Called after every batch applied: the checkpoints completed by it are taken from the
-        replica whether or not it still keeps them. After a reload (this replica fell behind
-        a compaction) only the kept ones are known; an older one is reported lost.
-        """
-        m = self.model
-        done = m.take_completions()
-        if not self._futures:
-            return
-        for token, completed in done:
-            entry = self._futures.pop(token, None)
-            if entry is not None:
-                entry[2].set_result(completed)
-        seen = (id(m), m.epoch, m.results_added, len(self._futures))
-        if seen == self._settled:
-            return  # no checkpoint completed, no reset, no new future since the last look
-        self._settled = seen
-        for token, (epoch, name, fut) in list(self._futures.items()):
-            cp = m.result(token)
-            if cp is not None:
-                fut.set_result(cp)
-            elif not m.is_pending(token):
-                fut.set_exception(
-                    CheckpointAbortedError(
-                        f"group {self.group!r}: checkpoint {name!r} aborted by a reset to epoch {m.epoch}"
-                        if m.epoch > epoch
-                        else f"group {self.group!r}: checkpoint {name!r} was lost (this replica fell "
-                        f"behind a compaction, and over checkpoints_kept={m.config.checkpoints_kept} "
-                        "completed since)"
-                    )
-                )
-            else:
-                continue
-            del self._futures[token]
+        """Complete or abort the futures of checkpoints this process initiated (after every batch)."""
+        self._checkpoints.settle(self.model)
 
     def _poll_futures(self) -> None:
         """What a waiting checkpoint future does: catch up with the log (which settles it)."""
@@ -591,14 +556,9 @@ class ReaderGroupState:
             self.refresh()
         except ReaderGroupNotFoundError:
             with self.lock:
-                self._abort_all("the group was deleted")
+                self._checkpoints.abort_all("the group was deleted")
         except SegmentStoreError:
             pass  # the store is unreachable now: still not done
-
-    def _abort_all(self, why: str) -> None:
-        for _, name, fut in list(self._futures.values()):
-            fut.set_exception(CheckpointAbortedError(f"group {self.group!r}: checkpoint {name!r}: {why}"))
-        self._futures.clear()
 
     # ------------------------------------------------------------------ reset (new epoch)
     def reset_to(self, cuts: Sequence[StreamCut], hints: Mapping[str, int]) -> int:
@@ -644,5 +604,5 @@ class ReaderGroupState:
             self.model._check()
             if self._monitor is not None:
                 self._monitor._check()
-            for epoch, _, fut in list(self._futures.values()):
-                assert not Future.done(fut) and epoch <= self.model.epoch  # (done() would catch up)
+            self._checkpoints._check()
+            assert all(e <= self.model.epoch for e in self._checkpoints.epochs())

@@ -54,13 +54,18 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX
 
+from ..config import WriterConfig
+from ..errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
+from ..format.events import HEADER_SIZE, KIND_EVENT, encode_event
+from ..format.frame_batch import EncodedEvents
+from ..format.producer_watermarks import (
+    BROADCAST,
+    check_asserted_time,
+    encode_idle_marker,
+    encode_watermark_marker,
+)
+from ..format.routing import RoutingTable, key_hash
 from .appender import AppendEngine
-from .config import WriterConfig
-from .errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
-from .events import HEADER_SIZE, KIND_EVENT, encode_event
-from .frame_batch import EncodedEvents
-from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
-from .routing import RoutingTable, key_hash
 from .write_future import Block, EventAck, SegmentAppender, Settled, WriteFuture
 
 __all__ = [

@@ -35,12 +35,17 @@ from segmentstore import Clock, TransactionInfo
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
+from ..errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
+from ..format.events import encode_event
+from ..format.frame_batch import EncodedEvents
+from ..format.producer_watermarks import (
+    BROADCAST,
+    check_asserted_time,
+    encode_idle_marker,
+    encode_watermark_marker,
+)
+from ..format.routing import RoutingTable, key_hash
 from .appender import AppendEngine
-from .errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
-from .events import encode_event
-from .frame_batch import EncodedEvents
-from .producer_watermarks import BROADCAST, check_asserted_time, encode_idle_marker, encode_watermark_marker
-from .routing import RoutingTable, key_hash
 from .write_future import Block, Settled, WriteFuture
 from .writer import WriterConfig, check_writer_id, frame_hash, new_writer_id, split_by_segment
 

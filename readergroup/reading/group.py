@@ -3,7 +3,7 @@
 ``ReaderGroupManager(client)`` creates named groups over a ``SegmentStoreClient``;
 ``ReaderGroup.create_reader(id)`` adds a reader. The group's state lives in the store,
 as Pravega's state synchronizer keeps it: a log of updates in ``_system/_rg/<group>``
-(``readergroup.state``), so readers in any process — and on any host, through a served
+(``readergroup.group_state.state``), so readers in any process — and on any host, through a served
 store — share one group: ``ReaderGroupManager(client).get_reader_group(name)`` (or
 ``ReaderGroup.open``) joins a group another process created. Each ``ReaderGroup``
 object is one replica of the state; readers of one object share it. A group in one
@@ -39,17 +39,17 @@ from segmentstore import (
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
-from .checkpoint import Checkpoint, ReaderPosition
-from .config import ReaderGroupConfig
-from .errors import (
+from ..config import ReaderGroupConfig
+from ..errors import (
     GroupStateError,
     InvalidPositionError,
     InvalidReaderGroupConfigError,
     ReaderGroupExistsError,
 )
+from ..group_state.checkpoint import Checkpoint, ReaderPosition
+from ..group_state.state import ReaderGroupState, SegmentState, state_segment
 from .metrics import GroupMetrics, collect_metrics
 from .reader import EventReader, ReaderStats
-from .state import ReaderGroupState, SegmentState, state_segment
 
 __all__ = ["ReaderGroup", "ReaderGroupManager", "GROUP_INDEX", "list_groups"]
 

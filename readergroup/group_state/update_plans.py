@@ -2,7 +2,7 @@
 
 ``GroupModel.apply`` makes no store call, so whatever an update depends on in the store
 travels inside it, computed by the process that issues it against its replica at the
-log position the update is then conditionally appended at (``readergroup.state``):
+log position the update is then conditionally appended at (``readergroup.group_state.state``):
 
 - ``build_entries``: positions of a new group or a reset, validated, with watermarks
   materialised from the index (``watermark_at``) and raised to checkpointed ones;
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from segmentstore import StreamSegment
 from segmentstore.client import SegmentStoreClient
 
-from .errors import InvalidPositionError
+from ..errors import InvalidPositionError
 from .group_model import GroupModel
 from .group_updates import Complete, Position, SuccessorPlan
 

@@ -29,7 +29,7 @@ from types import ModuleType
 import numpy as np
 import pyarrow as pa
 
-from .errors import FrameFormatError, InvalidEventError
+from ..errors import FrameFormatError, InvalidEventError
 from .events import (
     HEADER_SIZE,
     KIND_EVENT,

@@ -45,7 +45,7 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
-from .errors import FrameFormatError, InvalidEventError
+from ..errors import FrameFormatError, InvalidEventError
 from .events import KIND_EVENT, KIND_IDLE, KIND_WATERMARK, decode_columns, encode_event, frame_length
 
 __all__ = [

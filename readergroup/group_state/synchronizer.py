@@ -55,7 +55,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.errors import retriable
 
-from .errors import (
+from ..errors import (
     GroupStateConflictError,
     GroupStateCorruptError,
     ReaderGroupExistsError,

@@ -1,0 +1,10 @@
+"""readergroup.reading: reading a stream as a group (it may import ``format`` and ``group_state``).
+
+- ``group``: ``ReaderGroup`` and ``ReaderGroupManager`` — readers, checkpoints, resets.
+- ``reader``: ``EventReader``, reading the segments its group assigns it.
+- ``reader_membership``: the reader in its group — syncs, the segments it holds, its lease.
+- ``segment_input``: one segment as a reader consumes it, block by block.
+- ``read_results``: what a read returns (``EventRead``, ``EventBatch``, ``ReadKind``).
+- ``frontier``: the segment frontier's rules and its watermark.
+- ``metrics``: group watermark, lag and per-segment metrics.
+"""

@@ -1,0 +1,232 @@
+"""The reader in its group: which segments it holds, its syncs with the group state, its lease.
+
+The half of ``EventReader`` (``reader``) that faces the group's shared state rather than
+the segments: a sync reports the reader's acknowledged positions and finished segments
+and reaches checkpoints in one batch of the state log, then the reader holds exactly
+the segments the state assigns it (released ones dropped, acquired ones opened at their
+acknowledged positions). A heartbeat keeps its lease; a reader fenced (declared offline)
+or of a deleted group stops delivering, and a new epoch (a reset) drops what it buffered.
+The rules are in ``reader``'s module docstring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from typing import TYPE_CHECKING, NoReturn
+
+from segmentstore import Clock, SegmentNotFoundError, SegmentStoreError
+from segmentstore.limits import INT64_MAX, INT64_MIN
+
+from ..errors import (
+    ReaderGroupError,
+    ReaderGroupNotFoundError,
+    ReaderNotInGroupError,
+    StaleEpochError,
+)
+from ..group_state.liveness import Heartbeat
+from ..group_state.state_records import Pending
+from ..group_state.synchronizer import StateSynchronizer
+from .read_results import EventRead, ReadKind
+from .segment_input import SegmentInput
+
+if TYPE_CHECKING:
+    from ..group_state.state import ReaderGroupState
+
+__all__ = ["ReaderMembership"]
+
+
+class ReaderMembership:
+    """``EventReader``'s membership in its group (a mixin: its methods run on the reader).
+
+    The reader's state these use is declared here, set in ``EventReader.__init__``.
+    """
+
+    reader_id: str
+    _state: ReaderGroupState
+    _clock: Clock
+    _sync_obj: StateSynchronizer
+    _beat: Heartbeat | None
+    _token: int
+    _epoch: int
+    _version: int
+    _cps: deque[Pending]
+    _segs: dict[str, SegmentInput]
+    _cur: SegmentInput | None
+    _limit: int
+    _emitted: int
+    _late_threshold: int
+    _it_emitted: int
+    _wm_pending: int | None
+    _next_sync: int
+    _next_report: int
+    _interval: int
+    _need_sync: bool
+    _state_moved: bool
+    _closed: bool
+    _deleted: bool
+    _watermarks: bool
+    _event_time: bool
+
+    if TYPE_CHECKING:
+
+        def _ready_tails(self, wait_ms: int) -> list[SegmentInput]: ...
+
+    def _online(self) -> bool:
+        return self._state.is_online(self.reader_id, self._token)
+
+    def _check_membership(self) -> None:
+        """After the replica changed: restart on a new epoch, fail if this reader is offline
+        or its group was deleted. O(1)."""
+        version = self._sync_obj.version
+        if self._sync_obj.deleted is not None:
+            self._group_gone()
+        if self._state.epoch != self._epoch or self._closed or not self._online():
+            self._restart()
+        self._cps = self._state.model.checkpoints
+        self._version = version
+
+    def _sync_due(self, st: ReaderGroupState) -> bool:
+        now = self._clock.now()
+        beat = self._beat
+        if beat is not None and now >= beat.next_due:
+            self._keep_alive(now)
+        return (
+            self._need_sync
+            or now >= self._next_report
+            or (st.checkpoint_active and st.pending_checkpoint(self.reader_id) is not None)
+        )
+
+    def _keep_alive(self, now: int) -> None:
+        """Heartbeat (the reader's lease), let the group declare expired readers offline, and sync.
+
+        So a reader syncs with the group at least every quarter lease, however long its
+        report interval: a busy one learns of other processes' checkpoints and resets (a
+        caught-up one syncs as it waits anyway, after reading its tails).
+        """
+        beat = self._beat
+        assert beat is not None
+        try:
+            alive = beat.beat(now)
+        except SegmentNotFoundError:  # the group was deleted
+            self._group_gone()
+        if not alive:  # fenced: declared offline, or the group deleted (and made again?)
+            with contextlib.suppress(SegmentStoreError, ReaderGroupError):
+                self._state.refresh()
+            if self._sync_obj.deleted is not None:
+                self._group_gone()
+            self._closed = True
+            self._segs.clear()
+            self._cur = None
+            raise ReaderNotInGroupError(
+                f"reader {self.reader_id!r} lost its lease in group {self._state.group!r} (declared offline)"
+            )
+        self._state.sweep(now)
+        self._state_moved = True
+        if any(s.idx < s.n or not s.at_tail for s in self._segs.values()):
+            self._need_sync = True
+        self._next_sync = min(self._next_report, beat.next_due)
+
+    def _positions(self) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+        """Acknowledged ``(segment, position, watermark)`` of unfinished and of finished segments.
+
+        A finished segment (read to its sealed end) has its final watermark there.
+        """
+        acked: list[tuple[str, int, int]] = []
+        finished: list[tuple[str, int, int]] = []
+        for s in self._segs.values():
+            pos, wm = s.acked()
+            if s.finished:
+                finished.append((s.name, pos, max(s.final_wm, wm)))
+            else:
+                acked.append((s.name, pos, wm))
+        return acked, finished
+
+    def _follow(self, st: ReaderGroupState) -> None:
+        """Hold exactly the segments the state assigns this reader: drop released and completed ones,
+        open acquired ones at their acknowledged positions (oldest watermark first). O(k log k)."""
+        m = st.model
+        slot = m.readers.get(self.reader_id)
+        held = slot.segments if slot is not None else set()
+        for name in [n for n in self._segs if n not in held]:
+            del self._segs[name]
+        new = sorted((m.entries[n].watermark, n) for n in held if n not in self._segs)
+        for _, name in new:
+            e = m.entries[name]
+            self._segs[name] = SegmentInput(e.seg, e.position, e.watermark)
+
+    def _sync(self, refresh: bool = True) -> EventRead | None:
+        """Report, complete, rebalance, reach a checkpoint; learn the group watermark. O(k log n).
+
+        One batch appended to the group's state log when something changed (else one
+        read of it). ``refresh`` makes the next selection re-read tails of segments that
+        were caught up.
+        """
+        st = self._state
+        marker: EventRead | None = None
+        with st.lock:
+            now = self._clock.now()
+            if self._beat is not None and now >= self._beat.next_due:
+                self._keep_alive(now)
+            name: str | None = None
+            for _ in range(8):
+                if st.epoch != self._epoch or not self._online():
+                    self._restart()
+                acked, finished = self._positions()
+                fetch, self._state_moved = self._state_moved, False
+                try:
+                    name = st.sync_reader(self.reader_id, self._token, self._epoch, acked, finished, fetch)
+                except StaleEpochError:
+                    continue  # a reset meanwhile: restart in the new epoch and sync again
+                except ReaderNotInGroupError:
+                    self._restart()  # raises: declared offline
+                except ReaderGroupNotFoundError:
+                    self._group_gone()
+                if st.epoch == self._epoch and self._online():
+                    break
+            self._follow(st)
+            if name is not None:
+                marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
+            gw = st.event_time_watermark if self._event_time else st.group_watermark
+        if self._watermarks and gw > self._emitted and gw > INT64_MIN:
+            self._wm_pending = gw
+        self._need_sync = not self._segs
+        self._next_report = self._clock.now() + self._interval
+        beat = self._beat
+        self._next_sync = self._next_report if beat is None else min(self._next_report, beat.next_due)
+        self._cur = None
+        self._limit = INT64_MAX
+        if refresh:
+            self._ready_tails(0)  # the next selection reads the tails that moved
+        return marker
+
+    def _group_gone(self) -> NoReturn:
+        """The group was deleted: deliver nothing more, ever."""
+        self._closed = self._deleted = True
+        self._segs.clear()
+        self._cur = None
+        why = self._sync_obj.deleted or f"reader group state {self._state.segment!r} does not exist"
+        raise ReaderGroupNotFoundError(
+            f"reader {self.reader_id!r}: reader group {self._state.group!r} was deleted ({why})"
+        )
+
+    def _restart(self) -> None:
+        """A new epoch (reset): drop every buffered read; or fail if the reader left the group."""
+        if self._deleted:
+            self._group_gone()
+        if self._closed or not self._online():
+            self._segs.clear()
+            raise ReaderNotInGroupError(
+                f"reader {self.reader_id!r} is not online in group {self._state.group!r} "
+                "(closed or declared offline)"
+            )
+        self._segs.clear()
+        self._cur = None
+        self._limit = INT64_MAX
+        self._epoch = self._state.epoch
+        self._emitted = INT64_MIN
+        self._late_threshold = INT64_MIN
+        self._it_emitted = INT64_MIN
+        self._wm_pending = None
+        self._need_sync = True
+        self._state_moved = True
