@@ -37,6 +37,7 @@ from typing import Any
 
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
+from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "flink_spec"]
@@ -96,7 +97,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[s
     sc = result.scenario
     st = result.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
-    cfg = sc.strategies
+    cfg = lab_strategies(sc)  # the strategies' knobs, defaults resolved (a scenario may have none)
     step = cfg.flink_interval_ms
 
     def release(clock_ms: int) -> int:
@@ -115,7 +116,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[s
         "idle_ms": max(1, round(idle)),
         "interval_ms": timing.interval_ms,
         "pace_ms": timing.pace_ms,
-        "window_ms": sc.window_ms,
+        "window_ms": scenario_window_ms(sc),
         "start_margin_s": timing.start_margin_s,
         "sync_file": sync_file,
         "splits": splits,
@@ -170,3 +171,11 @@ def replay_flink(
         elif rec[0] == "win" and int(rec[3]) < _MAX_WM:
             fired.append((int(rec[1]), int(rec[2])))
     return FlinkReplay(arrivals, sorted(fired), slip, str(doc["version"]), timing)
+
+
+def scenario_window_ms(sc: Any) -> int:
+    """The scenario's tumbling window (the lab refuses a scenario without one before it runs)."""
+    window: int | None = sc.window_ms
+    if window is None:
+        raise EngineRunError(f"{sc.name}: the lab needs pipeline.window_ms")
+    return window

@@ -8,8 +8,9 @@ from typing import Any
 from ..lab import load_lab_scenario, run_compare
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import SparkStrategy
+from ..lab.lab_scenario import lab_strategies
 from .errors import EngineUnavailableError, ValidateError
-from .flink_engine import FlinkTiming, flink_available, replay_flink
+from .flink_engine import FlinkTiming, flink_available, replay_flink, scenario_window_ms
 from .spark_engine import replay_spark, spark_available
 from .verdict import Verdict, flink_verdict, not_run, spark_verdict
 
@@ -34,9 +35,9 @@ def validate_spark(result: LabResult, spark: Any) -> Verdict:
         spark,
         st.batches,
         st.inputs,
-        delay_ms=sc.strategies.spark_delay_ms,
-        window_ms=sc.window_ms,
-        policy=sc.strategies.spark_policy,
+        delay_ms=lab_strategies(sc).spark_delay_ms,
+        window_ms=scenario_window_ms(sc),
+        policy=lab_strategies(sc).spark_policy,
         start_time_ms=sc.start_time_ms,
     )
     return spark_verdict(result, replay)
