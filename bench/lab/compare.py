@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,16 +30,24 @@ from readergroup.config import ReaderGroupConfig
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventReader, ReadKind
 from readergroup.writing.transaction import Transaction
-from segmentstore import ManualClock, SegmentStore, StoreConfig
+from segmentstore import Clock, ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MIN
 
 from ..sim.actors import instance_names, scale_plan, scale_times
 from ..sim.arrivals import EventSource
-from ..sim.scenario import ReaderSpec, Scenario, StrategiesSpec, WriterSpec
+from ..sim.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
 from ..sim.seeds import Seeds
-from .compared_strategies import LabEvent, Strategy, make_strategies
-from .lab_scenario import lab_ready, lab_strategies
+from .compared_strategies import (
+    FlinkStrategy,
+    IngestionStrategy,
+    LabEvent,
+    ProducerStrategy,
+    SparkStrategy,
+    Strategy,
+)
+from .lab_scenario import LabStrategies, lab_ready, lab_strategies
+from .plugins import PluginStrategy
 
 __all__ = ["LabResult", "run_compare", "summarise"]
 
@@ -287,6 +295,21 @@ def _scale(client: EmbeddedClient, stream: str, mode: str, k: int) -> None:
     seal, ranges = scale_plan(mode, k, segs)
     if seal:
         client.scale_stream(stream, seal, ranges)
+
+
+def make_strategies(
+    config: LabStrategies, window_ms: int, clock: Clock, stages: Sequence[StageSpec] = ()
+) -> list[Strategy]:
+    """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order.
+
+    With ``stages``, each strategy's pipeline feeds its own chain of them.
+    """
+    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, FlinkStrategy, SparkStrategy)
+    out = [cls(config, window_ms, clock) for cls in kinds]
+    out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
+    for st in out:
+        st.pipeline.attach_stages(stages)
+    return out
 
 
 def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> LabResult:

@@ -59,7 +59,6 @@ __all__ = [
     "FlinkStrategy",
     "SparkStrategy",
     "SparkBatch",
-    "make_strategies",
 ]
 
 
@@ -334,7 +333,10 @@ class _SparkEviction(_OrderingSink):
     __slots__ = ()
 
     def emit_watermark(self, watermark: Watermark) -> None:
-        self.pipeline.windows.process_watermark(Watermark(watermark.timestamp - 1))
+        p = self.pipeline
+        p.windows.process_watermark(Watermark(watermark.timestamp - 1))
+        if p.chain is not None:  # the stages after it see Spark's watermark as it is
+            p.chain.input_watermark_at(watermark.timestamp, p.clock.now())
 
 
 class SparkStrategy(Strategy):
@@ -430,20 +432,3 @@ class SparkStrategy(Strategy):
             assert i == 0 or b.t_ms > self.batches[i - 1].t_ms
             prev = b.watermark
         assert self._next >= prev and all(v >= 0 for v in self._inputs.values())
-
-
-def make_strategies(
-    config: LabStrategies, window_ms: int, clock: Clock, stages: Sequence[StageSpec] = ()
-) -> list[Strategy]:
-    """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order.
-
-    With ``stages``, each strategy's pipeline feeds its own chain of them.
-    """
-    from .plugins import PluginStrategy
-
-    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, FlinkStrategy, SparkStrategy)
-    out = [cls(config, window_ms, clock) for cls in kinds]
-    out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
-    for st in out:
-        st.pipeline.attach_stages(stages)
-    return out

@@ -29,10 +29,8 @@ call is re-raised as ``LabStrategyError`` naming the strategy and the method.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from readergroup.config import TimeDomain
 from readergroup.group_state.state import SegmentState
@@ -40,8 +38,9 @@ from segmentstore import Clock
 from segmentstore.checks import checked
 
 from ..sim.errors import SimulationError
+from ..sim.strategy_classes import instantiate, load_strategy_class
 from .compared_strategies import LabEvent, Strategy
-from .lab_scenario import LabCustomStrategy, LabScenarioError, LabStrategies
+from .lab_scenario import LabCustomStrategy, LabStrategies
 
 __all__ = [
     "LabEvent",
@@ -75,54 +74,6 @@ class LabWatermarkStrategy(Protocol):
     def on_event(self, event: LabEvent) -> None: ...
 
     def watermark(self, now_ms: int) -> int | None: ...
-
-
-_REQUIRED = ("on_event", "watermark")
-
-
-def load_strategy_class(class_path: str) -> type[Any]:
-    """The class named by ``module:Class`` (``Class`` may be dotted); ``LabScenarioError`` if unusable."""
-    module_name, sep, qual = class_path.partition(":")
-    if not sep or not module_name or not qual:
-        raise LabScenarioError(f"must be 'module:Class', got {class_path!r}", "class_path")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise LabScenarioError(f"cannot import module {module_name!r}: {e}", "class_path") from None
-    except Exception as e:  # the module itself raised while importing
-        raise LabScenarioError(
-            f"importing module {module_name!r} raised {type(e).__name__}: {e}", "class_path"
-        ) from None
-    for part in qual.split("."):
-        if not hasattr(obj, part):
-            raise LabScenarioError(f"module {module_name!r} has no attribute {qual!r}", "class_path")
-        obj = getattr(obj, part)
-    if not inspect.isclass(obj):
-        raise LabScenarioError(f"{class_path!r} is a {type(obj).__name__}, not a class", "class_path")
-    missing = [m for m in _REQUIRED if not callable(getattr(obj, m, None))]
-    if missing:
-        raise LabScenarioError(
-            f"{class_path!r} is not a lab watermark strategy: it lacks {', '.join(missing)}() "
-            "(see docs/strategies.md)",
-            "class_path",
-        )
-    domain = getattr(obj, "time_domain", "processing")
-    if domain not in TIME_DOMAINS:
-        raise LabScenarioError(
-            f"{class_path!r}.time_domain must be one of {', '.join(TIME_DOMAINS)}, got {domain!r}",
-            "class_path",
-        )
-    return obj
-
-
-def instantiate(spec: LabCustomStrategy) -> Any:
-    """A new instance of ``spec``'s class with its params; ``LabScenarioError`` if the class rejects them."""
-    cls = load_strategy_class(spec.class_path)
-    params = dict(spec.params)
-    try:
-        return cls(**params)
-    except (TypeError, ValueError) as e:
-        raise LabScenarioError(f"{spec.class_path} rejected {params!r}: {e}", "params") from None
 
 
 class PluginStrategy(Strategy):

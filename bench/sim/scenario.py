@@ -536,7 +536,7 @@ class CustomStrategySpec:
             raise ScenarioError("must not be empty", "name")
         if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
             raise ScenarioError(f"must be a mapping of names to values, got {self.params!r}", "params")
-        from ..lab.plugins import instantiate  # the lab's loader (imports bench.lab lazily)
+        from .strategy_classes import instantiate
 
         instantiate(self)  # import, check the interface and the params now, not mid-run
 
