@@ -66,10 +66,10 @@ _RC: dict[str, Any] = {
 }
 
 
-def check(fmt: str) -> str:
-    """``fmt`` if it is one of ``FORMATS``; ``ValueError`` otherwise."""
+def check(fmt: str, error: type[Exception] = ValueError) -> str:
+    """``fmt`` if it is one of ``FORMATS``; ``error`` (the caller's package error) otherwise."""
     if fmt not in FORMATS:
-        raise ValueError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise error(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     return fmt
 
 

@@ -109,6 +109,17 @@ _RUN_OPTIONS = (
 )
 
 
+_format_option = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FIGURE_FORMATS),
+    default="png",
+    show_default=True,
+    help="Figure format (svg and pdf are vector, for papers).",
+)
+"""``--format`` of every command that draws figures."""
+
+
 def _run_options(f: Any) -> Any:
     for opt in reversed(_RUN_OPTIONS):
         f = opt(f)
@@ -121,14 +132,7 @@ def _run_options(f: Any) -> Any:
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FIGURE_FORMATS),
-    default="png",
-    show_default=True,
-    help="Figure format (svg and pdf are vector, for papers).",
-)
+@_format_option
 def simulate(
     scenario: str,
     overrides: tuple[str, ...],
@@ -229,14 +233,7 @@ def bench_cmd(quick: bool, tiny: bool, modules: tuple[str, ...], with_pytest: bo
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/experiment-<sweep>)."
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FIGURE_FORMATS),
-    default="png",
-    show_default=True,
-    help="Figure format (svg and pdf are vector, for papers).",
-)
+@_format_option
 def experiment(
     sweep: str,
     replications: int | None,
@@ -279,14 +276,7 @@ def experiment(
     help="Also write compare.csv/.json, the figure and manifest.json there.",
 )
 @click.option("--no-plot", is_flag=True, help="With --out: skip the figure.")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FIGURE_FORMATS),
-    default="png",
-    show_default=True,
-    help="Figure format (svg and pdf are vector, for papers).",
-)
+@_format_option
 def compare(
     scenario: str,
     overrides: tuple[str, ...],

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..figures import FORMATS
+from .. import figures
 from ..sim.errors import OutputError
 from ..sim.manifest import Provenance
 from ..sim.scenario import Scenario, scenario_to_dict
@@ -60,8 +60,7 @@ def compare_scenario(
 
     Figures as ``fmt`` (png, svg or pdf).
     """
-    if fmt not in FORMATS:
-        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    figures.check(fmt, OutputError)
     prov = provenance or Provenance()
     sc = load_lab_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else sc.replications

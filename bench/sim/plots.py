@@ -211,8 +211,7 @@ def _stages(plt: Any, result: SimResult, out_dir: Path, fmt: str) -> Path:
 
 def plot_result(result: SimResult, out_dir: Path, fmt: str = "png") -> list[Path]:
     """Write ``watermarks.<fmt>`` and ``lateness.<fmt>`` (png, svg, pdf) into ``out_dir``; returns them."""
-    if fmt not in figures.FORMATS:
-        raise OutputError(f"figure format must be one of {', '.join(figures.FORMATS)}, got {fmt!r}")
+    figures.check(fmt, OutputError)
     plt = figures.pyplot()
     paths = [_watermarks(plt, result, out_dir, fmt), _lateness(plt, result, out_dir, fmt)]
     if result.stage_rows:

@@ -29,6 +29,7 @@ from .errors import OutputError
 from .experiment import aggregate, aggregate_series, execute, replication_tasks
 from .manifest import Provenance
 from .scenario import Scenario, scenario_to_dict
+from .stats import mean_ci
 
 __all__ = ["run_replications", "format_replications", "LAB_SHOWN"]
 
@@ -37,14 +38,6 @@ LAB_SHOWN = ("late_fraction", "completeness", "wm_lag_mean_ms", "result_latency_
 
 def _cell(v: Any) -> Any:
     return "" if v is None else v
-
-
-def _pm(s: Mapping[str, Any]) -> str:
-    if s["mean"] is None:
-        return "-"
-    if s["ci95"] is None:
-        return f"{s['mean']:g}"
-    return f"{s['mean']:g} ± {s['ci95']:.3g}"
 
 
 def format_replications(
@@ -60,7 +53,9 @@ def format_replications(
                 strategies.append(s)
         rows = [["strategy", *LAB_SHOWN]]
         for s in strategies:
-            rows.append([s, *(_pm(metrics[f"{s}.{m}"]) if f"{s}.{m}" in metrics else "-" for m in LAB_SHOWN)])
+            rows.append(
+                [s, *(mean_ci(metrics[f"{s}.{m}"]) if f"{s}.{m}" in metrics else "-" for m in LAB_SHOWN)]
+            )
     else:
         rows = [["metric", "mean", "sd", "95 % CI"]]
         for m, st in metrics.items():

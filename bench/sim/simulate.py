@@ -15,7 +15,7 @@ from typing import Any
 
 from segmentstore import SegmentStore
 
-from ..figures import FORMATS
+from .. import figures
 from .engine import run_scenario, write_result
 from .errors import OutputError, ScenarioError
 from .manifest import Provenance
@@ -91,8 +91,7 @@ def simulate(
 ) -> tuple[SimResult, list[Path]]:
     """Load, run and write a scenario (figures as ``fmt``: png, svg or pdf) and its manifest;
     print a short summary. Returns the result and the files written."""
-    if fmt not in FORMATS:
-        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    figures.check(fmt, OutputError)
     prov = provenance or Provenance()
     scenario = load_scenario(name_or_path, overrides, seed)
     out_dir = prepare_output_dir(out if out is not None else default_out_dir(scenario))
@@ -133,8 +132,7 @@ def simulate_replications(
     """
     from .replicate import run_replications
 
-    if fmt not in FORMATS:
-        raise OutputError(f"figure format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    figures.check(fmt, OutputError)
     prov = provenance or Provenance()
     scenario = load_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else scenario.replications

@@ -12,10 +12,10 @@ not needed.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["t_quantile_975", "summarise", "T975"]
+__all__ = ["t_quantile_975", "summarise", "mean_ci", "T975"]
 
 T975: dict[int, float] = {
     1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
@@ -81,3 +81,12 @@ def _r(x: float) -> float | int:
     """Rounded to 6 significant decimals (an int when whole): stable text in CSV/JSON across platforms."""
     v = float(f"{x:.6g}")
     return int(v) if v.is_integer() and abs(v) < 2**53 else v
+
+
+def mean_ci(s: Mapping[str, Any], sep: str = " ± ") -> str:
+    """A ``summarise`` result as text: ``mean ± ci95``, the mean alone with one value, ``-`` with none."""
+    if s["mean"] is None:
+        return "-"
+    if s["ci95"] is None:
+        return f"{s['mean']:g}"
+    return f"{s['mean']:g}{sep}{s['ci95']:.3g}"

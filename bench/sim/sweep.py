@@ -41,6 +41,7 @@ from .experiment import SIM_METRICS, TOOLS, aggregate, execute, replication_task
 from .manifest import Provenance
 from .scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
 from .simulate import DEFAULT_RUNS_DIR, prepare_output_dir
+from .stats import mean_ci
 
 __all__ = [
     "Sweep",
@@ -349,14 +350,6 @@ def write_sweep(
     return results
 
 
-def _fmt(s: Mapping[str, Any]) -> str:
-    if s["mean"] is None:
-        return "-"
-    if s["ci95"] is None:
-        return f"{s['mean']:g}"
-    return f"{s['mean']:g}±{s['ci95']:.3g}"
-
-
 def run_experiment(
     sweep_ref: str,
     master: str = "local[*]",
@@ -399,7 +392,11 @@ def run_experiment(
     ]
     echo("  ".join([*(k.split(".")[-1] for k in keys), *shown]))
     for res in results:
-        echo("  ".join([*(str(res["params"][k]) for k in keys), *(_fmt(res["metrics"][m]) for m in shown)]))
+        echo(
+            "  ".join(
+                [*(str(res["params"][k]) for k in keys), *(mean_ci(res["metrics"][m], "±") for m in shown)]
+            )
+        )
     if sweep.replications > 1:
         echo(f"(mean±half-width of the 95 % Student-t interval over {sweep.replications} seeds)")
     echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.{fmt}, manifest.json")
