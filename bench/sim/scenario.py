@@ -23,17 +23,22 @@ int, ``1.5`` a float, ``true`` a bool, ``null`` None, ``[1, 2]`` a list).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..scenarios import yaml_specs
 from ..scenarios.yaml_specs import build_dataclass, find, read_mapping, shipped
 from .errors import ScenarioError
+from .spec_fields import check_fields, spec_field
+from .writer_spec import (
+    WHEN_IDLE,
+    DelaySpec,
+    ScheduledEvent,
+    WorkloadSpec,
+    WriterSpec,
+)
 
 __all__ = [
     "StoreSpec",
@@ -66,67 +71,28 @@ __all__ = [
 ]
 
 
-def _f(
-    default: Any = dataclasses.MISSING,
-    *,
-    low: float | None = None,
-    choices: tuple[str, ...] = (),
-    doc: str = "",
-) -> Any:
-    """A field with a lower bound or a set of choices (checked by ``_validate``) and its meaning (``doc``)."""
-    meta = {"low": low, "choices": choices, "doc": doc}
-    if isinstance(default, (list, dict, set)):
-        raise TypeError("use a tuple or a frozen dataclass default")
-    if dataclasses.is_dataclass(default):
-        return field(default_factory=_constant(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _constant(value: Any) -> Any:
-    """A default factory returning ``value`` (a frozen dataclass, safe to share)."""
-
-    def make() -> Any:
-        return value
-
-    return make
-
-
-def _validate(obj: Any) -> None:
-    """Check the bounds and choices declared with ``_f`` (raises ``ScenarioError`` naming the field)."""
-    for f in dataclasses.fields(obj):
-        v = getattr(obj, f.name)
-        low = f.metadata.get("low")
-        if low is not None and v is not None and not isinstance(v, tuple) and v < low:
-            raise ScenarioError(f"must be >= {low:g}, got {v!r}", f.name)
-        if low is not None and isinstance(v, tuple) and any(x < low for x in v):
-            raise ScenarioError(f"every value must be >= {low:g}, got {list(v)}", f.name)
-        choices = f.metadata.get("choices")
-        if choices and v not in choices:
-            raise ScenarioError(f"must be one of {', '.join(choices)}; got {v!r}", f.name)
-
-
 @dataclass(frozen=True, slots=True)
 class StoreSpec:
     """The segment store's watermark settings (``StoreConfig``)."""
 
-    max_watermark_lag_ms: int = _f(
+    max_watermark_lag_ms: int = spec_field(
         10_000, low=1, doc="an idle segment's watermark advances once its tail is older than this (PDP-26)"
     )
-    polling_period_ms: int = _f(1_000, low=1, doc="how often the watermark advancer runs")
+    polling_period_ms: int = spec_field(1_000, low=1, doc="how often the watermark advancer runs")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
 class StreamSpec:
     """The one stream every writer writes and the reader group reads."""
 
-    name: str = _f("sim/stream", doc="'scope/name'")
-    segments: int = _f(1, low=1, doc="segments at the start (equal key ranges)")
+    name: str = spec_field("sim/stream", doc="'scope/name'")
+    segments: int = spec_field(1, low=1, doc="segments at the start (equal key ranges)")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         if self.name.count("/") != 1 or not all(self.name.split("/")):
             raise ScenarioError(f"must be 'scope/name', got {self.name!r}", "name")
 
@@ -148,192 +114,18 @@ class ScalingSpec:
     half the target merge (never below ``min_segments``).
     """
 
-    every_ms: int | None = _f(None, low=1, doc="period of scale events (auto: of the rate checks)")
-    at_ms: tuple[int, ...] = _f((), low=0, doc="times of scale events")
-    start_ms: int = _f(0, low=0, doc="the first periodic scale event is at start_ms + every_ms")
-    stop_ms: int | None = _f(None, low=0, doc="no scale event after this")
-    mode: str = _f("shift", choices=SCALING_MODES, doc="what a scale event does (see above)")
-    target_rate_per_s: float = _f(1_000.0, low=0, doc="auto: a segment's target event rate")
-    min_segments: int = _f(1, low=1, doc="auto: never merge below this many active segments")
+    every_ms: int | None = spec_field(None, low=1, doc="period of scale events (auto: of the rate checks)")
+    at_ms: tuple[int, ...] = spec_field((), low=0, doc="times of scale events")
+    start_ms: int = spec_field(0, low=0, doc="the first periodic scale event is at start_ms + every_ms")
+    stop_ms: int | None = spec_field(None, low=0, doc="no scale event after this")
+    mode: str = spec_field("shift", choices=SCALING_MODES, doc="what a scale event does (see above)")
+    target_rate_per_s: float = spec_field(1_000.0, low=0, doc="auto: a segment's target event rate")
+    min_segments: int = spec_field(1, low=1, doc="auto: never merge below this many active segments")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         if self.mode == "auto" and self.every_ms is None:
             raise ScenarioError("auto scaling measures rates every every_ms: set it", "every_ms")
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduledEvent:
-    """One event of a ``schedule`` workload: written at ``at_ms`` with routing key ``key``."""
-
-    at_ms: int = _f(low=0, doc="when it is written")
-    key: str = _f(doc="its routing key")
-    event_time_offset_ms: int = _f(0, doc="added to its event time (the writer's clock at at_ms)")
-
-    def __post_init__(self) -> None:
-        _validate(self)
-
-
-WORKLOAD_KINDS = ("constant", "poisson", "bursty", "mmpp", "periodic_idle", "schedule", "trace")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkloadSpec:
-    """When a writer produces events (its arrival process).
-
-    ``constant``: ``rate_per_s``, evenly spaced; ``poisson``: a Poisson process of
-    ``rate_per_s``; ``bursty``: ``rate_per_s``, and ``burst_rate_per_s`` for ``burst_ms``
-    every ``burst_every_ms``; ``mmpp``: on/off bursts (a two-state Markov-modulated
-    Poisson process) with ``burst_rate_per_s`` in bursts of mean length ``burst_ms``,
-    ``rate_per_s`` between them for a mean ``burst_every_ms - burst_ms`` (both
-    exponential, the same mean rate as ``bursty``); ``periodic_idle``: ``rate_per_s`` for
-    ``active_ms``, then nothing for ``idle_ms``, repeated; ``schedule``: exactly
-    ``events``; ``trace``: the rows of the CSV or Parquet file ``trace`` (columns
-    ``time_ms`` since the run's start, ``key``, optionally ``event_time_ms`` since the
-    epoch — else the writer's clock — and ``size``, the payload bytes). Phases (bursts,
-    idle periods) count from the writer's ``start_ms``.
-    """
-
-    kind: str = _f("constant", choices=WORKLOAD_KINDS, doc="the arrival process (see above)")
-    rate_per_s: float = _f(100.0, low=0, doc="events/s (bursty, mmpp: between bursts)")
-    burst_rate_per_s: float = _f(1_000.0, low=0, doc="bursty, mmpp: events/s in a burst")
-    burst_ms: int = _f(1_000, low=1, doc="bursty: burst length; mmpp: mean burst length")
-    burst_every_ms: int = _f(10_000, low=1, doc="bursty: burst period; mmpp: mean burst + calm length")
-    active_ms: int = _f(10_000, low=1, doc="periodic_idle: active phase")
-    idle_ms: int = _f(10_000, low=0, doc="periodic_idle: idle phase")
-    events: tuple[ScheduledEvent, ...] = _f((), doc="schedule: the events")
-    trace: str = _f("", doc="trace: a .csv or .parquet file (relative paths: to the scenario file)")
-
-    def __post_init__(self) -> None:
-        _validate(self)
-        if self.kind == "schedule" and not self.events:
-            raise ScenarioError("a 'schedule' workload needs at least one event", "events")
-        if self.kind == "trace" and not self.trace:
-            raise ScenarioError("a 'trace' workload needs the trace file", "trace")
-        if self.kind in ("bursty", "mmpp") and self.burst_ms > self.burst_every_ms:
-            raise ScenarioError(
-                f"burst_ms {self.burst_ms} is longer than burst_every_ms {self.burst_every_ms}", "burst_ms"
-            )
-
-    @property
-    def random(self) -> bool:
-        """Whether the arrivals are drawn at random."""
-        return self.kind in ("poisson", "mmpp")
-
-
-DELAY_KINDS = ("none", "fixed", "uniform", "exponential", "lognormal")
-
-
-@dataclass(frozen=True, slots=True)
-class DelaySpec:
-    """A delay in ms drawn per event: ``none`` (0), ``fixed`` (``ms``), ``uniform`` in ``[0, ms]``,
-    ``exponential`` of mean ``ms``, ``lognormal`` of median ``ms`` and shape ``sigma``."""
-
-    kind: str = _f("none", choices=DELAY_KINDS, doc="the distribution")
-    ms: float = _f(
-        0.0, low=0, doc="fixed: the delay; uniform: the maximum; exponential: the mean; lognormal: the median"
-    )
-    sigma: float = _f(1.0, low=0, doc="lognormal: the standard deviation of the log")
-
-    def __post_init__(self) -> None:
-        _validate(self)
-
-    @property
-    def random(self) -> bool:
-        return self.kind in ("uniform", "exponential", "lognormal") and self.ms > 0
-
-    @property
-    def active(self) -> bool:
-        return self.kind != "none" and self.ms > 0
-
-    def bound_ms(self) -> int:
-        """A delay the draws stay below: the maximum (fixed, uniform), else the 99.9th percentile."""
-        if not self.active:
-            return 0
-        if self.kind in ("fixed", "uniform"):
-            return math.ceil(self.ms)
-        if self.kind == "exponential":
-            return math.ceil(self.ms * math.log(1000.0))
-        return math.ceil(self.ms * math.exp(3.0902 * self.sigma))
-
-    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` delays (int64 ms, >= 0)."""
-        if not self.active or n == 0:
-            return np.zeros(n, np.int64)
-        if self.kind == "fixed":
-            return np.full(n, round(self.ms), np.int64)
-        if self.kind == "uniform":
-            return rng.integers(0, math.floor(self.ms) + 1, size=n, dtype=np.int64)
-        if self.kind == "exponential":
-            x = rng.exponential(self.ms, size=n)
-        else:
-            x = rng.lognormal(math.log(self.ms), self.sigma, size=n)
-        return np.floor(x).astype(np.int64)
-
-
-WHEN_IDLE = ("heartbeat", "mark_idle", "silent")
-
-
-@dataclass(frozen=True, slots=True)
-class WriterSpec:
-    """A writer (``count`` > 1: that many instances ``name-0`` ...), its workload and its clock.
-
-    Events are produced during each ``tick_ms`` and handed to the store at the tick's end
-    (``schedule``: at their time) plus a ``write_latency``, resolved on the tick grid (an
-    event due within a tick is appended at its end: a smaller tick is finer and slower);
-    then one append per segment
-    (``api: batch``, frames built in numpy) or an ``EventWriter`` (``api: event_writer``).
-    With ``commit_interval_ms`` the writer writes through transactions committed at that
-    interval. Event time = the writer's clock (``start_time_ms`` + production time, drifting
-    by ``clock_drift_ppm``, + ``event_time_skew_ms``) minus a ``disorder`` delay. Routing
-    keys: ``keys`` or ``key_count`` keys ``f"{instance}-{i}"``, used in turn.
-    ``assert_every_ms``, ``assert_error_ms`` and ``when_idle`` are the producer-watermark
-    assertions the lab's ``producer`` strategy uses: every ``assert_every_ms`` the writer
-    notes the time ``clock - disorder bound + assert_error_ms`` (truthful when the error
-    is 0 and the disorder is bounded); when idle (before ``start_ms``, after ``stop_ms``,
-    in an idle phase) it keeps asserting (``heartbeat``), marks itself idle
-    (``mark_idle``) or says nothing (``silent``).
-    """
-
-    name: str = _f(doc="its name (instances: name-0, name-1, ...)")
-    count: int = _f(1, low=1, doc="instances")
-    keys: tuple[str, ...] = _f((), doc="routing keys (default: key_count keys named after the instance)")
-    key_count: int = _f(1, low=1, doc="routing keys when keys is empty")
-    workload: WorkloadSpec = field(default_factory=WorkloadSpec, metadata={"doc": "the arrival process"})
-    max_events: int | None = _f(None, low=0, doc="stop after this many events")
-    start_ms: int = _f(0, low=0, doc="first production time")
-    stop_ms: int | None = _f(None, low=0, doc="no event produced at or after this")
-    tick_ms: int = _f(
-        100,
-        low=1,
-        doc="the writer's time grid: a tick's events are handed over at its end, and reach the store on it",
-    )
-    event_time_skew_ms: int = _f(0, doc="the writer's clock minus the true time")
-    clock_drift_ppm: float = _f(0.0, doc="the clock runs fast (> 0) by this many ppm of elapsed time")
-    clock_drift_sd_ppm: float = _f(
-        0.0, low=0, doc="each instance's drift is drawn from N(clock_drift_ppm, this)"
-    )
-    disorder: DelaySpec = field(
-        default_factory=DelaySpec, metadata={"doc": "event time = clock - this delay (out-of-order events)"}
-    )
-    write_latency: DelaySpec = field(
-        default_factory=DelaySpec, metadata={"doc": "from hand-over to the store's append"}
-    )
-    payload_bytes: int = _f(16, low=8, doc="payload size (trace: the size column wins)")
-    api: str = _f("batch", choices=("batch", "event_writer"), doc="the simulator's write path")
-    commit_interval_ms: int | None = _f(None, low=1, doc="write through transactions committed this often")
-    assert_every_ms: int | None = _f(1_000, low=1, doc="lab: producer watermark assertions (null: never)")
-    assert_error_ms: int = _f(0, doc="lab: added to every assertion (> 0: false promises)")
-    when_idle: str = _f("heartbeat", choices=WHEN_IDLE, doc="lab: what an idle writer asserts")
-
-    def __post_init__(self) -> None:
-        _validate(self)
-        if not self.name:
-            raise ScenarioError("must not be empty", "name")
-        if self.stop_ms is not None and self.stop_ms < self.start_ms:
-            raise ScenarioError(f"{self.stop_ms} is before start_ms {self.start_ms}", "stop_ms")
-        if len(set(self.keys)) != len(self.keys):
-            raise ScenarioError(f"routing keys repeat: {list(self.keys)}", "keys")
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,11 +134,11 @@ class NoAckFault:
     but never reads again, so it never acknowledges what it holds (the Pulsar demo's
     ``--fault-noack``): the group watermark stalls for every reader."""
 
-    start_ms: int = _f(low=0, doc="the fault begins")
-    end_ms: int | None = _f(None, low=0, doc="the fault ends (null: never)")
+    start_ms: int = spec_field(low=0, doc="the fault begins")
+    end_ms: int | None = spec_field(None, low=0, doc="the fault ends (null: never)")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         if self.end_ms is not None and self.end_ms <= self.start_ms:
             raise ScenarioError(f"{self.end_ms} is not after start_ms {self.start_ms}", "end_ms")
 
@@ -364,18 +156,22 @@ class ReaderSpec:
     declared offline.
     """
 
-    name: str = _f(doc="its name (instances: name-0, name-1, ...)")
-    count: int = _f(1, low=1, doc="instances")
-    join_ms: int = _f(0, low=0, doc="joins the group")
-    leave_ms: int | None = _f(None, low=0, doc="leaves cleanly (close)")
-    crash_ms: int | None = _f(None, low=0, doc="crashes, for good")
-    offline_after_ms: int = _f(1_000, low=0, doc="failure detection: a crash is declared this long after")
-    rate_per_s: float | None = _f(None, low=0, doc="events/s it can read (null: unlimited)")
-    poll_ms: int = _f(50, low=1, doc="poll period")
+    name: str = spec_field(doc="its name (instances: name-0, name-1, ...)")
+    count: int = spec_field(1, low=1, doc="instances")
+    join_ms: int = spec_field(0, low=0, doc="joins the group")
+    leave_ms: int | None = spec_field(None, low=0, doc="leaves cleanly (close)")
+    crash_ms: int | None = spec_field(None, low=0, doc="crashes, for good")
+    offline_after_ms: int = spec_field(
+        1_000, low=0, doc="failure detection: a crash is declared this long after"
+    )
+    rate_per_s: float | None = spec_field(None, low=0, doc="events/s it can read (null: unlimited)")
+    poll_ms: int = spec_field(50, low=1, doc="poll period")
     processing: DelaySpec = field(
         default_factory=DelaySpec, metadata={"doc": "per-event processing time (simulator)"}
     )
-    mtbf_ms: float | None = _f(None, low=1, doc="mean time between random crashes (simulator; null: none)")
+    mtbf_ms: float | None = spec_field(
+        None, low=1, doc="mean time between random crashes (simulator; null: none)"
+    )
     restart_ms: DelaySpec = field(
         default_factory=lambda: DelaySpec("fixed", 1_000.0),
         metadata={"doc": "after a random crash is declared, the time until it rejoins"},
@@ -385,7 +181,7 @@ class ReaderSpec:
     )
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         if not self.name:
             raise ScenarioError("must not be empty", "name")
         for what in ("leave_ms", "crash_ms"):
@@ -405,12 +201,12 @@ class FaultsSpec:
     advancer does not run; nothing is lost. Outages at ``store_restart_at_ms`` and, with
     ``store_mtbf_ms``, at random (exponential times between them)."""
 
-    store_restart_at_ms: tuple[int, ...] = _f((), low=0, doc="outage start times")
-    store_mtbf_ms: float | None = _f(None, low=1, doc="mean time between random outages (null: none)")
-    store_downtime_ms: int = _f(1_000, low=1, doc="how long each outage lasts")
+    store_restart_at_ms: tuple[int, ...] = spec_field((), low=0, doc="outage start times")
+    store_mtbf_ms: float | None = spec_field(None, low=1, doc="mean time between random outages (null: none)")
+    store_downtime_ms: int = spec_field(1_000, low=1, doc="how long each outage lasts")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
 
     @property
     def any(self) -> bool:
@@ -427,18 +223,20 @@ class GroupSpec:
     in real time and is not deterministic.
     """
 
-    position_report_interval_ms: int = _f(100, low=0, doc="how often readers report their positions")
-    read_buffer_bytes: int = _f(1 << 20, low=64, doc="bytes a reader reads ahead per segment")
-    max_event_time_lag_ms: int = _f(
+    position_report_interval_ms: int = spec_field(100, low=0, doc="how often readers report their positions")
+    read_buffer_bytes: int = spec_field(1 << 20, low=64, doc="bytes a reader reads ahead per segment")
+    max_event_time_lag_ms: int = spec_field(
         0,
         low=0,
         doc="maxEventTimeLag: event-time watermark = group watermark - this (lab: the ingestion strategy's)",
     )
-    reader_timeout_ms: int = _f(0, low=0, doc="reader lease (0: none)")
-    processes: bool = _f(False, doc="readers in processes of their own, in real time (not deterministic)")
+    reader_timeout_ms: int = spec_field(0, low=0, doc="reader lease (0: none)")
+    processes: bool = spec_field(
+        False, doc="readers in processes of their own, in real time (not deterministic)"
+    )
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -451,19 +249,19 @@ class StageSpec:
     one. ``delay_ms``: how long records and watermarks take to reach this stage.
     """
 
-    name: str = _f(doc="its name (not 'reorder'; unique in the chain)")
-    kind: str = _f(
+    name: str = spec_field(doc="its name (not 'reorder'; unique in the chain)")
+    kind: str = spec_field(
         "window", choices=("window", "aggregate"), doc="keyed tumbling windows or a running aggregate"
     )
-    window_ms: int | None = _f(None, low=1, doc="window: the window length (aggregate: none)")
-    key: str = _f(
+    window_ms: int | None = spec_field(None, low=1, doc="window: the window length (aggregate: none)")
+    key: str = spec_field(
         "key", choices=("key", "all"), doc="key: keep the record's key; all: one key for every record"
     )
-    function: str = _f("sum", choices=("sum", "max"), doc="how values are combined")
-    delay_ms: int = _f(0, low=0, doc="how long records and watermarks take to reach this stage")
+    function: str = spec_field("sum", choices=("sum", "max"), doc="how values are combined")
+    delay_ms: int = spec_field(0, low=0, doc="how long records and watermarks take to reach this stage")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         if self.kind == "window" and self.window_ms is None:
             raise ScenarioError("a window stage needs window_ms", "window_ms")
         if self.kind == "aggregate" and self.window_ms is not None:
@@ -479,16 +277,16 @@ class PipelineSpec:
     measured per stage (``bench.sim.stages``; written to ``stages.csv``).
     """
 
-    ordering: bool = _f(False, doc="reorder by event time (EventTimeOrderingOperator)")
-    window_ms: int | None = _f(
+    ordering: bool = spec_field(False, doc="reorder by event time (EventTimeOrderingOperator)")
+    window_ms: int | None = spec_field(
         None, low=1, doc="tumbling event-time windows after the ordering (lab: required)"
     )
-    stages: tuple[StageSpec, ...] = _f(
+    stages: tuple[StageSpec, ...] = spec_field(
         (), doc="operators after the reordering step, lag measured per stage (docs/pipelines.md)"
     )
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         if self.stages and not self.ordering:
             raise ScenarioError("stages follow the ordering step: set pipeline.ordering", "stages")
         names = [s.name for s in self.stages]
@@ -501,14 +299,14 @@ class PipelineSpec:
 class MetricsSpec:
     """What is sampled (every ``sample_ms``) and written."""
 
-    sample_ms: int = _f(1_000, low=1, doc="sampling period of the series")
-    segments: bool = _f(True, doc="write per-segment rows (segments.csv)")
-    event_log: bool = _f(False, doc="write every event's journey (events.csv)")
-    parquet: bool = _f(False, doc="also write the series as Parquet")
-    plots: bool = _f(True, doc="write the PNG plots")
+    sample_ms: int = spec_field(1_000, low=1, doc="sampling period of the series")
+    segments: bool = spec_field(True, doc="write per-segment rows (segments.csv)")
+    event_log: bool = spec_field(False, doc="write every event's journey (events.csv)")
+    parquet: bool = spec_field(False, doc="also write the series as Parquet")
+    plots: bool = spec_field(True, doc="write the PNG plots")
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
 
 
 SPARK_INPUTS = ("stream", "segment")
@@ -525,8 +323,8 @@ class CustomStrategySpec:
     ``on_event``/``watermark`` or rejected params fail then, naming the field.
     """
 
-    name: str = _f(doc="its row in the lab's table (not a built-in strategy's name)")
-    class_path: str = _f(doc="'module:Class' (the module importable from the working directory)")
+    name: str = spec_field(doc="its row in the lab's table (not a built-in strategy's name)")
+    class_path: str = spec_field(doc="'module:Class' (the module importable from the working directory)")
     params: Any = field(
         default_factory=dict, hash=False, metadata={"doc": "keyword arguments of the class's constructor"}
     )
@@ -554,24 +352,24 @@ class StrategiesSpec:
     strategies tick.
     """
 
-    tick_ms: int = _f(100, low=1, doc="the lab's time step")
-    flink_bound_ms: int = _f(1_000, low=0, doc="flink: forBoundedOutOfOrderness bound")
-    flink_idle_timeout_ms: int = _f(5_000, low=1, doc="flink: withIdleness timeout")
-    flink_interval_ms: int = _f(200, low=1, doc="flink: auto-watermark interval")
-    spark_delay_ms: int = _f(1_000, low=0, doc="spark: withWatermark delay")
-    spark_trigger_ms: int = _f(1_000, low=1, doc="spark: trigger interval")
-    spark_input: str = _f("stream", choices=SPARK_INPUTS, doc="spark: what one input is")
-    spark_policy: str = _f(
+    tick_ms: int = spec_field(100, low=1, doc="the lab's time step")
+    flink_bound_ms: int = spec_field(1_000, low=0, doc="flink: forBoundedOutOfOrderness bound")
+    flink_idle_timeout_ms: int = spec_field(5_000, low=1, doc="flink: withIdleness timeout")
+    flink_interval_ms: int = spec_field(200, low=1, doc="flink: auto-watermark interval")
+    spark_delay_ms: int = spec_field(1_000, low=0, doc="spark: withWatermark delay")
+    spark_trigger_ms: int = spec_field(1_000, low=1, doc="spark: trigger interval")
+    spark_input: str = spec_field("stream", choices=SPARK_INPUTS, doc="spark: what one input is")
+    spark_policy: str = spec_field(
         "min",
         choices=("min", "max"),
         doc="spark: spark.sql.streaming.multipleWatermarkPolicy, the global watermark across inputs",
     )
-    custom: tuple[CustomStrategySpec, ...] = _f(
+    custom: tuple[CustomStrategySpec, ...] = spec_field(
         (), doc="custom strategies ('module:Class'), each with its own row (docs/strategies.md)"
     )
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         names = [c.name for c in self.custom]
         for i, n in enumerate(names):
             if n in BUILTIN_STRATEGIES or n in names[:i]:
@@ -586,17 +384,19 @@ class Scenario:
     """A whole experiment: store, stream, scaling, writers, readers, faults, group, pipeline, metrics,
     and the lab's strategies."""
 
-    name: str = _f(doc="names the outputs")
-    duration_ms: int = _f(low=1, doc="simulated time")
-    description: str = _f("", doc="one line")
-    seed: int = _f(0, low=0, doc="the root seed of every random part")
-    replications: int = _f(1, low=1, doc="independent runs with seeds seed, seed+1, ... (mean and 95 % CI)")
-    start_time_ms: int = _f(1_700_000_000_000, low=0, doc="the clock at time 0 (ms since the epoch)")
+    name: str = spec_field(doc="names the outputs")
+    duration_ms: int = spec_field(low=1, doc="simulated time")
+    description: str = spec_field("", doc="one line")
+    seed: int = spec_field(0, low=0, doc="the root seed of every random part")
+    replications: int = spec_field(
+        1, low=1, doc="independent runs with seeds seed, seed+1, ... (mean and 95 % CI)"
+    )
+    start_time_ms: int = spec_field(1_700_000_000_000, low=0, doc="the clock at time 0 (ms since the epoch)")
     store: StoreSpec = field(default_factory=StoreSpec, metadata={"doc": "the segment store"})
     stream: StreamSpec = field(default_factory=StreamSpec, metadata={"doc": "the stream"})
     scaling: ScalingSpec = field(default_factory=ScalingSpec, metadata={"doc": "stream scaling"})
-    writers: tuple[WriterSpec, ...] = _f((), doc="the producers")
-    readers: tuple[ReaderSpec, ...] = _f((), doc="the reader group's readers")
+    writers: tuple[WriterSpec, ...] = spec_field((), doc="the producers")
+    readers: tuple[ReaderSpec, ...] = spec_field((), doc="the reader group's readers")
     faults: FaultsSpec = field(default_factory=FaultsSpec, metadata={"doc": "store outages"})
     group: GroupSpec = field(default_factory=GroupSpec, metadata={"doc": "the reader group"})
     pipeline: PipelineSpec = field(default_factory=PipelineSpec, metadata={"doc": "after the readers"})
@@ -606,7 +406,7 @@ class Scenario:
     )
 
     def __post_init__(self) -> None:
-        _validate(self)
+        check_fields(self)
         for what in ("writers", "readers"):
             names = [s.name for s in getattr(self, what)]
             dup = sorted({n for n in names if names.count(n) > 1})
