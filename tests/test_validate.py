@@ -112,7 +112,8 @@ def test_spark_agrees_with_the_model_on_every_batch_of_a_shipped_scenario(name: 
 
 
 _NO_FLINK = (
-    "PyFlink is not installed (pip install 'ingestwm[flink]')"
+    "PyFlink is not installed here: it pins pyarrow < 17, which PySpark 4.3's Arrow path refuses, so "
+    "it lives in a venv of its own (ingestwm validate --flink-python PATH)"
     if importlib.util.find_spec("pyflink") is None
     else "no Java runtime for Flink"
     if shutil.which("java") is None
