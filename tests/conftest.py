@@ -77,3 +77,13 @@ def ticking(request: pytest.FixtureRequest) -> Iterator[tuple[TickingClock, Segm
         store._check()
     finally:
         store.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (the README's ``-n 2 --dist loadgroup``), every test that uses the suite's
+    in-process SparkSession runs on one worker: one JVM starts, not one per worker, and the
+    worker's session is shared as it is in a serial run. A test that starts Spark inside this
+    process another way (a command run in-process) says so with ``xdist_group("spark")``."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group("spark"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spark_fixtures import spark_fixture  # noqa: F401 (fixture)
 
 from bench.cli import main
 from bench.perf.errors import BenchmarkError
@@ -72,6 +73,7 @@ def test_the_console_script_prints_no_traceback_on_bad_input() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("spark")  # Spark in this process: the Spark tests' worker
 def test_demo_reports_watermarks_lateness_and_where_the_plots_went(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -138,8 +140,9 @@ def test_bench_refuses_an_unknown_module_and_prints_one_table(capsys: pytest.Cap
 
 @pytest.mark.slow
 def test_experiment_runs_a_two_point_grid_on_spark(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: Any
 ) -> None:
+    """On the caller's SparkSession when there is one (a notebook's), which it leaves running."""
     sweep = tmp_path / "tiny.yaml"
     sweep.write_text(
         "name: tiny\nbase: idle-tail\nseed: 2\n"
@@ -156,6 +159,7 @@ def test_experiment_runs_a_two_point_grid_on_spark(
         assert int(r["idle_lag_max_ms"]) <= bound
         assert r["events_written"] == r["events_delivered"] != "0"
     assert (out / "sweep.png").stat().st_size > 0 and (out / "sweep.json").exists()
+    assert spark.range(3).count() == 3  # the session it was given still runs (it used to stop it)
 
 
 def test_a_negative_seed_is_a_usage_error_naming_the_option(capsys: pytest.CaptureFixture[str]) -> None:

@@ -207,13 +207,17 @@ def execute(
 ) -> list[dict[str, Any]]:
     """Run every task; results in task order. ``executor``: ``local`` (processes) or ``spark``."""
     if executor == "spark":
+        from pyspark.sql import SparkSession
+
         from spark_source.session import local_session
 
+        ours = SparkSession.getActiveSession() is None  # a caller's session is used, and left running
         spark = local_session("ingestwm-experiment", master=master)
         try:
             return list(spark.sparkContext.parallelize(list(tasks), len(tasks)).map(run_task).collect())
         finally:
-            spark.stop()
+            if ours:
+                spark.stop()
     if executor != "local":
         raise ScenarioError(f"unknown executor {executor!r}: local or spark")
     from tqdm import tqdm
