@@ -5,9 +5,9 @@ Pravega keeps it: ``ReaderGroupState`` is one process's handle on a group whose 
 is the log of update batches in the segment ``_system/_rg/<group>`` (``state_segment``).
 ``readergroup.group_state.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
 the replica, changed only by applying updates; this module *issues* the updates: it
-reads the store for what an update needs (successors, start offsets, watermarks,
-stream cuts) against the replica at the log position the update is appended at, and
-carries the result inside the update. Every process — the in-process group is one
+(with ``update_plans``) reads the store for what an update needs (successors, start
+offsets, watermarks, stream cuts) against the replica at the log position the update
+is appended at, and carries the result inside the update. Every process — the in-process group is one
 with a single replica — goes through this same path.
 
 For every incomplete segment of the group — *assigned* to a reader, *unassigned*
