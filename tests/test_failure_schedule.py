@@ -109,8 +109,10 @@ def test_sessions_follow_when_the_reader_really_rejoined_and_misuse_is_named() -
     first = sched.session(0)
     assert first.failure_ms is not None and _plan(_random(), 1)[1] == Transition(first.failure_ms, "crash")
     late = first.failure_ms + 40  # a busy reader noticed its crash 40 ms late
+    sched._check()
     out = sched.crashed("failure", late)
     assert out.offline_ms == late + 1_000 and out.restart_ms == late + 3_000
+    sched._check()
     with pytest.raises(SimulationError, match=r"reader 'r': a session cannot start at 5 ms"):
         sched.session(5)
     with pytest.raises(SimulationError, match=r"reader 'r': no session running at 9 ms"):
