@@ -328,8 +328,8 @@ def test_cli_compare_takes_set_seed_and_replications(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "2 replications (seeds 3..4)" in r.output and "producer" in r.output
     assert (tmp_path / "x" / "replications.json").exists() and (tmp_path / "x" / "manifest.json").exists()
-    bad = CliRunner().invoke(cli, [*args, "--set", "readers.reader.mtbf_ms=10"])
-    assert bad.exit_code != 0 and "readers.reader.mtbf_ms" in bad.output
+    bad = CliRunner().invoke(cli, [*args, "--set", "readers.reader.leave_ms=10"])
+    assert bad.exit_code != 0 and "readers.reader.leave_ms" in bad.output
 
 
 def test_the_schema_reference_is_generated_from_the_code() -> None:

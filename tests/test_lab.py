@@ -18,6 +18,8 @@ from bench.lab import (
     run_compare,
     write_outputs,
 )
+from bench.sim.failure_schedule import failure_stream, timeline
+from bench.sim.seeds import Seeds
 
 S = 1_000_000
 
@@ -203,6 +205,36 @@ def test_shipped_scenarios_load() -> None:
     for want in shipped:
         assert want in names
         load_lab_scenario(want)
+
+
+def test_random_reader_crashes_hit_every_strategy_at_the_same_times() -> None:
+    """``mtbf_ms`` in the lab: the one reader crashes, is declared offline and restarts when its
+    failure schedule says (the simulator's, for the same seed), in every strategy's group."""
+    sc = load_lab_scenario(
+        "false-assertions",
+        [
+            "duration_ms=3000",
+            "readers.reader.count=1",
+            "readers.reader.mtbf_ms=2000",
+            "readers.reader.offline_after_ms=500",
+            "readers.reader.restart_ms.kind=fixed",
+            "readers.reader.restart_ms.ms=500",
+        ],
+    )
+    plan = timeline(sc.readers[0], Seeds(sc.seed).rng(failure_stream("reader")), sc.duration_ms)
+    assert [(t.t_ms, t.kind) for t in plan] == [
+        (0, "join"),
+        (1558, "crash"),
+        (2058, "offline"),
+        (2558, "restart"),
+    ]
+    result = run_compare(sc)
+    assert result.events_written > 120  # ~60 after the crash, read only once the reader restarted
+    for row in result.rows:  # the only reader: without its restart, nothing after 1.5 s arrives
+        assert row["delivered"] - row["duplicates"] == row["events"] == result.events_written, row
+    lags = {name: [(t, wm) for t, wm, _, _ in series] for name, series in result.series.items()}
+    stalled = {name: [wm for t, wm in s if 1600 <= t <= 2500] for name, s in lags.items()}
+    assert all(len(set(v)) == 1 for v in stalled.values()), stalled  # no watermark moves while it is down
 
 
 @pytest.mark.slow

@@ -6,15 +6,18 @@ and seed give the same events, event times and hand-over times). Every lab tick
 scales if due (the simulator's fixed scale events); each writer writes the events that
 reached the store by then (in the order they arrived), then (if due) asserts its
 watermark, commits its transaction, or marks itself idle; the store's watermark
-advancer runs every ``polling_period_ms``; readers join, crash or go offline as
-scheduled; every live reader of every strategy's reader group reads until nothing is
-left (or its rate budget is spent); each strategy's periodic hook runs; every
-``metrics.sample_ms`` a sample is taken. The same scenario and seed give the same
-numbers: all randomness comes from per-component generators spawned from the seed.
+advancer runs every ``polling_period_ms``; readers join, crash, go offline and
+restart as their failure schedule says (``bench.sim.failure_schedule``, played on
+time: with ``mtbf_ms``, the simulator's random crash times for the same seed); every
+live reader of every strategy's reader group reads until nothing is left (or its
+rate budget is spent); each strategy's periodic hook runs; every ``metrics.sample_ms``
+a sample is taken. The same scenario and seed give the same numbers: all randomness
+comes from per-component generators spawned from the seed.
 
-Each strategy has its own reader group (same readers, same schedule), so a slow or
-crashed reader hurts every strategy alike; events are identified by (writer index,
-sequence number) in their payload, and redelivered ones are counted as duplicates.
+Each strategy has its own reader group (same readers, same schedule: one timeline per
+reader instance for all of them), so a slow or crashed reader hurts every strategy
+alike; events are identified by (writer index, sequence number) in their payload, and
+redelivered ones are counted as duplicates.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from segmentstore.limits import INT64_MIN
 
 from ..sim.actors import instance_names, scale_plan, scale_times
 from ..sim.arrivals import EventSource
+from ..sim.failure_schedule import Transition, failure_stream, timeline
 from ..sim.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
 from ..sim.seeds import Seeds
 from .compared_strategies import (
@@ -225,28 +229,42 @@ class _Writer:
 
 
 class _Readers:
-    """One reader spec instance in every strategy's group: join, crash, offline, rate budget."""
+    """One reader spec instance in every strategy's group: its failure timeline (one for all the
+    strategies, so each sees the same joins, crashes, offlines and restarts), its rate budget."""
 
-    def __init__(self, spec: ReaderSpec, rid: str, groups: list[ReaderGroup], tick_ms: int) -> None:
+    def __init__(
+        self,
+        spec: ReaderSpec,
+        rid: str,
+        groups: list[ReaderGroup],
+        tick_ms: int,
+        plan: tuple[Transition, ...],
+    ) -> None:
         self.spec = spec
         self.rid = rid
         self.groups = groups
         self.tick = tick_ms
-        self.readers: list[EventReader] | None = None
+        self.plan = plan
+        self._next = 0  # the first transition not yet made
+        self.readers: list[EventReader] | None = None  # while it is online, its reader in every group
         self.budget = [0.0] * len(groups)
-        self.offline = False
 
     def step(self, t: int, strategies: list[Strategy]) -> None:
-        s = self.spec
-        if t < s.join_ms or self.offline:
-            return
-        if self.readers is None:
-            self.readers = [g.create_reader(self.rid) for g in self.groups]
-        if s.crash_ms is not None and t >= s.crash_ms:
-            if t >= s.crash_ms + s.offline_after_ms:
+        s, plan = self.spec, self.plan
+        while self._next < len(plan) and plan[self._next].t_ms <= t:
+            kind = plan[self._next].kind
+            self._next += 1
+            if kind == "join" or kind == "restart":
+                self.readers = [g.create_reader(self.rid) for g in self.groups]
+                self.budget = [0.0] * len(self.groups)
+            elif kind == "crash":
+                self.readers = None
+            elif kind == "offline":
                 for g in self.groups:
                     g.reader_offline(self.rid)
-                self.offline = True
+            else:  # lab_ready refuses what leaves or stalls
+                raise AssertionError(f"reader {self.rid}: the lab does not model a {kind!r} transition")
+        if self.readers is None:
             return
         for i, (reader, strat) in enumerate(zip(self.readers, strategies, strict=True)):
             if s.rate_per_s is not None:
@@ -347,10 +365,11 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
             )
             for st in strategies
         ]
+        end = sc.duration_ms
         instances = [(w, name) for w in sc.writers for name in instance_names(w.name, w.count)]
         writers = [_Writer(w, i, name, sc, client, clock, seeds) for i, (w, name) in enumerate(instances)]
         readers = [
-            _Readers(spec, name, groups, tick)
+            _Readers(spec, name, groups, tick, timeline(spec, seeds.rng(failure_stream(name)), end))
             for spec in sc.readers
             for name in instance_names(spec.name, spec.count)
         ]

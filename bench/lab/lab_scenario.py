@@ -94,7 +94,6 @@ def lab_strategies(sc: Scenario) -> LabStrategies:
 _SIM_ONLY = (
     ("leave_ms", "a clean leave"),
     ("noack", "a no-ack stall"),
-    ("mtbf_ms", "random crashes"),
 )
 
 

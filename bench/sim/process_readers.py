@@ -11,11 +11,15 @@ group's state is shared through its log in the store, so the world's ``ReaderGro
 What "processes" means on simulated time: the SimPy environment runs in **real time**
 (``simpy.rt.RealtimeEnvironment``, 1 simulated ms = 1 ms), the store's clock follows
 it, and the reader processes run freely, so a run is not deterministic and takes its
-scenario's duration. The scenario's reader events map onto the processes: ``join_ms``
-starts one; ``leave_ms`` asks it to close; ``crash_ms`` kills it (SIGKILL) and
-``offline_after_ms`` later the world declares it offline — unless its lease
-(``group.reader_timeout_ms``) ran out first; a ``noack`` fault stops it (SIGSTOP) for
-the fault's time; ``rate_per_s`` becomes a processing time of ``1/rate`` per event.
+scenario's duration, plus the time its processes take to start. The reader's
+``FailureSchedule`` (``bench.sim.failure_schedule``, as for the in-process readers)
+maps onto its processes: a join starts one, and simulated time stands still until it
+has joined the group; a leave asks it to close; a crash (``crash_ms``, or at random
+with ``mtbf_ms``) kills it (SIGKILL) and ``offline_after_ms`` later the world declares
+it offline — unless its lease (``group.reader_timeout_ms``) ran out first; after a
+random crash, ``restart_ms`` after that, a new process (a new incarnation, with a log
+of its own) joins under the same name; a ``noack`` fault stops it (SIGSTOP) for the
+fault's time; ``rate_per_s`` becomes a processing time of ``1/rate`` per event.
 Batches are stamped with the time an actor looked (within ``poll_ms`` of delivery), and
 every look takes the new batches of *all* the processes in the order they were logged
 (wall time): a process logs a batch before its next read, which is when it reports
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -38,8 +43,10 @@ import simpy
 from readergroup.errors import ReaderNotInGroupError
 from readergroup.reading.reader import EventBatch
 from segmentstore import SegmentStore
+from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
+from .errors import SimulationError
 from .reader_processes import ReaderProcesses, read_log
 from .readers import ReaderActor
 
@@ -66,6 +73,22 @@ class ServedReaders:
         self.actors[inc] = actor
         self._offsets[inc] = 0
         return inc
+
+    def wait_started(self, inc: str, timeout_s: float = 120.0) -> None:
+        """Block until incarnation ``inc`` has joined the group (logged its start); a process takes a
+        second or more to start (several on a loaded machine). ``SimulationError`` if it exits first
+        or takes longer than ``timeout_s``."""
+        proc = self.procs.procs[inc][0]
+        deadline = monotonic_s() + timeout_s
+        while not any(r["k"] == "start" for r in read_log(self.procs.log_path(inc))[0]):
+            if not proc.is_alive() or monotonic_s() > deadline:
+                alive = proc.is_alive()
+                why = f"took over {timeout_s:g} s" if alive else f"exited with code {proc.exitcode}"
+                raise SimulationError(
+                    f"reader process {inc} {why} before joining group {self.procs.group!r} "
+                    f"(its log: {self.procs.log_path(inc)})"
+                )
+            time.sleep(0.02)
 
     def follow(self, t_ms: int) -> None:
         """Account every batch logged since the last look, of every process, in logging order."""
@@ -109,45 +132,64 @@ class ProcessReaderActor(ReaderActor):
         self.incarnation: str | None = None
 
     def process(self) -> Proc:
+        env = self.world.env
+        if self.schedule.join_ms > 0:
+            yield env.timeout(self.schedule.join_ms)
+        while True:
+            restart = yield from self._incarnation()
+            if restart is None:
+                return
+            if restart > env.now:
+                yield env.timeout(restart - env.now)
+            self.restarts += 1
+
+    def _incarnation(self) -> Generator[simpy.Event, Any, int | None]:
+        """One process of the reader (its ``FailureSchedule`` session), from its start to its leave or
+        kill; returns when the next one starts (or None)."""
         w, s = self.world, self.spec
         env, procs = w.env, w.served.procs
-        if s.join_ms > 0:
-            yield env.timeout(s.join_ms)
+        session = self.schedule.session(int(env.now))
         work_ms = 0.0 if s.rate_per_s is None else 1000.0 / max(s.rate_per_s, 1e-9)
         inc = self.incarnation = w.served.start(self, work_ms=work_ms)
+        yield env.timeout(0)  # the readers joining at this instant start their processes too
+        w.served.wait_started(inc)
+        if isinstance(env, simpy.rt.RealtimeEnvironment):
+            env.sync()  # simulated time stood still while the process started
         self.state = "online"
         if w.pipeline is not None:
             w.pipeline.channel_active(self.channel, True)
         while True:
             now = int(env.now)
             self._follow()
-            if s.leave_ms is not None and now >= s.leave_ms:
+            due = session.due(now)
+            if due == "leave":
                 procs.stop(inc)
                 self._follow()
                 self._gone("left")
-                return
-            if s.crash_ms is not None and now >= s.crash_ms:
+                return None
+            if due == "crash" or due == "failure":
                 procs.kill(inc)
                 self._follow()
                 self.state = "crashed"
-                if s.offline_after_ms:
-                    yield env.timeout(s.offline_after_ms)
+                self.crashes += 1
+                outage = self.schedule.crashed(due, now)
+                if outage.offline_ms > now:
+                    yield env.timeout(outage.offline_ms - now)
                 with contextlib.suppress(ReaderNotInGroupError):  # its lease may have run out first
                     w.group.reader_offline(self.name)
                 self._gone("offline")
-                return
-            f = s.noack
-            if f is not None and f.start_ms <= now and (f.end_ms is None or now < f.end_ms):
+                return outage.restart_ms
+            if due == "stall":
                 self.state = "stalled"
                 procs.pause(inc, True)
-                if f.end_ms is None:
-                    return
-                yield env.timeout(f.end_ms - now)
+                if session.stall_end_ms is None:
+                    return None
+                yield env.timeout(session.stall_end_ms - now)
                 procs.pause(inc, False)
                 self.state = "online"
                 continue
             nxt = now + s.poll_ms
-            change = self._next_change(now)
+            change = session.next_change(now)
             if change is not None:
                 nxt = min(nxt, change)
             yield env.timeout(max(1, nxt - now))

@@ -12,7 +12,11 @@ whenever it is caught up. It may
   ``reader_offline``, and its segments return at its last *reported* positions, so some
   events are delivered again by their new owner);
 - stall (``noack`` fault): it stays online but never reads, so it never acknowledges
-  what it holds and the group watermark cannot pass its segments until the fault ends.
+  what it holds and the group watermark cannot pass its segments until the fault ends;
+- with ``mtbf_ms``, crash at random and restart.
+
+When is the reader's ``FailureSchedule`` (``bench.sim.failure_schedule``, shared with
+the reader processes and the lab); the actor acts on it at its wake-ups.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import simpy
 from readergroup.reading.reader import EventReader
 
 from .actors import World
+from .failure_schedule import FailureSchedule
 from .scenario import ReaderSpec
 
 __all__ = ["ReaderActor", "MAX_BATCH"]
@@ -50,21 +55,13 @@ class ReaderActor:
         self.events = 0
         self.crashes = 0
         self.restarts = 0
-        self._rng_fail = world.seeds.rng(f"readers.{name}.failures")
+        self.schedule = FailureSchedule.for_reader(spec, name, world.seeds)
         self._rng_proc = world.seeds.rng(f"readers.{name}.processing")
 
-    def _next_change(self, now: int) -> int | None:
-        """The next leave/crash/stall time after ``now``, if any."""
-        s = self.spec
-        times = [t for t in (s.leave_ms, s.crash_ms, s.noack.start_ms if s.noack else None) if t is not None]
-        later = [t for t in times if t > now]
-        return min(later) if later else None
-
     def process(self) -> Proc:
-        w, s = self.world, self.spec
-        env = w.env
-        if s.join_ms > 0:
-            yield env.timeout(s.join_ms)
+        env = self.world.env
+        if self.schedule.join_ms > 0:
+            yield env.timeout(self.schedule.join_ms)
         while True:
             restart = yield from self._session()
             if restart is None:
@@ -74,41 +71,38 @@ class ReaderActor:
             self.restarts += 1
 
     def _session(self) -> Generator[simpy.Event, Any, int | None]:
-        """One life of the reader, from joining to leaving or crashing; returns when it restarts (or None)."""
+        """One life of the reader (its ``FailureSchedule`` session), from joining to leaving or crashing;
+        returns when it restarts (or None)."""
         w, s = self.world, self.spec
         env = w.env
+        session = self.schedule.session(int(env.now))
         self.reader = w.group.create_reader(self.name)
         w.recorder.on_reader_joined(self.name)
         self.state = "online"
         if w.pipeline is not None:
             w.pipeline.channel_active(self.channel, True)
-        failure = None
-        if s.mtbf_ms is not None:
-            failure = int(env.now) + max(1, int(self._rng_fail.exponential(s.mtbf_ms)))
         carry = 0.0
         while True:
             now = int(env.now)
-            if s.leave_ms is not None and now >= s.leave_ms:
+            due = session.due(now)
+            if due == "leave":
                 self.reader.close()
                 self._gone("left")
                 return None
-            crash = s.crash_ms is not None and now >= s.crash_ms
-            if crash or (failure is not None and now >= failure):
+            if due == "crash" or due == "failure":
                 self.state = "crashed"
                 self.crashes += 1
-                if s.offline_after_ms:
-                    yield env.timeout(s.offline_after_ms)
+                outage = self.schedule.crashed(due, now)
+                if outage.offline_ms > now:
+                    yield env.timeout(outage.offline_ms - now)
                 w.group.reader_offline(self.name)
                 self._gone("offline")
-                if crash:
-                    return None
-                return int(env.now) + int(s.restart_ms.draw(self._rng_fail, 1)[0])
-            f = s.noack
-            if f is not None and f.start_ms <= now and (f.end_ms is None or now < f.end_ms):
+                return outage.restart_ms
+            if due == "stall":
                 self.state = "stalled"
-                if f.end_ms is None:
+                if session.stall_end_ms is None:
                     return None  # online forever, never acknowledging
-                yield env.timeout(f.end_ms - now)
+                yield env.timeout(session.stall_end_ms - now)
                 self.state = "online"
                 continue
             busy = 0
@@ -116,9 +110,7 @@ class ReaderActor:
             if back is None:
                 carry, busy = self._read(carry)
             nxt = now + max(s.poll_ms, busy) if back is None else back
-            change = self._next_change(now)
-            if failure is not None and failure > now:
-                change = failure if change is None else min(change, failure)
+            change = session.next_change(now)
             if change is not None and busy == 0:
                 nxt = min(nxt, change)
             yield env.timeout(max(1, nxt - now))

@@ -153,13 +153,15 @@ class ReaderSpec:
     and is declared offline ``offline_after_ms`` later (failure detection). With
     ``mtbf_ms`` it also crashes at random (exponential times between failures, from its
     join) and restarts — joins again under its name — ``restart_ms`` after it was
-    declared offline.
+    declared offline. The simulator's readers (in-process or processes) and the lab's
+    follow these times alike (``bench.sim.failure_schedule``); the lab does not model
+    ``leave_ms``, ``noack`` or ``processing``.
     """
 
     name: str = spec_field(doc="its name (instances: name-0, name-1, ...)")
     count: int = spec_field(1, low=1, doc="instances")
     join_ms: int = spec_field(0, low=0, doc="joins the group")
-    leave_ms: int | None = spec_field(None, low=0, doc="leaves cleanly (close)")
+    leave_ms: int | None = spec_field(None, low=0, doc="leaves cleanly (close; simulator)")
     crash_ms: int | None = spec_field(None, low=0, doc="crashes, for good")
     offline_after_ms: int = spec_field(
         1_000, low=0, doc="failure detection: a crash is declared this long after"
@@ -169,15 +171,13 @@ class ReaderSpec:
     processing: DelaySpec = field(
         default_factory=DelaySpec, metadata={"doc": "per-event processing time (simulator)"}
     )
-    mtbf_ms: float | None = spec_field(
-        None, low=1, doc="mean time between random crashes (simulator; null: none)"
-    )
+    mtbf_ms: float | None = spec_field(None, low=1, doc="mean time between random crashes (null: none)")
     restart_ms: DelaySpec = field(
         default_factory=lambda: DelaySpec("fixed", 1_000.0),
         metadata={"doc": "after a random crash is declared, the time until it rejoins"},
     )
     noack: NoAckFault | None = field(
-        default=None, metadata={"doc": "a stall: online but never acknowledging"}
+        default=None, metadata={"doc": "a stall: online but never acknowledging (simulator)"}
     )
 
     def __post_init__(self) -> None:

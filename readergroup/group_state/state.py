@@ -5,9 +5,9 @@ Pravega keeps it: ``ReaderGroupState`` is one process's handle on a group whose 
 is the log of update batches in the segment ``_system/_rg/<group>`` (``state_segment``).
 ``readergroup.group_state.synchronizer`` keeps the replica in step with the log; ``GroupModel`` is
 the replica, changed only by applying updates; this module *issues* the updates: it
-reads the store for what an update needs (successors, start offsets, watermarks,
-stream cuts) against the replica at the log position the update is appended at, and
-carries the result inside the update. Every process — the in-process group is one
+(with ``update_plans``) reads the store for what an update needs (successors, start
+offsets, watermarks, stream cuts) against the replica at the log position the update
+is appended at, and carries the result inside the update. Every process — the in-process group is one
 with a single replica — goes through this same path.
 
 For every incomplete segment of the group — *assigned* to a reader, *unassigned*
@@ -90,18 +90,16 @@ from .group_updates import (
     CheckpointReached,
     InitiateCheckpoint,
     Position,
-    Rebalance,
     Release,
     RemoveReader,
     Report,
-    Reset,
     Update,
 )
 from .initiated_checkpoints import InitiatedCheckpoints
 from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence, forget
-from .state_records import FUTURE, SegmentState
+from .state_records import SegmentState
 from .synchronizer import Applied, StateSynchronizer
-from .update_plans import UpdatePlanner, build_entries, moved_positions
+from .update_plans import UpdatePlanner, build_entries
 
 __all__ = ["ReaderGroupState", "SegmentState", "STATE_PREFIX", "state_segment"]
 
@@ -333,7 +331,7 @@ class ReaderGroupState:
         first, appended = True, False
         while True:
             fn = functools.partial(
-                self._sync_batch,
+                self._planner.sync_batch,
                 reader_id,
                 token,
                 epoch,
@@ -353,36 +351,6 @@ class ReaderGroupState:
                     self.refresh()
                 return reached[0] if reached else None
 
-    def _sync_batch(
-        self,
-        rid: str,
-        token: int,
-        epoch: int,
-        acked: Sequence[Position],
-        done: Position | None,
-        last: bool,
-        reached: list[str],
-        m: GroupModel,
-    ) -> list[Update]:
-        """One batch of a reader's sync against replica ``m`` (run again after a conflict)."""
-        reached.clear()
-        m.member(rid, token)
-        m.in_epoch(epoch)
-        name = m.pending_checkpoint(rid)
-        out: list[Update] = []
-        if not m.is_crossed(rid):
-            moved = moved_positions(m, rid, acked)
-            if moved:
-                out.append(Report(rid, token, epoch, moved))
-            if done is not None:
-                out.append(self._planner.complete(m, rid, token, done[0], done[2]))
-            if last and name is None and (done is not None or m.release_count(rid) or m.acquire_count(rid)):
-                out.append(Rebalance(rid, token, epoch))
-        if last and name is not None:
-            out.append(CheckpointReached(rid, token, epoch, name))
-            reached.append(name)
-        return out
-
     def leave(
         self, reader_id: str, token: int, epoch: int, acked: Sequence[Position], finished: Sequence[Position]
     ) -> None:
@@ -392,25 +360,7 @@ class ReaderGroupState:
         removal, to apply when the checkpoint completes. Nothing if it is offline already.
         """
 
-        def fn(m: GroupModel) -> list[Update]:
-            if not m.is_member(reader_id, token):
-                return []
-            if m.epoch != epoch:
-                return [RemoveReader(reader_id, token, m.epoch, None)]
-            if m.is_crossed(reader_id):
-                pos = tuple((n, o, self.client.watermark_at(n, o)) for n, o, _ in [*acked, *finished])
-                return [RemoveReader(reader_id, token, epoch, pos)]
-            out: list[Update] = []
-            moved = moved_positions(m, reader_id, [*acked, *finished])
-            if moved:
-                out.append(Report(reader_id, token, epoch, moved))
-            if finished:
-                n, _, final = finished[0]
-                out.append(self._planner.complete(m, reader_id, token, n, final))
-            out.append(RemoveReader(reader_id, token, epoch, None))
-            return out
-
-        self._update(fn)
+        self._update(functools.partial(self._planner.leave, reader_id, token, epoch, acked, finished))
         forget(self.client, self.segment, token)  # offline now, whoever removed it
 
     # ------------------------------------------------------------------ single updates (tools, tests)
@@ -569,20 +519,13 @@ class ReaderGroupState:
         the epoch change on their next sync and drop everything they buffered. Returns
         the new epoch. Validated first: a bad target changes nothing. O(n) store calls.
         """
-        mentioned = {c.stream for c in cuts}
         epoch = 0
 
         def fn(m: GroupModel) -> list[Update]:
             nonlocal epoch
-            positions = [p for c in cuts for p in c.positions]
-            h = dict(hints)
-            for row in m.rows():
-                if row.segment.stream not in mentioned and row.status != FUTURE:
-                    positions.append((row.segment.name, row.position))
-                    h[row.segment.name] = row.watermark
-            entries = build_entries(self.client, self.group, self.streams, positions, h)
-            epoch = m.epoch + 1
-            return [Reset(epoch, tuple(entries))]
+            reset = self._planner.reset(m, cuts, hints)
+            epoch = reset.epoch
+            return [reset]
 
         self._update(fn)
         return epoch

@@ -8,7 +8,10 @@ log position the update is then conditionally appended at (``readergroup.group_s
   materialised from the index (``watermark_at``) and raised to checkpointed ones;
 - ``UpdatePlanner.complete``: a completed segment's successors (start offsets,
   ``watermark_at`` there, and which unknown predecessors are still to come);
-- ``moved_positions``: which of a reader's positions differ from the replica's.
+- ``moved_positions``: which of a reader's positions differ from the replica's;
+- ``UpdatePlanner.sync_batch`` / ``leave`` / ``reset``: the batch a reader's sync or
+  close appends (report, completion, rebalance, checkpoint reached, removal), and a
+  reset's next epoch.
 
 If the append loses to another process the issuer catches up and plans again.
 """
@@ -17,18 +20,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from segmentstore import StreamSegment
+from segmentstore import StreamCut, StreamSegment
 from segmentstore.client import SegmentStoreClient
 
 from ..errors import InvalidPositionError
 from .group_model import GroupModel
-from .group_updates import Complete, Position, SuccessorPlan
+from .group_updates import (
+    CheckpointReached,
+    Complete,
+    Position,
+    Rebalance,
+    RemoveReader,
+    Report,
+    Reset,
+    SuccessorPlan,
+    Update,
+)
+from .state_records import FUTURE
 
 __all__ = ["UpdatePlanner", "build_entries", "moved_positions", "before_entries"]
 
 
 class UpdatePlanner:
-    """Plans ``Complete`` updates of one process; caches segment lineage per epoch."""
+    """Plans the updates of one process that need the store or several steps (a reader's sync, its
+    leave, a completion, a reset); caches segment lineage per epoch."""
 
     def __init__(self, client: SegmentStoreClient) -> None:
         self.client = client
@@ -58,6 +73,80 @@ class UpdatePlanner:
                 SuccessorPlan(info.segment, info.predecessors, start, c.watermark_at(s, start), to_come)
             )
         return Complete(rid, token, m.epoch, name, final, tuple(plans))
+
+    def sync_batch(
+        self,
+        rid: str,
+        token: int,
+        epoch: int,
+        acked: Sequence[Position],
+        done: Position | None,
+        last: bool,
+        reached: list[str],
+        m: GroupModel,
+    ) -> list[Update]:
+        """One batch of a reader's sync against replica ``m`` (planned again after a conflict): its
+        report, the completion of ``done``, a rebalance (``last`` batch), the checkpoint it reaches
+        (put in ``reached``)."""
+        reached.clear()
+        m.member(rid, token)
+        m.in_epoch(epoch)
+        name = m.pending_checkpoint(rid)
+        out: list[Update] = []
+        if not m.is_crossed(rid):
+            moved = moved_positions(m, rid, acked)
+            if moved:
+                out.append(Report(rid, token, epoch, moved))
+            if done is not None:
+                out.append(self.complete(m, rid, token, done[0], done[2]))
+            if last and name is None and (done is not None or m.release_count(rid) or m.acquire_count(rid)):
+                out.append(Rebalance(rid, token, epoch))
+        if last and name is not None:
+            out.append(CheckpointReached(rid, token, epoch, name))
+            reached.append(name)
+        return out
+
+    def leave(
+        self,
+        rid: str,
+        token: int,
+        epoch: int,
+        acked: Sequence[Position],
+        finished: Sequence[Position],
+        m: GroupModel,
+    ) -> list[Update]:
+        """A closing reader's batch against replica ``m``: report (and complete one finished segment),
+        then leave; past the active checkpoint's marker its positions go with the removal.
+        Nothing if it is offline already."""
+        if not m.is_member(rid, token):
+            return []
+        if m.epoch != epoch:
+            return [RemoveReader(rid, token, m.epoch, None)]
+        if m.is_crossed(rid):
+            pos = tuple((n, o, self.client.watermark_at(n, o)) for n, o, _ in [*acked, *finished])
+            return [RemoveReader(rid, token, epoch, pos)]
+        out: list[Update] = []
+        moved = moved_positions(m, rid, [*acked, *finished])
+        if moved:
+            out.append(Report(rid, token, epoch, moved))
+        if finished:
+            n, _, final = finished[0]
+            out.append(self.complete(m, rid, token, n, final))
+        out.append(RemoveReader(rid, token, epoch, None))
+        return out
+
+    def reset(self, m: GroupModel, cuts: Sequence[StreamCut], hints: Mapping[str, int]) -> Reset:
+        """The next epoch of ``m`` at ``cuts``; streams without a cut stay at their acknowledged
+        positions and watermarks (future segments are found again). O(n) store calls."""
+        mentioned = {c.stream for c in cuts}
+        positions = [p for c in cuts for p in c.positions]
+        h = dict(hints)
+        for row in m.rows():
+            if row.segment.stream not in mentioned and row.status != FUTURE:
+                positions.append((row.segment.name, row.position))
+                h[row.segment.name] = row.watermark
+        entries = build_entries(self.client, m.group, m.streams, positions, h)
+        return Reset(m.epoch + 1, tuple(entries))
 
     def still_to_come(self, m: GroupModel, p: StreamSegment) -> bool:
         """Whether a segment neither known nor completed is still to be read (a descendant of an entry).
