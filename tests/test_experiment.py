@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from spark_fixtures import spark_fixture  # noqa: F401 (fixture)
 
 from bench.cli import cli
 from bench.lab import run_compare
@@ -390,3 +391,22 @@ def test_shipped_sweeps_load_and_the_scenario_commands_answer() -> None:
     assert shown.exit_code == 0 and "seed: 9" in shown.output and "restart_ms:" in shown.output
     bad = CliRunner().invoke(cli, ["scenario", "show", "idle-tail", "--set", "writers.w.disorder.kind=gauss"])
     assert bad.exit_code != 0 and "writers.0.disorder.kind" in bad.output
+
+
+@pytest.mark.slow
+def test_spark_runs_report_progress_per_simulation_and_give_the_local_results(spark: Any) -> None:
+    """``--executor spark`` showed nothing until every run was back; now each finished run counts."""
+    from bench.sim.experiment import spark_execute
+    from bench.sim.scenario import apply_overrides, load_scenario_data
+
+    data = apply_overrides(load_scenario_data("random-faults"), SMALL_RANDOM)
+    short = replication_tasks("simulate", dict(data, duration_ms=2_000), 1, 1)
+    long = replication_tasks("simulate", data, 2, 2)  # three times the simulated time of the short one
+    seen: list[int] = []
+    runs = spark_execute(
+        spark.sparkContext, short + long, show_progress=False, on_progress=seen.append, poll_s=0.02
+    )
+    assert [r["seed"] for r in runs] == [1, 2, 3]
+    assert [r["metrics"] for r in runs] == [run_task(t)["metrics"] for t in short + long]
+    assert seen == sorted(seen) and seen[-1] == 3
+    assert len(seen) >= 2, seen  # the short run was counted before the long ones were back

@@ -21,6 +21,8 @@ from __future__ import annotations
 import multiprocessing
 import queue
 import sys
+import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -35,6 +37,7 @@ __all__ = [
     "LAB_METRICS",
     "run_task",
     "execute",
+    "spark_execute",
     "aggregate",
     "aggregate_series",
     "sim_metrics",
@@ -214,7 +217,7 @@ def execute(
         ours = SparkSession.getActiveSession() is None  # a caller's session is used, and left running
         spark = local_session("ingestwm-experiment", master=master)
         try:
-            return list(spark.sparkContext.parallelize(list(tasks), len(tasks)).map(run_task).collect())
+            return spark_execute(spark.sparkContext, tasks, show_progress, label)
         finally:
             if ours:
                 spark.stop()
@@ -254,6 +257,61 @@ def execute(
                     out[futures[f]] = f.result()
             _drain(q, bar)
         return [r for r in out if r is not None]
+
+
+def spark_execute(
+    sc: Any,
+    tasks: Sequence[dict[str, Any]],
+    show_progress: bool | None = None,
+    label: str = "",
+    on_progress: Callable[[int], None] | None = None,
+    poll_s: float = 0.25,
+) -> list[dict[str, Any]]:
+    """Run every task as one Spark task (one job); results in task order.
+
+    Progress is per simulation: the job runs on a thread of its own, in a job group of its
+    own, and this thread reads Spark's status tracker every ``poll_s`` for the tasks
+    completed so far (a bar in runs; ``on_progress(done)`` each time the count moves).
+    """
+    from tqdm import tqdm
+
+    if show_progress is None:
+        show_progress = sys.stderr.isatty()
+    group = f"ingestwm-experiment-{uuid.uuid4().hex}"
+    outcome: dict[str, Any] = {}
+
+    def collect() -> None:
+        sc.setJobGroup(group, f"ingestwm experiment {label}".strip())
+        try:
+            outcome["runs"] = sc.parallelize(list(tasks), max(1, len(tasks))).map(run_task).collect()
+        except BaseException as e:  # re-raised on the caller's thread
+            outcome["error"] = e
+
+    def completed() -> int:
+        tracker = sc.statusTracker()
+        n = 0
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            for stage in info.stageIds if info is not None else ():
+                st = tracker.getStageInfo(stage)
+                n += st.numCompletedTasks if st is not None else 0
+        return min(n, len(tasks))
+
+    worker = threading.Thread(target=collect, name="ingestwm-experiment-job", daemon=True)
+    done = 0
+    with tqdm(total=len(tasks), unit="run", desc=label, disable=not show_progress, leave=False) as bar:
+        worker.start()
+        while worker.is_alive():
+            worker.join(poll_s)
+            now = len(tasks) if not worker.is_alive() and "runs" in outcome else completed()
+            if now > done:
+                bar.update(now - done)
+                done = now
+                if on_progress is not None:
+                    on_progress(done)
+    if "error" in outcome:
+        raise outcome["error"]
+    return list(outcome["runs"])
 
 
 def _drain(q: Any, bar: Any) -> None:
