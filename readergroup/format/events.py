@@ -18,6 +18,7 @@ bulk for the engines.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -60,7 +61,10 @@ MAX_KEY_BYTES = 0xFFFF
 _MAX_REST = 0xFFFFFFFF
 
 _NUMBA_MIN_BYTES = 32 * 1024
-"""``decode_columns`` uses the numba kernels from this buffer size on."""
+"""``decode_columns`` imports the numba kernels (~0.7 s) for a buffer of this size or more."""
+_NUMBA_LOADED_MIN_BYTES = 256
+"""Once the kernels are imported (by anyone), they decode buffers from this size on (Python: ~1 us/frame)."""
+_KERNELS_MODULE = f"{__package__}._frame_kernels"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +190,7 @@ def _scan(
     arr: np.ndarray, base_offset: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Frame boundaries of ``arr``: starts, lengths, kinds, event times, key lengths; bytes consumed."""
-    if arr.size >= _NUMBA_MIN_BYTES:
+    if _use_kernels(arr.size):
         k = _kernels()
         cap = arr.size // HEADER_SIZE + 1
         starts = np.empty(cap, np.int64)
@@ -295,13 +299,18 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, string: bool)
         off_buf = pa.py_buffer(offsets)
     if count == 0 or total == 0:
         data = np.empty(0, np.uint8)
-    elif arr.size >= _NUMBA_MIN_BYTES:
+    elif _use_kernels(arr.size):
         data = np.empty(total, np.uint8)
         _kernels().gather(arr, starts, lens, offsets, data)
     else:
         idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
         data = arr[idx]
     return pa.Array.from_buffers(typ, count, [None, off_buf, pa.py_buffer(data)])
+
+
+def _use_kernels(size: int) -> bool:
+    """Whether a buffer of ``size`` bytes goes through the numba kernels (same results as the Python path)."""
+    return size >= _NUMBA_MIN_BYTES or (size >= _NUMBA_LOADED_MIN_BYTES and _KERNELS_MODULE in sys.modules)
 
 
 def _kernels() -> ModuleType:

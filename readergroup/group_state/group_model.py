@@ -39,6 +39,7 @@ they completed, so in a consistent state no such entry is left when ``C`` comple
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -81,6 +82,8 @@ from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, Segment
 
 __all__ = ["GroupModel", "SNAPSHOT_VERSION"]
 
+_SEGMENTS = operator.attrgetter("segments")
+
 
 class GroupModel:
     """The replicated state of one reader group; change it only through ``apply``. Not thread-safe."""
@@ -102,6 +105,8 @@ class GroupModel:
         self.rejected = 0  # updates skipped on apply (not part of the state)
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
         self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
+        self.futures = 0  # entries waiting for predecessors (derived: len(entries) - readable)
+        self._least: int | None = None  # the fewest segments a reader holds, cached until an update moves one
 
     @classmethod
     def initial(
@@ -175,8 +180,17 @@ class GroupModel:
         return any(cp.token == token for cp in self.checkpoints)
 
     def fair_share(self) -> int:
-        readable = len(self.entries) - sum(1 for e in self.entries.values() if e.waiting)
-        return math.ceil(readable / max(1, len(self.readers)))
+        """``ceil(readable segments / readers)``. O(1)."""
+        return math.ceil((len(self.entries) - self.futures) / max(1, len(self.readers)))
+
+    def least_load(self) -> int:
+        """The fewest segments any reader holds (0 without readers). O(readers), O(1) again until an
+        update that can move a segment (all but a position report) is applied."""
+        least = self._least
+        if least is None:
+            least = min(map(len, map(_SEGMENTS, self.readers.values())), default=0)
+            self._least = least
+        return least
 
     def release_count(self, reader_id: str) -> int:
         """How many segments the reader should release now (0 during a checkpoint). O(readers).
@@ -193,8 +207,7 @@ class GroupModel:
             return owned - fair
         if self.unassigned:  # the least loaded reader can take those instead
             return 0
-        least = min(len(s.segments) for s in self.readers.values())
-        return 1 if owned - least >= 2 else 0
+        return 1 if owned - self.least_load() >= 2 else 0
 
     def acquire_count(self, reader_id: str) -> int:
         """How many unassigned segments the reader would take now. O(readers).
@@ -205,7 +218,7 @@ class GroupModel:
         if slot is None or self.active() is not None or not self.unassigned:
             return 0
         owned = len(slot.segments)
-        if any(len(s.segments) < owned for s in self.readers.values()):
+        if self.least_load() < owned:
             return 0  # a less loaded reader goes first (no ping-pong after a release)
         return max(0, min(len(self.unassigned), self.fair_share() - owned))
 
@@ -248,11 +261,16 @@ class GroupModel:
             handler = _HANDLERS[type(u)]
         except KeyError:
             raise TypeError(f"not a group update: {u!r}") from None
+        if type(u) is not Report:  # a report moves positions and watermarks only
+            self._least = None
         try:
             handler(self, u, token)
         except ReaderGroupError:
             self.rejected += 1
             return False
+        finally:
+            if type(u) is not Report:  # handlers change loads as they go (a rebalance, then acquire)
+                self._least = None
         if self.by_wm:
             m: int = self.by_wm[0][0]
             if m > self.floor:
@@ -320,6 +338,7 @@ class GroupModel:
                 f.waiting.discard(name)
                 if not f.waiting:
                     f.waiting = None
+                    self.futures -= 1
                     self.unassigned.add((f.watermark, s))
         self._forget_completed()
 
@@ -344,6 +363,7 @@ class GroupModel:
         self.by_wm.add((wm, plan.segment.name))
         if waiting:
             e.waiting = waiting
+            self.futures += 1
         else:
             self.unassigned.add((wm, plan.segment.name))
 
@@ -444,6 +464,7 @@ class GroupModel:
     # ------------------------------------------------------------------ internals
     def _install(self, entries: Sequence[tuple[StreamSegment, int, int]]) -> None:
         self.entries = {seg.name: Entry(seg, pos, wm) for seg, pos, wm in entries}
+        self.futures = 0
         self.by_wm = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
         self.unassigned = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
         if self.by_wm:
@@ -517,6 +538,9 @@ class GroupModel:
         if self.by_wm:
             assert self.by_wm[0][0] >= self.floor, "the group watermark decreased"
         readable = [e.seg for e in self.entries.values() if not e.waiting]
+        assert self.futures == len(self.entries) - len(readable), "stale count of future segments"
+        loads = [len(s.segments) for s in self.readers.values()]
+        assert self._least is None or self._least == min(loads, default=0), "stale least load"
         for i, a in enumerate(readable):
             for b in readable[i + 1 :]:
                 assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (
