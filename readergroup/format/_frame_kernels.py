@@ -28,6 +28,7 @@ __all__ = [
     "scan",
     "walk",
     "gather",
+    "decode",
     "measure_events",
     "fill_events",
     "encode_frames",
@@ -188,6 +189,69 @@ def gather(buf: Any, starts: Any, lens: Any, offsets: Any, out: Any) -> None:
     """``out[offsets[i]:offsets[i+1]] = buf[starts[i]:starts[i]+lens[i]]`` for every i."""
     for i in range(starts.size):
         _copy(out, np.int64(offsets[i]), buf, np.int64(starts[i]), np.int64(lens[i]))
+
+
+@_jit
+def decode(buf: Any, events_only: bool) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, int, int]:
+    """``decode_columns`` in one call: the complete frames of ``buf`` (only events if ``events_only``).
+
+    Returns starts, lengths, kinds, event times, key offsets and bytes, payload offsets
+    and bytes (the offsets int64, ``count + 1`` of them), the bytes consumed, and the
+    offset of a malformed header or -1 (then the rest is empty). O(len(buf)), two passes.
+    """
+    n = buf.size
+    pos = 0
+    count = 0
+    key_bytes = 0
+    pay_bytes = 0
+    bad = -1
+    while pos + _HEADER <= n:
+        rest = _u32(buf, pos)
+        kind = buf[pos + 4]
+        klen = _u16(buf, pos + 13)
+        if rest < _FIXED + klen or kind > _MAX_KIND:
+            bad = pos
+            break
+        if pos + 4 + rest > n:
+            break
+        if not events_only or kind == 0:
+            count += 1
+            key_bytes += klen
+            pay_bytes += 4 + rest - _HEADER - klen
+        pos += 4 + rest
+    consumed = pos
+    if bad >= 0:
+        count = key_bytes = pay_bytes = 0
+    starts = np.empty(count, np.int64)
+    lengths = np.empty(count, np.int64)
+    kinds = np.empty(count, np.uint8)
+    times = np.empty(count, np.int64)
+    key_off = np.empty(count + 1, np.int64)
+    pay_off = np.empty(count + 1, np.int64)
+    keys = np.empty(key_bytes, np.uint8)
+    pays = np.empty(pay_bytes, np.uint8)
+    key_off[0] = 0
+    pay_off[0] = 0
+    pos = 0
+    i = 0
+    while i < count:
+        rest = _u32(buf, pos)
+        kind = buf[pos + 4]
+        size = 4 + rest
+        if not events_only or kind == 0:
+            klen = _u16(buf, pos + 13)
+            plen = size - _HEADER - klen
+            starts[i] = pos
+            lengths[i] = size
+            kinds[i] = kind
+            times[i] = _i64(buf, pos + 5)
+            _copy(keys, key_off[i], buf, np.int64(pos + _HEADER), np.int64(klen))
+            _copy(pays, pay_off[i], buf, np.int64(pos + _HEADER + klen), np.int64(plen))
+            key_off[i + 1] = key_off[i] + klen
+            pay_off[i + 1] = pay_off[i] + plen
+            i += 1
+        pos += size
+    return starts, lengths, kinds, times, key_off, keys, pay_off, pays, consumed, bad
 
 
 @_jit
