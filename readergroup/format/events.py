@@ -8,9 +8,10 @@ the position after it is ``offset + length``. Kinds: ``KIND_EVENT``; ``KIND_WATE
 and ``KIND_IDLE`` are writer markers, never delivered as events.
 
 ``decode_frames`` is the per-event decoder (a Python loop, a few µs per frame);
-``decode_columns`` the batch decoder for readers: a numba kernel finds the frame
-boundaries and gathers keys and payloads into Arrow arrays (numba is imported on
-first use; small buffers take a Python path so they pay no compile or load cost).
+``decode_columns`` the batch decoder for readers: one numba kernel call finds the frame
+boundaries and copies keys and payloads into Arrow arrays' buffers (numba is imported on
+the first buffer of 32 KiB; smaller ones take a Python path until then, so that they pay
+no compile or load cost; once loaded, the kernel decodes every buffer of 256 B or more).
 The kernels live in ``_frame_kernels``; ``frame_batch`` decodes and encodes frames in
 bulk for the engines.
 """
@@ -339,10 +340,7 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, string: bool)
         off_buf = pa.py_buffer(offsets)
     if count == 0 or total == 0:
         data = np.empty(0, np.uint8)
-    elif _use_kernels(arr.size):
-        data = np.empty(total, np.uint8)
-        _kernels().gather(arr, starts, lens, offsets, data)
-    else:
+    else:  # small buffers only (larger ones: the decode kernel)
         idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
         data = arr[idx]
     return pa.Array.from_buffers(typ, count, [None, off_buf, pa.py_buffer(data)])
