@@ -106,7 +106,7 @@ class GroupModel:
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
         self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
         self.futures = 0  # entries waiting for predecessors (derived: len(entries) - readable)
-        self._least: int | None = None  # the fewest segments a reader holds, cached until an update moves one
+        self._least: tuple[int, int] | None = None  # (fewest segments a reader holds, readers holding that)
 
     @classmethod
     def initial(
@@ -184,13 +184,28 @@ class GroupModel:
         return math.ceil((len(self.entries) - self.futures) / max(1, len(self.readers)))
 
     def least_load(self) -> int:
-        """The fewest segments any reader holds (0 without readers). O(readers), O(1) again until an
-        update that can move a segment (all but a position report) is applied."""
-        least = self._least
-        if least is None:
-            least = min(map(len, map(_SEGMENTS, self.readers.values())), default=0)
-            self._least = least
-        return least
+        """The fewest segments any reader holds (0 without readers). O(1) while cached, else O(readers):
+        the handlers keep it (``_loads_fell``, ``_load_rose``) or drop it when the minimum may rise."""
+        if self._least is None:
+            loads = list(map(len, map(_SEGMENTS, self.readers.values())))
+            least = min(loads, default=0)
+            self._least = (least, loads.count(least))
+        return self._least[0]
+
+    def _loads_fell(self, slot: Slot) -> None:
+        """``slot`` holds fewer segments than before (no other reader's load changed)."""
+        if self._least is not None:
+            new, (least, at) = len(slot.segments), self._least
+            if new < least:
+                self._least = (new, 1)
+            elif new == least:
+                self._least = (least, at + 1)
+
+    def _load_rose(self, before: int) -> None:
+        """A reader that held ``before`` segments holds more, or left (no other reader's load changed)."""
+        if self._least is not None and before == self._least[0]:
+            least, at = self._least
+            self._least = (least, at - 1) if at > 1 else None  # the last at the minimum: it may rise
 
     def release_count(self, reader_id: str) -> int:
         """How many segments the reader should release now (0 during a checkpoint). O(readers).
@@ -261,16 +276,11 @@ class GroupModel:
             handler = _HANDLERS[type(u)]
         except KeyError:
             raise TypeError(f"not a group update: {u!r}") from None
-        if type(u) is not Report:  # a report moves positions and watermarks only
-            self._least = None
         try:
             handler(self, u, token)
         except ReaderGroupError:
             self.rejected += 1
             return False
-        finally:
-            if type(u) is not Report:  # handlers change loads as they go (a rebalance, then acquire)
-                self._least = None
         if self.by_wm:
             m: int = self.by_wm[0][0]
             if m > self.floor:
@@ -286,6 +296,9 @@ class GroupModel:
         if rid in self.readers:
             raise ReaderExistsError(f"group {self.group!r}: reader {rid!r} is online already")
         self.readers[rid] = Slot(rid, token)
+        if self._least is not None:
+            least, at = self._least
+            self._least = (least, at + 1) if least == 0 else (0, 1)
 
     def _remove(self, u: RemoveReader, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -301,6 +314,7 @@ class GroupModel:
                 self._move(e, p, w)
         for name in sorted(slot.segments):
             self._unassign(self.entries[name])
+        self._load_rose(len(slot.segments))
         slot.segments.clear()
         del self.readers[u.reader_id]
         if cp is not None and cp.waiting is not None:
@@ -325,6 +339,7 @@ class GroupModel:
         name = u.segment
         final = max(u.final_watermark, e.watermark)
         slot.segments.discard(name)
+        self._loads_fell(slot)
         self._drop(e)
         self.completed[name] = (e.seg, final)
         for plan in u.successors:
@@ -379,14 +394,18 @@ class GroupModel:
         for name in u.segments:
             slot.segments.discard(name)
             self._unassign(self.entries[name])
+        self._loads_fell(slot)
 
     def _acquire(self, u: Acquire | Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
         self.in_epoch(u.epoch)
+        before = len(slot.segments)
         for _ in range(self.acquire_count(u.reader_id)):
             _, name = self.unassigned.pop(0)
             self.entries[name].owner = u.reader_id
             slot.segments.add(name)
+        if len(slot.segments) > before:
+            self._load_rose(before)
 
     def _rebalance(self, u: Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -397,6 +416,7 @@ class GroupModel:
             for _, name in held[:k]:
                 slot.segments.discard(name)
                 self._unassign(self.entries[name])
+            self._loads_fell(slot)
         self._acquire(u, token)
 
     def _initiate(self, u: InitiateCheckpoint, token: int) -> None:
@@ -427,6 +447,7 @@ class GroupModel:
         self.epoch = u.epoch
         for slot in self.readers.values():
             slot.segments.clear()
+        self._least = None
         self.completed.clear()
         self.floor = INT64_MIN
         self._install(u.entries)
@@ -540,7 +561,9 @@ class GroupModel:
         readable = [e.seg for e in self.entries.values() if not e.waiting]
         assert self.futures == len(self.entries) - len(readable), "stale count of future segments"
         loads = [len(s.segments) for s in self.readers.values()]
-        assert self._least is None or self._least == min(loads, default=0), "stale least load"
+        if self._least is not None:
+            least = min(loads, default=0)
+            assert self._least == (least, loads.count(least)), f"stale least load {self._least}"
         for i, a in enumerate(readable):
             for b in readable[i + 1 :]:
                 assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (
