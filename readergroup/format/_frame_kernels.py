@@ -3,8 +3,8 @@
 The frame layout is ``readergroup.format.events``'s: ``rest`` u32, ``kind`` u8, ``event_time``
 i64, ``key_length`` u16 (15 header bytes, little-endian), the routing key, the payload.
 Every kernel walks a whole buffer in one call (never one call per frame), writes into
-arrays the caller allocated with numpy (``decode`` sizes and allocates its own in a first
-pass, saving a dozen numpy calls per block), and runs with ``cache=True, nogil=True``, so a
+arrays the caller allocated with numpy (an array a kernel returns costs ~30 us to box: numba
+unpickles its dtype), and runs with ``cache=True, nogil=True``, so a
 background thread fetching bytes runs beside it. Bytes are copied with LLVM's
 ``memcpy`` (``_copy``): ~3 ns for a 41-byte key and payload, where a byte loop takes ~30.
 
@@ -28,6 +28,7 @@ __all__ = [
     "BAD_KEY",
     "scan",
     "walk",
+    "decode_sizes",
     "decode",
     "measure_events",
     "fill_events",
@@ -185,26 +186,20 @@ def walk(buf: Any) -> tuple[int, int, int]:
 
 
 @_jit
-def decode(buf: Any, events_only: bool) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, int, int]:
-    """``decode_columns`` in one call: the complete frames of ``buf`` (only events if ``events_only``).
-
-    Returns starts, lengths, kinds, event times, key offsets and bytes, payload offsets
-    and bytes (the offsets int64, ``count + 1`` of them), the bytes consumed, and the
-    offset of a malformed header or -1 (then the rest is empty). O(len(buf)), two passes.
-    """
+def decode_sizes(buf: Any, events_only: bool) -> tuple[int, int, int, int, int]:
+    """The first pass of ``decode``: (frames, key bytes, payload bytes, bytes consumed, offset of a
+    malformed header or -1) of the complete frames of ``buf`` (only events if ``events_only``)."""
     n = buf.size
     pos = 0
     count = 0
     key_bytes = 0
     pay_bytes = 0
-    bad = -1
     while pos + _HEADER <= n:
         rest = _u32(buf, pos)
         kind = buf[pos + 4]
         klen = _u16(buf, pos + 13)
         if rest < _FIXED + klen or kind > _MAX_KIND:
-            bad = pos
-            break
+            return count, key_bytes, pay_bytes, pos, pos
         if pos + 4 + rest > n:
             break
         if not events_only or kind == 0:
@@ -212,17 +207,25 @@ def decode(buf: Any, events_only: bool) -> tuple[Any, Any, Any, Any, Any, Any, A
             key_bytes += klen
             pay_bytes += 4 + rest - _HEADER - klen
         pos += 4 + rest
-    consumed = pos
-    if bad >= 0:
-        count = key_bytes = pay_bytes = 0
-    starts = np.empty(count, np.int64)
-    lengths = np.empty(count, np.int64)
-    kinds = np.empty(count, np.uint8)
-    times = np.empty(count, np.int64)
-    key_off = np.empty(count + 1, np.int64)
-    pay_off = np.empty(count + 1, np.int64)
-    keys = np.empty(key_bytes, np.uint8)
-    pays = np.empty(pay_bytes, np.uint8)
+    return count, key_bytes, pay_bytes, pos, -1
+
+
+@_jit
+def decode(
+    buf: Any,
+    events_only: bool,
+    starts: Any,
+    lengths: Any,
+    kinds: Any,
+    times: Any,
+    key_off: Any,
+    keys: Any,
+    pay_off: Any,
+    pays: Any,
+) -> None:
+    """``decode_columns`` in one call after ``decode_sizes`` sized the outputs: frame starts, lengths,
+    kinds, event times, key offsets (``count + 1``, int64) and bytes, payload offsets and bytes."""
+    count = starts.size
     key_off[0] = 0
     pay_off[0] = 0
     pos = 0
@@ -244,7 +247,6 @@ def decode(buf: Any, events_only: bool) -> tuple[Any, Any, Any, Any, Any, Any, A
             pay_off[i + 1] = pay_off[i] + plen
             i += 1
         pos += size
-    return starts, lengths, kinds, times, key_off, keys, pay_off, pays, consumed, bad
 
 
 @_jit

@@ -264,14 +264,17 @@ def decode_columns(
 
 # ---------------------------------------------------------------------- internals
 def _decode_kernel(arr: np.ndarray, base_offset: int, events_only: bool) -> tuple[dict[str, Any], int]:
-    """``decode_columns`` through one kernel call (the same columns as the step-by-step path)."""
-    starts, lengths, kinds, times, key_off, keys, pay_off, pays, consumed, bad = _kernels().decode(
-        arr, events_only
-    )
+    """``decode_columns`` through two kernel calls (the same columns as the step-by-step path)."""
+    k = _kernels()
+    count, key_bytes, pay_bytes, consumed, bad = k.decode_sizes(arr, events_only)
     if bad >= 0:
         rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
         raise _bad(base_offset + bad, rest, kind, klen)
-    count = len(starts)
+    starts, lengths, times = np.empty(count, np.int64), np.empty(count, np.int64), np.empty(count, np.int64)
+    kinds = np.empty(count, np.uint8)
+    key_off, pay_off = np.empty(count + 1, np.int64), np.empty(count + 1, np.int64)
+    keys, pays = np.empty(key_bytes, np.uint8), np.empty(pay_bytes, np.uint8)
+    k.decode(arr, events_only, starts, lengths, kinds, times, key_off, keys, pay_off, pays)
     key_arr = _binary(count, key_off, keys, string=True)
     if count and len(keys):
         try:
