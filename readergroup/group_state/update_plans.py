@@ -24,7 +24,7 @@ from ..errors import InvalidPositionError
 from .group_model import GroupModel
 from .group_updates import Complete, Position, SuccessorPlan
 
-__all__ = ["UpdatePlanner", "build_entries", "moved_positions", "before_entries"]
+__all__ = ["UpdatePlanner", "build_entries", "first_overlap", "moved_positions", "before_entries"]
 
 
 class UpdatePlanner:
