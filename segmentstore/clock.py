@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Clock", "WallClock", "ManualClock", "TickingClock", "monotonic_s"]
+__all__ = ["Clock", "WallClock", "ManualClock", "TickingClock", "monotonic_s", "process_s"]
 
 
 @runtime_checkable
@@ -92,6 +92,11 @@ class TickingClock(ManualClock):
 def monotonic_s() -> float:
     """Seconds from a monotonic clock, for timeouts and pacing (never for ingestion time)."""
     return time.monotonic()
+
+
+def process_s() -> float:
+    """CPU seconds of this process (every thread), for benchmarks on a shared machine."""
+    return time.process_time()
 
 
 def _check_ms(what: str, value: object) -> int:

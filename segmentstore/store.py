@@ -174,6 +174,10 @@ class SegmentStore:
         """``SegmentClient.wait_any`` as a future of the ready indexes (``segmentstore.wait_any``)."""
         return self._reads.wait_any(requests)
 
+    def ready_now(self, requests: Sequence[WaitRequest]) -> tuple[int, ...]:
+        """``SegmentClient.wait_any`` with ``wait_ms=0``: the ready indexes now, or ``()``; no future."""
+        return self._reads.ready_now(requests)
+
     def watermark_at(self, name: str, offset: int) -> int:
         """See ``SegmentClient.watermark_at``."""
         return self._reads.watermark_at(name, offset)

@@ -345,7 +345,10 @@ class WriterActor:
         counts = self.world.segment_events
         for _ in range(64):
             segi = self._key_seg[key_idx]
-            order = np.argsort(segi, kind="stable")
+            # stable, so each key keeps its order; fewer than 2^16 segments sort as uint16 (radix, O(n))
+            order = np.argsort(
+                segi.astype(np.uint16) if len(self._seg_names) <= 1 << 16 else segi, kind="stable"
+            )
             sorted_seg = segi[order]
             cuts = np.flatnonzero(np.diff(sorted_seg)) + 1
             starts = [0, *cuts.tolist()]

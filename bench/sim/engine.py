@@ -20,7 +20,7 @@ import simpy
 
 from readergroup.reading.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
-from segmentstore.clock import monotonic_s
+from segmentstore.clock import monotonic_s, process_s
 from segmentstore.limits import INT64_MIN
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
@@ -134,6 +134,7 @@ def run_scenario(
         actor = ProcessReaderActor if scenario.group.processes else ReaderActor
         readers = [actor(world, spec, name, ch) for ch, (spec, name) in enumerate(specs)]
         setup = monotonic_s() - t0
+        cpu0 = process_s()
         env.process(advancer(world))
         env.process(scaler(world))
         for wa in writers:
@@ -144,6 +145,7 @@ def run_scenario(
         if progress is not None:
             env.process(_progress(world, progress))
         env.run(until=scenario.duration_ms + 1)
+        run_cpu = process_s() - cpu0
         summary = _summary(world, writers, readers)
         if after is not None:
             after(world.store)
@@ -158,6 +160,7 @@ def run_scenario(
             monotonic_s() - t0,
             setup,
             tuple(pipe.chain.rows) if pipe and pipe.chain else (),
+            run_cpu,
         )
     finally:
         world.close()

@@ -19,7 +19,7 @@ __all__ = ["SimResult"]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SimResult:
-    """What a run produced. ``summary`` is JSON-ready; ``wall_s`` is the only non-deterministic field."""
+    """What a run produced. ``summary`` is JSON-ready; the timings (``wall_s`` ...) are not deterministic."""
 
     scenario: Scenario
     summary: dict[str, Any]
@@ -32,6 +32,9 @@ class SimResult:
     """Of ``wall_s``, the time spent building the world (store, stream, reader group) before time 0."""
     stage_rows: tuple[StageRow, ...] = ()
     """``pipeline.stages``: one row per sample and stage (``bench.sim.stages.STAGE_COLUMNS``)."""
+    run_cpu_s: float = 0.0
+    """CPU seconds of this process while simulating (after the set-up): on a shared machine, what
+    the run cost, where ``wall_s`` also counts other processes' turns. Never written either."""
 
     @property
     def events_delivered(self) -> int:

@@ -3,7 +3,8 @@
 The frame layout is ``readergroup.format.events``'s: ``rest`` u32, ``kind`` u8, ``event_time``
 i64, ``key_length`` u16 (15 header bytes, little-endian), the routing key, the payload.
 Every kernel walks a whole buffer in one call (never one call per frame), writes into
-arrays the caller allocated with numpy, and runs with ``cache=True, nogil=True``, so a
+arrays the caller allocated with numpy (an array a kernel returns costs ~30 us to box: numba
+unpickles its dtype), and runs with ``cache=True, nogil=True``, so a
 background thread fetching bytes runs beside it. Bytes are copied with LLVM's
 ``memcpy`` (``_copy``): ~3 ns for a 41-byte key and payload, where a byte loop takes ~30.
 
@@ -27,7 +28,8 @@ __all__ = [
     "BAD_KEY",
     "scan",
     "walk",
-    "gather",
+    "decode_sizes",
+    "decode",
     "measure_events",
     "fill_events",
     "encode_frames",
@@ -184,10 +186,67 @@ def walk(buf: Any) -> tuple[int, int, int]:
 
 
 @_jit
-def gather(buf: Any, starts: Any, lens: Any, offsets: Any, out: Any) -> None:
-    """``out[offsets[i]:offsets[i+1]] = buf[starts[i]:starts[i]+lens[i]]`` for every i."""
-    for i in range(starts.size):
-        _copy(out, np.int64(offsets[i]), buf, np.int64(starts[i]), np.int64(lens[i]))
+def decode_sizes(buf: Any, events_only: bool) -> tuple[int, int, int, int, int]:
+    """The first pass of ``decode``: (frames, key bytes, payload bytes, bytes consumed, offset of a
+    malformed header or -1) of the complete frames of ``buf`` (only events if ``events_only``)."""
+    n = buf.size
+    pos = 0
+    count = 0
+    key_bytes = 0
+    pay_bytes = 0
+    while pos + _HEADER <= n:
+        rest = _u32(buf, pos)
+        kind = buf[pos + 4]
+        klen = _u16(buf, pos + 13)
+        if rest < _FIXED + klen or kind > _MAX_KIND:
+            return count, key_bytes, pay_bytes, pos, pos
+        if pos + 4 + rest > n:
+            break
+        if not events_only or kind == 0:
+            count += 1
+            key_bytes += klen
+            pay_bytes += 4 + rest - _HEADER - klen
+        pos += 4 + rest
+    return count, key_bytes, pay_bytes, pos, -1
+
+
+@_jit
+def decode(
+    buf: Any,
+    events_only: bool,
+    starts: Any,
+    lengths: Any,
+    kinds: Any,
+    times: Any,
+    key_off: Any,
+    keys: Any,
+    pay_off: Any,
+    pays: Any,
+) -> None:
+    """``decode_columns`` in one call after ``decode_sizes`` sized the outputs: frame starts, lengths,
+    kinds, event times, key offsets (``count + 1``, int64) and bytes, payload offsets and bytes."""
+    count = starts.size
+    key_off[0] = 0
+    pay_off[0] = 0
+    pos = 0
+    i = 0
+    while i < count:
+        rest = _u32(buf, pos)
+        kind = buf[pos + 4]
+        size = 4 + rest
+        if not events_only or kind == 0:
+            klen = _u16(buf, pos + 13)
+            plen = size - _HEADER - klen
+            starts[i] = pos
+            lengths[i] = size
+            kinds[i] = kind
+            times[i] = _i64(buf, pos + 5)
+            _copy(keys, key_off[i], buf, np.int64(pos + _HEADER), np.int64(klen))
+            _copy(pays, pay_off[i], buf, np.int64(pos + _HEADER + klen), np.int64(plen))
+            key_off[i + 1] = key_off[i] + klen
+            pay_off[i + 1] = pay_off[i] + plen
+            i += 1
+        pos += size
 
 
 @_jit

@@ -8,9 +8,10 @@ the position after it is ``offset + length``. Kinds: ``KIND_EVENT``; ``KIND_WATE
 and ``KIND_IDLE`` are writer markers, never delivered as events.
 
 ``decode_frames`` is the per-event decoder (a Python loop, a few µs per frame);
-``decode_columns`` the batch decoder for readers: a numba kernel finds the frame
-boundaries and gathers keys and payloads into Arrow arrays (numba is imported on
-first use; small buffers take a Python path so they pay no compile or load cost).
+``decode_columns`` the batch decoder for readers: one numba kernel call finds the frame
+boundaries and copies keys and payloads into Arrow arrays' buffers (numba is imported on
+the first buffer of 32 KiB; smaller ones take a Python path until then, so that they pay
+no compile or load cost; once loaded, the kernel decodes every buffer of 256 B or more).
 The kernels live in ``_frame_kernels``; ``frame_batch`` decodes and encodes frames in
 bulk for the engines.
 """
@@ -18,6 +19,7 @@ bulk for the engines.
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -60,7 +62,10 @@ MAX_KEY_BYTES = 0xFFFF
 _MAX_REST = 0xFFFFFFFF
 
 _NUMBA_MIN_BYTES = 32 * 1024
-"""``decode_columns`` uses the numba kernels from this buffer size on."""
+"""``decode_columns`` imports the numba kernels (~0.7 s) for a buffer of this size or more."""
+_NUMBA_LOADED_MIN_BYTES = 256
+"""Once the kernels are imported (by anyone), they decode buffers from this size on (Python: ~1 us/frame)."""
+_KERNELS_MODULE = f"{__package__}._frame_kernels"
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +191,7 @@ def _scan(
     arr: np.ndarray, base_offset: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Frame boundaries of ``arr``: starts, lengths, kinds, event times, key lengths; bytes consumed."""
-    if arr.size >= _NUMBA_MIN_BYTES:
+    if _use_kernels(arr.size):
         k = _kernels()
         cap = arr.size // HEADER_SIZE + 1
         starts = np.empty(cap, np.int64)
@@ -221,6 +226,8 @@ def decode_columns(
     writer markers. A partial frame at the end is left for the next read.
     """
     arr = np.frombuffer(buf, dtype=np.uint8)
+    if _use_kernels(arr.size):
+        return _decode_kernel(arr, base_offset, events_only)
     starts, lengths, kinds, times, klens, consumed = _scan(arr, base_offset)
     if events_only:
         keep = kinds == KIND_EVENT
@@ -256,6 +263,47 @@ def decode_columns(
 
 
 # ---------------------------------------------------------------------- internals
+def _decode_kernel(arr: np.ndarray, base_offset: int, events_only: bool) -> tuple[dict[str, Any], int]:
+    """``decode_columns`` through two kernel calls (the same columns as the step-by-step path)."""
+    k = _kernels()
+    count, key_bytes, pay_bytes, consumed, bad = k.decode_sizes(arr, events_only)
+    if bad >= 0:
+        rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
+        raise _bad(base_offset + bad, rest, kind, klen)
+    starts, lengths, times = np.empty(count, np.int64), np.empty(count, np.int64), np.empty(count, np.int64)
+    kinds = np.empty(count, np.uint8)
+    key_off, pay_off = np.empty(count + 1, np.int64), np.empty(count + 1, np.int64)
+    keys, pays = np.empty(key_bytes, np.uint8), np.empty(pay_bytes, np.uint8)
+    k.decode(arr, events_only, starts, lengths, kinds, times, key_off, keys, pay_off, pays)
+    key_arr = _binary(count, key_off, keys, string=True)
+    if count and len(keys):
+        try:
+            key_arr.validate(full=True)
+        except pa.ArrowInvalid:
+            raise FrameFormatError(
+                f"a routing key in the frames at offset {base_offset} is not valid UTF-8"
+            ) from None
+    cols: dict[str, Any] = {
+        "offset": starts + base_offset,
+        "length": lengths,
+        "kind": kinds,
+        "event_time": times,
+        "routing_key": key_arr,
+        "payload": _binary(count, pay_off, pays, string=False),
+    }
+    return cols, int(consumed)
+
+
+def _binary(count: int, offsets: np.ndarray, data: np.ndarray, string: bool) -> pa.Array:
+    """An Arrow string/binary array of ``count`` values over int64 ``offsets`` and ``data``. O(count)."""
+    if len(data) < 2**31:
+        typ = pa.string() if string else pa.binary()
+        offsets = offsets.astype(np.int32)
+    else:
+        typ = pa.large_string() if string else pa.large_binary()
+    return pa.Array.from_buffers(typ, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
 def _bad(offset: int, rest: int, kind: int, klen: int) -> FrameFormatError:
     if kind > KIND_IDLE:
         return FrameFormatError(f"frame at offset {offset}: unknown kind {kind}")
@@ -295,13 +343,15 @@ def _gather(arr: np.ndarray, starts: np.ndarray, lens: np.ndarray, string: bool)
         off_buf = pa.py_buffer(offsets)
     if count == 0 or total == 0:
         data = np.empty(0, np.uint8)
-    elif arr.size >= _NUMBA_MIN_BYTES:
-        data = np.empty(total, np.uint8)
-        _kernels().gather(arr, starts, lens, offsets, data)
-    else:
+    else:  # small buffers only (larger ones: the decode kernel)
         idx = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lens)
         data = arr[idx]
     return pa.Array.from_buffers(typ, count, [None, off_buf, pa.py_buffer(data)])
+
+
+def _use_kernels(size: int) -> bool:
+    """Whether a buffer of ``size`` bytes goes through the numba kernels (same results as the Python path)."""
+    return size >= _NUMBA_MIN_BYTES or (size >= _NUMBA_LOADED_MIN_BYTES and _KERNELS_MODULE in sys.modules)
 
 
 def _kernels() -> ModuleType:

@@ -39,6 +39,7 @@ they completed, so in a consistent state no such entry is left when ``C`` comple
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -81,6 +82,8 @@ from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, Segment
 
 __all__ = ["GroupModel", "SNAPSHOT_VERSION"]
 
+_SEGMENTS = operator.attrgetter("segments")
+
 
 class GroupModel:
     """The replicated state of one reader group; change it only through ``apply``. Not thread-safe."""
@@ -102,6 +105,8 @@ class GroupModel:
         self.rejected = 0  # updates skipped on apply (not part of the state)
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
         self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
+        self.futures = 0  # entries waiting for predecessors (derived: len(entries) - readable)
+        self._least: tuple[int, int] | None = None  # (fewest segments a reader holds, readers holding that)
 
     @classmethod
     def initial(
@@ -175,8 +180,32 @@ class GroupModel:
         return any(cp.token == token for cp in self.checkpoints)
 
     def fair_share(self) -> int:
-        readable = len(self.entries) - sum(1 for e in self.entries.values() if e.waiting)
-        return math.ceil(readable / max(1, len(self.readers)))
+        """``ceil(readable segments / readers)``. O(1)."""
+        return math.ceil((len(self.entries) - self.futures) / max(1, len(self.readers)))
+
+    def least_load(self) -> int:
+        """The fewest segments any reader holds (0 without readers). O(1) while cached, else O(readers):
+        the handlers keep it (``_loads_fell``, ``_load_rose``) or drop it when the minimum may rise."""
+        if self._least is None:
+            loads = list(map(len, map(_SEGMENTS, self.readers.values())))
+            least = min(loads, default=0)
+            self._least = (least, loads.count(least))
+        return self._least[0]
+
+    def _loads_fell(self, slot: Slot) -> None:
+        """``slot`` holds fewer segments than before (no other reader's load changed)."""
+        if self._least is not None:
+            new, (least, at) = len(slot.segments), self._least
+            if new < least:
+                self._least = (new, 1)
+            elif new == least:
+                self._least = (least, at + 1)
+
+    def _load_rose(self, before: int) -> None:
+        """A reader that held ``before`` segments holds more, or left (no other reader's load changed)."""
+        if self._least is not None and before == self._least[0]:
+            least, at = self._least
+            self._least = (least, at - 1) if at > 1 else None  # the last at the minimum: it may rise
 
     def release_count(self, reader_id: str) -> int:
         """How many segments the reader should release now (0 during a checkpoint). O(readers).
@@ -193,8 +222,7 @@ class GroupModel:
             return owned - fair
         if self.unassigned:  # the least loaded reader can take those instead
             return 0
-        least = min(len(s.segments) for s in self.readers.values())
-        return 1 if owned - least >= 2 else 0
+        return 1 if owned - self.least_load() >= 2 else 0
 
     def acquire_count(self, reader_id: str) -> int:
         """How many unassigned segments the reader would take now. O(readers).
@@ -205,7 +233,7 @@ class GroupModel:
         if slot is None or self.active() is not None or not self.unassigned:
             return 0
         owned = len(slot.segments)
-        if any(len(s.segments) < owned for s in self.readers.values()):
+        if self.least_load() < owned:
             return 0  # a less loaded reader goes first (no ping-pong after a release)
         return max(0, min(len(self.unassigned), self.fair_share() - owned))
 
@@ -268,6 +296,9 @@ class GroupModel:
         if rid in self.readers:
             raise ReaderExistsError(f"group {self.group!r}: reader {rid!r} is online already")
         self.readers[rid] = Slot(rid, token)
+        if self._least is not None:
+            least, at = self._least
+            self._least = (least, at + 1) if least == 0 else (0, 1)
 
     def _remove(self, u: RemoveReader, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -283,6 +314,7 @@ class GroupModel:
                 self._move(e, p, w)
         for name in sorted(slot.segments):
             self._unassign(self.entries[name])
+        self._load_rose(len(slot.segments))
         slot.segments.clear()
         del self.readers[u.reader_id]
         if cp is not None and cp.waiting is not None:
@@ -307,6 +339,7 @@ class GroupModel:
         name = u.segment
         final = max(u.final_watermark, e.watermark)
         slot.segments.discard(name)
+        self._loads_fell(slot)
         self._drop(e)
         self.completed[name] = (e.seg, final)
         for plan in u.successors:
@@ -320,6 +353,7 @@ class GroupModel:
                 f.waiting.discard(name)
                 if not f.waiting:
                     f.waiting = None
+                    self.futures -= 1
                     self.unassigned.add((f.watermark, s))
         self._forget_completed()
 
@@ -344,6 +378,7 @@ class GroupModel:
         self.by_wm.add((wm, plan.segment.name))
         if waiting:
             e.waiting = waiting
+            self.futures += 1
         else:
             self.unassigned.add((wm, plan.segment.name))
 
@@ -359,14 +394,18 @@ class GroupModel:
         for name in u.segments:
             slot.segments.discard(name)
             self._unassign(self.entries[name])
+        self._loads_fell(slot)
 
     def _acquire(self, u: Acquire | Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
         self.in_epoch(u.epoch)
+        before = len(slot.segments)
         for _ in range(self.acquire_count(u.reader_id)):
             _, name = self.unassigned.pop(0)
             self.entries[name].owner = u.reader_id
             slot.segments.add(name)
+        if len(slot.segments) > before:
+            self._load_rose(before)
 
     def _rebalance(self, u: Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -377,6 +416,7 @@ class GroupModel:
             for _, name in held[:k]:
                 slot.segments.discard(name)
                 self._unassign(self.entries[name])
+            self._loads_fell(slot)
         self._acquire(u, token)
 
     def _initiate(self, u: InitiateCheckpoint, token: int) -> None:
@@ -407,6 +447,7 @@ class GroupModel:
         self.epoch = u.epoch
         for slot in self.readers.values():
             slot.segments.clear()
+        self._least = None
         self.completed.clear()
         self.floor = INT64_MIN
         self._install(u.entries)
@@ -444,6 +485,7 @@ class GroupModel:
     # ------------------------------------------------------------------ internals
     def _install(self, entries: Sequence[tuple[StreamSegment, int, int]]) -> None:
         self.entries = {seg.name: Entry(seg, pos, wm) for seg, pos, wm in entries}
+        self.futures = 0
         self.by_wm = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
         self.unassigned = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
         if self.by_wm:
@@ -517,6 +559,11 @@ class GroupModel:
         if self.by_wm:
             assert self.by_wm[0][0] >= self.floor, "the group watermark decreased"
         readable = [e.seg for e in self.entries.values() if not e.waiting]
+        assert self.futures == len(self.entries) - len(readable), "stale count of future segments"
+        loads = [len(s.segments) for s in self.readers.values()]
+        if self._least is not None:
+            least = min(loads, default=0)
+            assert self._least == (least, loads.count(least)), f"stale least load {self._least}"
         for i, a in enumerate(readable):
             for b in readable[i + 1 :]:
                 assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (

@@ -88,6 +88,7 @@ def load_snapshot(m: GroupModel, o: dict[str, Any], version: int) -> None:
         m.by_wm.add((e.watermark, name))
         if waiting is not None:
             e.waiting = {str(p) for p in waiting}
+            m.futures += 1 if e.waiting else 0
         elif owner is not None:
             e.owner = str(owner)
             m.readers[e.owner].segments.add(name)

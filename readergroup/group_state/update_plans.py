@@ -38,7 +38,7 @@ from .group_updates import (
 )
 from .state_records import FUTURE
 
-__all__ = ["UpdatePlanner", "build_entries", "moved_positions", "before_entries"]
+__all__ = ["UpdatePlanner", "build_entries", "first_overlap", "moved_positions", "before_entries"]
 
 
 class UpdatePlanner:
@@ -208,14 +208,43 @@ def build_entries(
             )
         wm = client.watermark_at(name, offset)
         out.append((seg, offset, max(wm, hints.get(name, wm))))
-    for i, (a, _, _) in enumerate(out):
-        for b, _, _ in out[i + 1 :]:
-            if a.stream == b.stream and a.overlaps(b.key_low, b.key_high):
-                raise InvalidPositionError(
-                    f"group {group!r}: segments {a.name!r} and {b.name!r} overlap in "
-                    "key range; a stream cut holds each routing key once"
-                )
+    overlap = first_overlap([seg for seg, _, _ in out])
+    if overlap is not None:
+        a, b = overlap
+        raise InvalidPositionError(
+            f"group {group!r}: segments {a.name!r} and {b.name!r} overlap in "
+            "key range; a stream cut holds each routing key once"
+        )
     return out
+
+
+def first_overlap(segments: Sequence[StreamSegment]) -> tuple[StreamSegment, StreamSegment] | None:
+    """The first pair ``(segments[i], segments[j])``, ``i < j``, of one stream whose key ranges overlap.
+
+    O(n log n) when none does (the usual case): per stream, sorted by ``key_low``, each
+    range is compared with the one reaching furthest among those before it. Only when
+    one does are the pairs scanned in order (O(n^2)) to name the first.
+    """
+    by_stream: dict[str, list[StreamSegment]] = {}
+    for s in segments:
+        by_stream.setdefault(s.stream, []).append(s)
+    for group in by_stream.values():
+        reach: StreamSegment | None = None  # the range reaching furthest so far
+        for s in sorted(group, key=lambda x: x.key_low):
+            if reach is not None and s.overlaps(reach.key_low, reach.key_high):
+                break
+            if reach is None or s.key_high > reach.key_high:
+                reach = s
+        else:
+            continue
+        break
+    else:
+        return None
+    for i, a in enumerate(segments):
+        for b in segments[i + 1 :]:
+            if a.stream == b.stream and a.overlaps(b.key_low, b.key_high):
+                return a, b
+    raise AssertionError("an overlap was found, then not")  # pragma: no cover
 
 
 def moved_positions(m: GroupModel, rid: str, positions: Iterable[Position]) -> tuple[Position, ...]:

@@ -66,6 +66,8 @@ __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
 _new = tuple.__new__
+_NO_KEYS = pa.array([], pa.string())  # an empty batch's columns (Arrow arrays are immutable: shared)
+_NO_PAYLOADS = pa.array([], pa.binary())
 
 
 _EVENT = ReadKind.EVENT
@@ -351,8 +353,8 @@ class EventReader(ReaderMembership):
             e64,
             e64,
             e64,
-            pa.array([], pa.string()),
-            pa.array([], pa.binary()),
+            _NO_KEYS,
+            _NO_PAYLOADS,
         )
 
     def _refill(self, s: SegmentInput) -> bool:

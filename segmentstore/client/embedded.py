@@ -83,9 +83,9 @@ class EmbeddedClient(SegmentStoreClient):
         return self.store.read_future(name, offset, max_length).wait(wait_ms / 1000.0)
 
     def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
-        check_wait_ms("wait_any", wait_ms)
-        fut = self.store.wait_any(requests)
-        return fut.wait(wait_ms / 1000.0) if wait_ms else fut.wait(0)
+        if check_wait_ms("wait_any", wait_ms) == 0:
+            return self.store.ready_now(requests)
+        return self.store.wait_any(requests).wait(wait_ms / 1000.0)
 
     def scan_records(
         self, name: str, offset: int, max_length: int, max_records: int | None = None

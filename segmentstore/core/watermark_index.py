@@ -415,9 +415,15 @@ class WatermarkIndex:
         for q, i in ((first, 0), (last, nq - 1)):
             if not lo_q <= q <= hi_q:
                 self._raise_range(q, i, ingestion)
+        sorted_ok = assume_sorted is not False and first <= last
+        if _SMALL_BATCH < nq < _PAR_MIN and sorted_ok:  # one thread would run it: no thread settings
+            r = km.lookup_sorted_serial(offs, wms, n, qs, res, tail_val, add)
+            if r < 0:
+                return out
+            sorted_ok = False  # a descent: the random kernel answers every query
         if nq <= _SMALL_BATCH or not km.parallel_ok():
             # few queries, or a child forked from a process that ran OpenMP kernels
-            if nq > _SMALL_BATCH and assume_sorted is not False and first <= last:
+            if nq > _SMALL_BATCH and sorted_ok:
                 r = km.lookup_sorted_serial(offs, wms, n, qs, res, tail_val, add)
                 if r < 0:
                     return out
@@ -430,7 +436,7 @@ class WatermarkIndex:
                     km.set_num_threads(1)
                 try:
                     r = -1
-                    if assume_sorted is not False and first <= last:
+                    if sorted_ok:
                         r = km.lookup_sorted(offs, wms, n, qs, res, tail_val, add)
                         if r < 0:
                             return out
