@@ -69,6 +69,7 @@ from .spark_data import (
     preload,
     preload_served,
     raise_if_failed,
+    retried,
 )
 from .suite import Row, Size, module_main, row, sized
 
@@ -277,9 +278,9 @@ def run(size: Size = "full") -> list[Row]:
         # batch's events evenly among the segments with data; when one runs dry, one task reads all)
         layout = preload_served(served, _SERVED, events * 13 // 10)
         spark = local_session("ingestwm-bench", log_level="fatal")
-        check_delivery(spark, endpoint, client, "bench/check", rows_per_batch)
+        retried(lambda: check_delivery(spark, endpoint, client, "bench/check", rows_per_batch))
         with RemoteClient(served, timeout_s=120) as remote:
-            check_delivery(spark, served, remote, "bench/usrchk", rows_per_batch)
+            retried(lambda: check_delivery(spark, served, remote, "bench/usrchk", rows_per_batch))
         segments = [seg.name for seg in client.get_stream("bench/main").active_segments]
         check_ceiling(client, "bench/main", segments)
         spark.dataSource.register(ceiling_source(rows_per_batch, "bench/main", segments))
@@ -290,12 +291,12 @@ def run(size: Size = "full") -> list[Row]:
             "d": lambda: _ingestwm(spark, served, _SERVED, rows_per_batch, batches),
         }
         if size != "tiny":  # unmeasured: the JVM's and the workers' warm-up would land on (a), run first
-            _ingestwm(spark, endpoint, "bench/main", rows_per_batch, 1)
-            _ceiling(spark, rows_per_batch, 1)
-            _ingestwm(spark, served, _SERVED, rows_per_batch, 1)
+            retried(lambda: _ingestwm(spark, endpoint, "bench/main", rows_per_batch, 1))
+            retried(lambda: _ceiling(spark, rows_per_batch, 1))
+            retried(lambda: _ingestwm(spark, served, _SERVED, rows_per_batch, 1))
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
         for i in range(rounds_n):  # (b) next to both (a) and (d), the order reversed every other round
-            ran = {k: queries[k]() for k in ("abdc" if i % 2 == 0 else "cdba")}
+            ran = {k: retried(queries[k]) for k in ("abdc" if i % 2 == 0 else "cdba")}
             rounds.append(tuple(ran[k] for k in "abcd"))
         split = _read_split(endpoint, client, "bench/main")
         with RemoteClient(served, timeout_s=120) as remote:

@@ -14,8 +14,8 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from readergroup.format.events import decode_frames, encode_event
 from segmentstore.client import RemoteClient, SegmentStoreClient
@@ -32,7 +32,10 @@ __all__ = [
     "check_ceiling",
     "check_delivery",
     "raise_if_failed",
+    "retried",
 ]
+
+_T = TypeVar("_T")
 
 SEGMENTS = 2
 PARTITIONS = 2
@@ -268,3 +271,23 @@ def raise_if_failed(q: Any) -> None:
     if q.exception() is not None:
         first = (str(q.exception()).strip().splitlines() or [""])[0]
         raise RuntimeError(f"the query {q.name or q.id} failed: {first}")
+
+
+_NO_CONNECT_BACK = "Python worker failed to connect back"
+
+
+def retried(query: Callable[[], _T], attempts: int = 3) -> _T:
+    """``query()``, run again (``attempts`` in all) if Spark's new Python process did not connect back.
+
+    Spark gives the Python process it starts for a query 10 s to connect back (fixed, not
+    a setting); on the shared machine at a load average of 15 on 2 cores its start took
+    longer twice in a row and the query failed before reading anything. Any other
+    failure is raised at once, and this one after the last attempt.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return query()
+        except Exception as e:
+            if _NO_CONNECT_BACK not in str(e) or attempt == attempts:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
