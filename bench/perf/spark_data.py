@@ -276,13 +276,13 @@ def raise_if_failed(q: Any) -> None:
 _NO_CONNECT_BACK = "Python worker failed to connect back"
 
 
-def retried(query: Callable[[], _T], attempts: int = 3) -> _T:
+def retried(query: Callable[[], _T], attempts: int = 5) -> _T:
     """``query()``, run again (``attempts`` in all) if Spark's new Python process did not connect back.
 
     Spark gives the Python process it starts for a query 10 s to connect back (fixed, not
-    a setting); on the shared machine at a load average of 15 on 2 cores its start took
-    longer twice in a row and the query failed before reading anything. Any other
-    failure is raised at once, and this one after the last attempt.
+    a setting); on the shared machine at load averages of 10 to 19 on 2 cores its start
+    took longer, three times in a row once, and the query failed before reading anything.
+    Any other failure is raised at once, and this one after the last attempt.
     """
     for attempt in range(1, attempts + 1):
         try:
