@@ -34,7 +34,8 @@ from segmentstore.client import EmbeddedClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .bench_spark import PARTITIONS, available_now_batches, ceiling_batches, check_ceiling, preload
+from .bench_spark import available_now_batches
+from .spark_data import PARTITIONS, ceiling_batches, check_ceiling, preload
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main", "SLOW"]
