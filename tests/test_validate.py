@@ -152,7 +152,7 @@ SPARSE = {  # at most one event per watermark emit: the regime of docs/engines.m
 @pytest.mark.slow
 @pytest.mark.skipif(_NO_FLINK is not None, reason=_NO_FLINK or "")
 def test_flink_agrees_with_the_model_on_late_events_and_windows() -> None:
-    v = validate_flink(run_compare(lab_scenario_from_dict(SPARSE)), FlinkTiming(pace_ms=500, interval_ms=20))
+    v = validate_flink(run_compare(lab_scenario_from_dict(SPARSE)), FlinkTiming(pace_ms=500))
     assert v.engine.startswith("Flink ")
     assert v.wm_checked == 14, v.note  # every event reached Flink's late filter
     assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine), v.note

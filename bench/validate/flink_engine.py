@@ -1,25 +1,33 @@
 """Replay the lab's Flink splits through Apache Flink (PyFlink, ``ingestwm[flink]``) in a subprocess.
 
-The lab's ``FlinkStrategy`` emits watermarks on a grid: every ``flink_interval_ms`` of
-simulated time, all splits at once, each periodic emit seeing the events delivered
-since the last one. Flink emits on a processing-time timer per source
-(``pipeline.auto-watermark-interval``) whose phase nobody sets. The regime in which the
-two agree exactly (docs/engines.md) is built here:
+The lab's ``FlinkStrategy`` emits watermarks on a grid: every ``flink_interval_ms`` (``I``)
+of simulated time, all splits at once, each periodic emit ``k`` seeing the events
+delivered up to tick ``k``; events delivered between ticks ``k-1`` and ``k`` (release
+``k``) meet the combined watermark after emit ``k-1``. Flink emits on a processing-time
+timer per source (``pipeline.auto-watermark-interval``), run by the source task's
+mailbox thread between two records. The regime in which the two agree exactly
+(docs/engines.md) is built from that, with ``P = pace_ms`` of wall time per tick and
+``T_k = t0 + k * P``:
 
-- the events first seen by the lab's emit number ``k`` are released to Flink together
-  at ``t0 + k * pace_ms`` of wall time; Flink's emit interval is much shorter than the
-  pace (``interval_ms``), so Flink emits after each release has arrived and before the
-  next, and every event is judged against the watermark of the releases before it —
-  as in the lab, whose events are judged against the emit before them;
-- idleness is processing time in Flink: the lab's timeout ``T`` with emit interval
-  ``I`` makes a split idle at emit ``last + floor(T / I) + 2``; Flink's timeout is set to
-  ``(floor(T / I) + 1.5) * pace_ms - 2 * interval_ms`` so that it goes idle half-way
-  between the same two releases;
-- a split leaves (its source finishes, watermark +inf) half a pace after the lab's
-  last emit for it.
+- each split's source is a sequence of steps (``flink_job``): *bundle* ``k`` at ``T_k``
+  (the release's events in one record: Flink's emit cannot see half of it), *wait*
+  ``k`` until ``T_k + P / 2`` (Flink's emit ``k`` happens right after it), so every
+  emit sees whole releases, and all splits' emits ``k-1`` reach the late filter half
+  a pace before any event of release ``k`` and emits ``k`` half a pace after;
+- Flink's emit interval is ``3 P / 4``: longer than a bundle step, so no emit follows a
+  bundle, and shorter than the gap between two waits, so one follows every wait;
+- idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
+  emit ``last + floor(T / I) + 2``; Flink's timeout ``(floor(T / I) + 0.5) * P`` makes it
+  idle at the same emit, half a pace from either side;
+- every source starts ``floor(T / I) + 5`` ticks early with waits only (two warm-up
+  ones, then a source that has read nothing goes idle, as in the lab before its
+  segment is readable); a *mark*
+  at ``T_{f-1}`` (a record far in the past) is its activity before its first tick
+  ``f``; after its last tick ``l`` (and release ``l + 1``) it ends at ``T_{l+1} + P / 8``:
+  Flink sends ``+inf`` for it, as the lab does for a finished segment.
 
-Every release records its slip (how late the pacer was); a slip of more than a
-quarter pace means the run left the regime, and the comparison says so.
+Every step records how late it woke, and every bundle when it reached the late filter;
+more than a quarter pace means the run left the regime, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
+from .flink_job import BUNDLE, END, MARK, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "flink_spec"]
 
@@ -47,29 +56,41 @@ _MAX_WM = 2**63 - 1
 
 @dataclass(frozen=True, slots=True)
 class FlinkTiming:
-    """Wall-clock pacing of a replay: ms per lab emit, Flink's emit interval, the start margin."""
+    """Wall-clock pacing of a replay: ms per lab tick, the time Flink gets to start."""
 
     pace_ms: int = 40
-    interval_ms: int = 2
-    start_margin_s: float = 3.0
+    start_margin_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.pace_ms < 8 * self.interval_ms or self.interval_ms < 1:
+        if isinstance(self.pace_ms, bool) or not isinstance(self.pace_ms, int) or self.pace_ms < 8:
             raise EngineRunError(
-                f"Flink pacing: pace_ms ({self.pace_ms}) must be at least 8 x interval_ms "
-                f"({self.interval_ms}) >= 1, or emits would see half a release"
+                f"Flink pacing: pace_ms must be an int >= 8 (a quarter pace is the allowed slip), "
+                f"got {self.pace_ms!r}"
             )
+
+    @property
+    def interval_ms(self) -> int:
+        """Flink's ``pipeline.auto-watermark-interval``: three quarters of a pace."""
+        return max(1, round(self.pace_ms * 3 / 4))
 
 
 @dataclass(frozen=True, slots=True)
 class FlinkReplay:
-    """What Flink did: per event (writer, seq) its watermark on arrival and lateness; windows fired."""
+    """What Flink did: per event (writer, seq) its watermark at the late filter and lateness; windows fired.
+
+    ``fired``: (window start, count, watermark that fired it) before the end of input;
+    ``max_slip_ms``: the latest a step woke or a bundle reached the late filter, after its
+    wall time; ``window_late``: events Flink's window operator itself found late (the
+    late filter before it should leave none).
+    """
 
     arrivals: dict[tuple[int, int], tuple[int, bool]]
-    fired: list[tuple[int, int]]  # (window start, count) fired before the end of input
-    max_slip_ms: int
+    fired: list[tuple[int, int, int]]
+    max_slip_ms: float
     version: str
     timing: FlinkTiming
+    window_late: int = 0
+    slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind or "arrival", the latest it was)
 
     @property
     def late(self) -> int:
@@ -93,31 +114,52 @@ def flink_available(python: str | None = None) -> str | None:
 
 
 def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[str, Any]:
-    """The job's input: each split's events with their release index, its start and end releases."""
+    """The job's input: per split (sorted by segment) its steps ``[kind, tick, events]`` (module doc)."""
     sc = result.scenario
     st = result.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
     cfg = lab_strategies(sc)  # the strategies' knobs, defaults resolved (a scenario may have none)
     step = cfg.flink_interval_ms
+    n = cfg.flink_idle_timeout_ms // step
+    k0 = -(n + 5)  # two warm-up waits, then n + 3 ticks in which a source with nothing goes idle
 
-    def release(clock_ms: int) -> int:
+    def tick(clock_ms: int) -> int:
         return math.ceil((clock_ms - sc.start_time_ms) / step)
 
-    events: dict[str, list[list[int]]] = {name: [] for name in st.spans}
+    bundles: dict[str, dict[int, list[list[int]]]] = {name: {} for name in st.spans}
     for clock, segment, writer, seq, et, _wm, _late in st.arrivals:
-        events.setdefault(segment, []).append([release(clock), writer, seq, et])
-    splits = []
-    for name, evs in sorted(events.items()):
-        first, last = st.spans.get(name, [sc.start_time_ms, sc.start_time_ms + sc.duration_ms])
-        splits.append({"name": name, "start": release(first) - 1, "end": release(last) + 0.5, "events": evs})
-    idle = (cfg.flink_idle_timeout_ms // step + 1.5) * timing.pace_ms - 2 * timing.interval_ms
+        bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([writer, seq, et, 0])
+    for clock, segment, et in st.redelivered:
+        bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([-1, -1, et, 1])
+    splits: list[dict[str, Any]] = []
+    for name in sorted(bundles):
+        if name not in st.spans:
+            raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
+        first, last = (tick(c) for c in st.spans[name])
+        by_tick = bundles[name]
+        if min(by_tick, default=first) < first or max(by_tick, default=last) > last + 1:
+            raise EngineRunError(
+                f"{sc.name}: segment {name} has events outside its ticks {first}..{last + 1}"
+            )
+        waits = sorted(set(range(k0, min(k0 + n + 4, first - 1))) | {first - 2})
+        steps: list[list[Any]] = [[WAIT, k + 0.5, []] for k in waits]
+        steps += [[MARK, first - 1, []], [WAIT, first - 0.5, []]]
+        for k in range(first, last + 2):
+            if k in by_tick:
+                steps.append([BUNDLE, k, by_tick[k]])
+            if k <= last:
+                steps.append([WAIT, k + 0.5, []])
+        steps.append([END, last + 1.125, []])
+        splits.append({"name": name, "first": first, "last": last, "steps": steps})
+    end_tick = max((int(s["last"]) for s in splits), default=0) + 1
     return {
         "bound_ms": cfg.flink_bound_ms,
-        "idle_ms": max(1, round(idle)),
+        "idle_ms": max(1, round((n + 0.5) * timing.pace_ms)),
         "interval_ms": timing.interval_ms,
         "pace_ms": timing.pace_ms,
         "window_ms": scenario_window_ms(sc),
-        "start_margin_s": timing.start_margin_s,
+        "lead_s": timing.start_margin_s - k0 * timing.pace_ms / 1000,
+        "end_ms": (end_tick + 0.0625) * timing.pace_ms,
         "sync_file": sync_file,
         "splits": splits,
     }
@@ -137,8 +179,7 @@ def replay_flink(
         spec_path, out_path = os.path.join(work, "spec.json"), os.path.join(work, "out.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        last = max((s["end"] for s in spec["splits"]), default=0)
-        budget = 180 + last * timing.pace_ms / 1000 + timing.start_margin_s
+        budget = 180 + spec["lead_s"] + spec["end_ms"] / 1000
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -158,19 +199,38 @@ def replay_flink(
             raise EngineRunError(f"the Flink job failed (exit {proc.returncode}):\n{tail}")
         with open(out_path) as f:
             doc = json.load(f)
+        if os.environ.get("INGESTWM_FLINK_DEBUG"):
+            shutil.copytree(work, os.environ["INGESTWM_FLINK_DEBUG"], dirs_exist_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return parse_replay(doc, spec, timing)
+
+
+def parse_replay(doc: dict[str, Any], spec: dict[str, Any], timing: FlinkTiming) -> FlinkReplay:
+    """The job's output as a ``FlinkReplay`` (slip of a bundle: arrival at the late filter - its tick)."""
     arrivals: dict[tuple[int, int], tuple[int, bool]] = {}
-    fired: list[tuple[int, int]] = []
-    slip = 0
+    fired: list[tuple[int, int, int]] = []
+    names = {str(WAIT): "wait", str(BUNDLE): "bundle", str(MARK): "mark", str(END): "end"}
+    slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"].items()}
+    arrival = 0.0
+    window_late = 0
+    pace = timing.pace_ms
     for rec in doc["records"]:
         if rec[0] == "arr":
-            _, writer, seq, _et, wm, late, s = rec
-            arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
-            slip = max(slip, int(s))
-        elif rec[0] == "win" and int(rec[3]) < _MAX_WM:
-            fired.append((int(rec[1]), int(rec[2])))
-    return FlinkReplay(arrivals, sorted(fired), slip, str(doc["version"]), timing)
+            _, _split, release, wm, at, judged = rec
+            arrival = max(arrival, float(at) - release * pace)
+            for writer, seq, _et, late in judged:
+                arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
+        elif rec[0] == "win" and float(rec[4]) < spec["end_ms"]:
+            fired.append((int(rec[1]), int(rec[2]), int(rec[3])))
+        elif rec[0] == "wlate":
+            window_late += int(rec[3])
+    slips["arrival"] = arrival
+    slip = max(slips.values())
+    kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
+    return FlinkReplay(
+        arrivals, sorted(fired), round(slip, 1), str(doc["version"]), timing, window_late, kinds
+    )
 
 
 def scenario_window_ms(sc: Any) -> int:

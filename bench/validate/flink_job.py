@@ -2,20 +2,28 @@
 
 It only imports PyFlink (and the standard library), so a missing PyFlink or Java, or a
 crashed JVM, ends this process and not the caller. SPEC (JSON, written by
-``flink_engine``) holds the splits' events, each with the index of the lab's periodic
-emit that first saw it, and the timing; OUT receives one JSON document: every event's
-arrival at the late filter (watermark then, late or not, pacing slip), every window
-fired, and Flink's version.
+``flink_engine``) holds, per split, the steps of its paced replay; OUT receives one JSON
+document: every bundle's arrival at the late filter (the watermark it met there, the
+late flag of each of its events, when it arrived), every window fired (with the
+watermark that fired it and when), how late each pacer woke, and Flink's version.
 
-The job: one ``from_collection`` per split, paced by a flat-map that sleeps until each
-element's release time (``t0 + release * pace_ms``; ``t0`` is agreed through a file so
-all splits share it), then ``assign_timestamps_and_watermarks(for_bounded_out_of_orderness
-(bound).with_idleness(idle))``; the splits are unioned (Flink's valve takes the minimum
-over active, aligned inputs); a process function sends events at or below the current
-watermark to a side output (the lab's late events) and the rest to event-time tumbling
-windows that count. A start marker per split (released one pace before the first
-emit, with a timestamp far in the past) is the split's first activity; an end marker
-finishes the split's source (its watermark becomes +inf, as a finished split leaves).
+The job, per split: ``from_source(NumberSequenceSource)`` (a FLIP-27 source: it runs in
+the task's mailbox thread, one record per mailbox step) → ``Pace``, a Python flat-map
+that turns step ``i`` into the split's ``i``-th step: *wait* (sleep until its wall time,
+emit nothing), *bundle* (at its wall time, one record with all the events the lab's
+periodic emit saw first, its timestamp their maximum event time), *mark* (a record
+with a timestamp far in the past: the split's first activity) or *end* (sleep, then
+the source is exhausted and Flink sends ``+inf``) → ``assign_timestamps_and_watermarks(
+for_bounded_out_of_orderness(bound).with_idleness(idle))``, in the same task. The
+splits are unioned into a keyed process function, the late filter (an event at or
+below the current watermark is late: a side output), whose on-time events go to
+event-time tumbling windows that count (by each event's own event time).
+
+Why steps and not a sleeping pacer per record: the periodic emit is a processing-time
+timer of the source task, run by its mailbox thread between two records. A sleep inside
+the chain blocks it, so Flink emits exactly after a *wait* step and never inside a
+*bundle* (one record: Flink cannot see half of it); the emit interval is set longer
+than a bundle step and shorter than a wait, so it emits once per wait (docs/engines.md).
 """
 
 from __future__ import annotations
@@ -26,32 +34,49 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["main", "EVENT", "START", "END"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT"]
 
-EVENT, START, END = 0, 1, 2
+WAIT, BUNDLE, MARK, END, EVENT = 0, 1, 2, 3, 4
 _PAST = -(2**62)
 
 
-def _t0(path: str, margin_s: float) -> float:
-    """The shared start time: the first split to get here writes it, the others read it."""
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        for _ in range(2000):
+def _t0(path: str, lead_s: float, ready: tuple[int, int] | None = None) -> float:
+    """The shared wall time of tick 0, ``lead_s`` after every split's pacer is ready.
+
+    ``ready`` (split index, splits): a pacer announces itself and, if it is the last,
+    writes the start time; everyone else (the other pacers, the late filter, the
+    windows) reads it from ``path``.
+    """
+    folder = os.path.dirname(path)
+    if ready is not None:
+        index, splits = ready
+        with open(os.path.join(folder, f"ready-{index}"), "w") as f:
+            f.write("1")
+        if all(os.path.exists(os.path.join(folder, f"ready-{i}")) for i in range(splits)):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, f"{time.time() + lead_s!r}\n".encode())
+                os.close(fd)
+    for _ in range(60000):
+        try:
             with open(path) as f:
                 text = f.read().strip()
-            if text:
+        except FileNotFoundError:
+            text = ""
+        if text.endswith("\n") or (text and text[-1].isdigit()):
+            try:
                 return float(text)
-            time.sleep(0.005)
-        raise RuntimeError(f"no start time in {path}") from None
-    t0 = time.time() + margin_s
-    os.write(fd, f"{t0!r}\n".encode())
-    os.close(fd)
-    return t0
+            except ValueError:
+                pass
+        time.sleep(0.005)
+    raise RuntimeError(f"no start time in {path} after 300 s: not every split's pacer started")
 
 
 def main(spec_path: str, out_path: str) -> None:
-    from pyflink.common import Configuration, Duration, Time, Types, WatermarkStrategy
+    from pyflink.common import Configuration, Duration, Types, WatermarkStrategy
     from pyflink.common.watermark_strategy import TimestampAssigner
     from pyflink.datastream import (
         FlatMapFunction,
@@ -60,50 +85,109 @@ def main(spec_path: str, out_path: str) -> None:
         ProcessWindowFunction,
         StreamExecutionEnvironment,
     )
-    from pyflink.datastream.window import TumblingEventTimeWindows
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+    from pyflink.datastream.window import EventTimeTrigger, TimeWindow, TimeWindowSerializer, WindowAssigner
     from pyflink.version import __version__ as flink_version
 
     with open(spec_path) as f:
         spec = json.load(f)
     pace = spec["pace_ms"] / 1000.0
-    sync_file, margin = spec["sync_file"], spec["start_margin_s"]
+    sync_dir = os.path.dirname(spec["sync_file"])
+    window_ms = int(spec["window_ms"])
 
     class Pace(FlatMapFunction):  # type: ignore[misc]
+        """Step ``i`` of split ``index``: sleep until its wall time, then emit its record (if any)."""
+
+        def __init__(self, index: int) -> None:
+            self.index = index
+
         def open(self, runtime_context: Any) -> None:
-            self.t0 = _t0(sync_file, margin)
+            with open(spec_path) as f:
+                self.steps = json.load(f)["splits"][self.index]["steps"]
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"], (self.index, len(spec["splits"])))
+            self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0}
 
         def flat_map(self, value: Any) -> Any:
-            kind, release, writer, seq, et = value
-            target = self.t0 + release * pace
+            kind, tick, events = self.steps[int(value)]
+            target = self.t0 + tick * pace
             delay = target - time.time()
             if delay > 0:
                 time.sleep(delay)
-            slip = int((time.time() - target) * 1000)
-            if kind == EVENT:
-                yield (EVENT, writer, seq, et, slip)
-            elif kind == START:
-                yield (START, 0, 0, _PAST, slip)
+            slip = time.time() - target
+            if int(value) < 2:
+                return  # warm-up: the first two waits only start the source's inactivity early
+            self.max_slip[kind] = max(self.max_slip[kind], slip)
+            if kind == BUNDLE:
+                top = max(e[2] for e in events)
+                yield (BUNDLE, self.index, round(tick), top, json.dumps(events))
+            elif kind == MARK:
+                yield (MARK, self.index, round(tick), _PAST, "[]")
 
-    class EventTime(TimestampAssigner):  # type: ignore[misc]
+        def close(self) -> None:
+            with open(os.path.join(sync_dir, f"slip-{self.index}.json"), "w") as f:
+                json.dump({str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}, f)
+
+    class RecordTime(TimestampAssigner):  # type: ignore[misc]
         def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
             return int(value[3])
 
     arrivals_tag = OutputTag("arrivals", Types.STRING())
 
+    def bundle_row() -> Any:  # a fresh one each time: one that met the JVM no longer pickles
+        return Types.TUPLE([Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
+
+    window_late_tag = OutputTag("window-late", bundle_row())
+
     class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
+        """Each event of a bundle at or below the current watermark is late (side output)."""
+
+        def open(self, runtime_context: Any) -> None:
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+
         def process_element(self, value: Any, ctx: Any) -> Any:
-            if value[0] != EVENT:
+            if value[0] != BUNDLE:
                 return
             wm = ctx.timer_service().current_watermark()
-            late = value[3] <= wm
-            yield arrivals_tag, json.dumps(["arr", value[1], value[2], value[3], wm, late, value[4]])
-            if not late:
-                yield value
+            at = round((time.time() - self.t0) * 1000, 3)
+            judged, on_time = [], []
+            for writer, seq, et, dup in json.loads(value[4]):
+                if dup:
+                    continue  # a redelivered event: the lab's de-duplication drops it before this
+                late = et <= wm
+                judged.append([writer, seq, et, late])
+                if not late:
+                    on_time.append(et)
+            if on_time:  # one record: the window operator assigns it to each of its events' windows
+                yield (value[1], value[2], value[3], json.dumps(on_time))
+            yield arrivals_tag, json.dumps(["arr", value[1], value[2], wm, at, judged])
+
+    class ByEventTime(WindowAssigner):  # type: ignore[misc]
+        """Tumbling windows of each event's own event time: a bundle goes to each of its events' windows."""
+
+        def assign_windows(self, element: Any, timestamp: int, context: Any) -> Any:
+            starts = {et - et % window_ms for et in json.loads(element[3])}
+            return [TimeWindow(s, s + window_ms) for s in sorted(starts)]
+
+        def get_default_trigger(self, env: Any) -> Any:
+            return EventTimeTrigger()
+
+        def get_window_serializer(self) -> Any:
+            return TimeWindowSerializer()
+
+        def is_event_time(self) -> bool:
+            return True
 
     class Count(ProcessWindowFunction):  # type: ignore[misc]
+        """The window's events: those of its bundles whose event time falls in it."""
+
+        def open(self, runtime_context: Any) -> None:
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+
         def process(self, key: Any, context: Any, elements: Any) -> Any:
-            n = sum(1 for _ in elements)
-            yield json.dumps(["win", context.window().start, n, context.current_watermark()])
+            w = context.window()
+            n = sum(1 for b in elements for et in json.loads(b[3]) if w.start <= et < w.end)
+            at = round((time.time() - self.t0) * 1000, 3)
+            yield json.dumps(["win", w.start, n, context.current_watermark(), at])
 
     conf = Configuration()
     conf.set_string("python.fn-execution.bundle.size", "1")
@@ -112,33 +196,44 @@ def main(spec_path: str, out_path: str) -> None:
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_python_executable(sys.executable)
     env.set_parallelism(1)
-    row = Types.TUPLE([Types.INT(), Types.DOUBLE(), Types.LONG(), Types.LONG(), Types.LONG()])
-    out_row = Types.TUPLE([Types.INT(), Types.LONG(), Types.LONG(), Types.LONG(), Types.LONG()])
+    env.set_buffer_timeout(0)  # every record and watermark leaves its task at once
+    step_row = Types.TUPLE([Types.INT(), Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
     strategy = (
         WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(spec["bound_ms"]))
         .with_idleness(Duration.of_millis(spec["idle_ms"]))
-        .with_timestamp_assigner(EventTime())
+        .with_timestamp_assigner(RecordTime())
     )
     streams = []
-    for split in spec["splits"]:
-        elements = [(START, float(split["start"]), 0, 0, 0)]
-        elements += [(EVENT, float(r), int(w), int(s), int(et)) for r, w, s, et in split["events"]]
-        elements.append((END, float(split["end"]), 0, 0, 0))
-        ds = env.from_collection(elements, type_info=row).flat_map(Pace(), output_type=out_row)
-        streams.append(ds.assign_timestamps_and_watermarks(strategy))
+    for i, split in enumerate(spec["splits"]):
+        steps = NumberSequenceSource(0, len(split["steps"]) - 1)
+        ds = env.from_source(steps, WatermarkStrategy.no_watermarks(), f"split-{i}")
+        paced = ds.flat_map(Pace(i), output_type=step_row).name(f"pace-{i}")
+        streams.append(paced.assign_timestamps_and_watermarks(strategy))
     union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    judged = union.key_by(lambda v: 0, key_type=Types.INT()).process(LateFilter(), output_type=out_row)
+    on_time = union.key_by(lambda v: 0, key_type=Types.INT()).process(LateFilter(), output_type=bundle_row())
     windows = (
-        judged.key_by(lambda v: 0, key_type=Types.INT())
-        .window(TumblingEventTimeWindows.of(Time.milliseconds(spec["window_ms"])))
+        on_time.key_by(lambda v: 0, key_type=Types.INT())
+        .window(ByEventTime())
+        .side_output_late_data(window_late_tag)
         .process(Count(), output_type=Types.STRING())
     )
+    window_late = windows.get_side_output(window_late_tag).map(
+        lambda v: json.dumps(["wlate", v[0], v[1], len(json.loads(v[3]))]), output_type=Types.STRING()
+    )
     lines: list[Any] = []
-    with windows.union(judged.get_side_output(arrivals_tag)).execute_and_collect() as results:
+    with windows.union(on_time.get_side_output(arrivals_tag), window_late).execute_and_collect() as results:
         for line in results:
             lines.append(json.loads(line))
+    slips: dict[str, float] = {}
+    for i in range(len(spec["splits"])):
+        try:
+            with open(os.path.join(sync_dir, f"slip-{i}.json")) as f:
+                for k, v in json.load(f).items():
+                    slips[k] = max(slips.get(k, 0.0), float(v))
+        except FileNotFoundError:
+            slips["missing"] = 1.0
     with open(out_path, "w") as f:
-        json.dump({"version": flink_version, "records": lines}, f)
+        json.dump({"version": flink_version, "records": lines, "slips_ms": slips}, f)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
   ``numRowsDroppedByWatermark``; the window aggregation must drop none), the windows
   emitted (start, count) and the input rows. Exact means every batch agrees.
 - ``flink``: event by event, the watermark the event met at the late filter and
-  whether it was late, and the windows fired before the end of input (start, count).
+  whether it was late, and the windows fired before the end of input (start, count, the
+  watermark that fired it).
   Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``).
 """
 
@@ -118,16 +119,22 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         d = _diff(wm, got[0])
         wm_equal += d == 0
         max_diff = max(max_diff, d)
-    model_fired = sorted({(s, c) for _, s, _, c in st.pipeline.firings})
+    at_clock = dict(st.emitted)  # the combined watermark after each tick that moved it
+    model_fired = sorted({(s, c, at_clock.get(t, 0)) for t, s, _, c in st.pipeline.firings})
     notes = []
     if missing:
         notes.append(f"{missing} events never reached Flink's late filter")
     if late_diff:
         notes.append(f"{late_diff} events late in one and not the other")
-    if model_fired != replay.fired:
-        only_m = len(set(model_fired) - set(replay.fired))
-        only_f = len(set(replay.fired) - set(model_fired))
+    if [f[:2] for f in model_fired] != [f[:2] for f in replay.fired]:
+        only_m = len({f[:2] for f in model_fired} - {f[:2] for f in replay.fired})
+        only_f = len({f[:2] for f in replay.fired} - {f[:2] for f in model_fired})
         notes.append(f"windows: {only_m} only in the model, {only_f} only in Flink")
+    elif model_fired != replay.fired:
+        n = sum(a != b for a, b in zip(model_fired, replay.fired, strict=True))
+        notes.append(f"{n} windows fired at another watermark in Flink")
+    if replay.window_late:
+        notes.append(f"Flink's window operator found {replay.window_late} events late after the late filter")
     if one_none:
         notes.append(f"{one_none} events met a watermark in one engine and none yet in the other")
     other = len(st.arrivals) - missing - wm_equal - one_none
@@ -135,7 +142,8 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         notes.append(f"{other} events met another watermark in Flink")
     if not replay.in_regime:
         notes.append(
-            f"out of regime: a release slipped {replay.max_slip_ms} ms (pace {replay.timing.pace_ms} ms)"
+            f"out of regime: a step or bundle was {replay.max_slip_ms} ms late "
+            f"(pace {replay.timing.pace_ms} ms, allowed a quarter)"
         )
     exact = not notes and wm_equal == len(st.arrivals)
     return Verdict(
