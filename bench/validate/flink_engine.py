@@ -49,9 +49,8 @@ from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
 from .flink_job import BUNDLE, END, MARK, WAIT
 
-__all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "flink_spec"]
+__all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
-_MAX_WM = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +77,8 @@ class FlinkTiming:
 class FlinkReplay:
     """What Flink did: per event (writer, seq) its watermark at the late filter and lateness; windows fired.
 
-    ``fired``: (window start, count, watermark that fired it) before the end of input;
+    ``fired``: (window start, count, watermark that fired it), the ones the end of input
+    fired (at ``+inf``) included;
     ``max_slip_ms``: the latest a step woke or a bundle reached the late filter, after its
     wall time; ``window_late``: events Flink's window operator itself found late (the
     late filter before it should leave none).
@@ -113,8 +113,8 @@ def flink_available(python: str | None = None) -> str | None:
     return None
 
 
-def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[str, Any]:
-    """The job's input: per split (sorted by segment) its steps ``[kind, tick, events]`` (module doc)."""
+def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
+    """One scenario of the job's input: per split (by segment) its steps ``[kind, tick, events]``."""
     sc = result.scenario
     st = result.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
@@ -153,14 +153,12 @@ def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[s
         splits.append({"name": name, "first": first, "last": last, "steps": steps})
     end_tick = max((int(s["last"]) for s in splits), default=0) + 1
     return {
+        "name": sc.name,
         "bound_ms": cfg.flink_bound_ms,
         "idle_ms": max(1, round((n + 0.5) * timing.pace_ms)),
-        "interval_ms": timing.interval_ms,
-        "pace_ms": timing.pace_ms,
         "window_ms": scenario_window_ms(sc),
         "lead_s": timing.start_margin_s - k0 * timing.pace_ms / 1000,
-        "end_ms": (end_tick + 0.0625) * timing.pace_ms,
-        "sync_file": sync_file,
+        "end_ms": (end_tick + 0.125) * timing.pace_ms,
         "splits": splits,
     }
 
@@ -169,17 +167,31 @@ def replay_flink(
     result: LabResult, timing: FlinkTiming | None = None, python: str | None = None
 ) -> FlinkReplay:
     """Run the scenario's Flink splits through PyFlink in a subprocess (``python``: its interpreter)."""
+    return replay_flink_many([result], timing, python)[0]
+
+
+def replay_flink_many(
+    results: list[LabResult], timing: FlinkTiming | None = None, python: str | None = None
+) -> list[FlinkReplay]:
+    """Several scenarios in one Flink job (one JVM, one mini-cluster), each its own union of sources."""
     timing = timing or FlinkTiming()
     why = flink_available(python)
     if why is not None:
         raise EngineUnavailableError(why)
     work = tempfile.mkdtemp(prefix="ingestwm-validate-flink-")
     try:
-        spec = flink_spec(result, timing, os.path.join(work, "t0"))
+        specs = [flink_spec(r, timing) for r in results]
+        spec = {
+            "pace_ms": timing.pace_ms,
+            "interval_ms": timing.interval_ms,
+            "lead_s": max(s["lead_s"] for s in specs),
+            "sync_file": os.path.join(work, "t0"),
+            "scenarios": specs,
+        }
         spec_path, out_path = os.path.join(work, "spec.json"), os.path.join(work, "out.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        budget = 180 + spec["lead_s"] + spec["end_ms"] / 1000
+        budget = 180 + spec["lead_s"] + max(s["end_ms"] for s in specs) / 1000
         env = dict(os.environ)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
@@ -203,28 +215,30 @@ def replay_flink(
             shutil.copytree(work, os.environ["INGESTWM_FLINK_DEBUG"], dirs_exist_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return parse_replay(doc, spec, timing)
+    return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
 
 
-def parse_replay(doc: dict[str, Any], spec: dict[str, Any], timing: FlinkTiming) -> FlinkReplay:
-    """The job's output as a ``FlinkReplay`` (slip of a bundle: arrival at the late filter - its tick)."""
+def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: FlinkTiming) -> FlinkReplay:
+    """Scenario ``j`` of the job's output as a ``FlinkReplay`` (a bundle's slip: arrival - its tick)."""
     arrivals: dict[tuple[int, int], tuple[int, bool]] = {}
     fired: list[tuple[int, int, int]] = []
     names = {str(WAIT): "wait", str(BUNDLE): "bundle", str(MARK): "mark", str(END): "end"}
-    slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"].items()}
+    slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
     arrival = 0.0
     window_late = 0
     pace = timing.pace_ms
     for rec in doc["records"]:
+        if rec[1] != j:
+            continue
         if rec[0] == "arr":
-            _, _split, release, wm, at, judged = rec
+            _, _j, _split, release, wm, at, judged = rec
             arrival = max(arrival, float(at) - release * pace)
             for writer, seq, _et, late in judged:
                 arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
-        elif rec[0] == "win" and float(rec[4]) < spec["end_ms"]:
-            fired.append((int(rec[1]), int(rec[2]), int(rec[3])))
+        elif rec[0] == "win":
+            fired.append((int(rec[2]), int(rec[3]), int(rec[4])))
         elif rec[0] == "wlate":
-            window_late += int(rec[3])
+            window_late += int(rec[4])
     slips["arrival"] = arrival
     slip = max(slips.values())
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))

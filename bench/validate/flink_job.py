@@ -93,18 +93,20 @@ def main(spec_path: str, out_path: str) -> None:
         spec = json.load(f)
     pace = spec["pace_ms"] / 1000.0
     sync_dir = os.path.dirname(spec["sync_file"])
-    window_ms = int(spec["window_ms"])
+    scenarios = spec["scenarios"]
+    globals_ = [(j, i) for j, sc in enumerate(scenarios) for i in range(len(sc["splits"]))]
 
     class Pace(FlatMapFunction):  # type: ignore[misc]
-        """Step ``i`` of split ``index``: sleep until its wall time, then emit its record (if any)."""
+        """Step ``i`` of split ``index`` of scenario ``j``: sleep until its wall time, emit its record."""
 
-        def __init__(self, index: int) -> None:
-            self.index = index
+        def __init__(self, j: int, index: int) -> None:
+            self.j, self.index = j, index
 
         def open(self, runtime_context: Any) -> None:
             with open(spec_path) as f:
-                self.steps = json.load(f)["splits"][self.index]["steps"]
-            self.t0 = _t0(spec["sync_file"], spec["lead_s"], (self.index, len(spec["splits"])))
+                self.steps = json.load(f)["scenarios"][self.j]["splits"][self.index]["steps"]
+            me = globals_.index((self.j, self.index))
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"], (me, len(globals_)))
             self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0}
 
         def flat_map(self, value: Any) -> Any:
@@ -114,9 +116,8 @@ def main(spec_path: str, out_path: str) -> None:
             if delay > 0:
                 time.sleep(delay)
             slip = time.time() - target
-            if int(value) < 2:
-                return  # warm-up: the first two waits only start the source's inactivity early
-            self.max_slip[kind] = max(self.max_slip[kind], slip)
+            if int(value) >= 2:  # the first two waits are warm-up: they only start inactivity early
+                self.max_slip[kind] = max(self.max_slip[kind], slip)
             if kind == BUNDLE:
                 top = max(e[2] for e in events)
                 yield (BUNDLE, self.index, round(tick), top, json.dumps(events))
@@ -124,22 +125,21 @@ def main(spec_path: str, out_path: str) -> None:
                 yield (MARK, self.index, round(tick), _PAST, "[]")
 
         def close(self) -> None:
-            with open(os.path.join(sync_dir, f"slip-{self.index}.json"), "w") as f:
+            with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
                 json.dump({str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}, f)
 
     class RecordTime(TimestampAssigner):  # type: ignore[misc]
         def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
             return int(value[3])
 
-    arrivals_tag = OutputTag("arrivals", Types.STRING())
-
     def bundle_row() -> Any:  # a fresh one each time: one that met the JVM no longer pickles
         return Types.TUPLE([Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
 
-    window_late_tag = OutputTag("window-late", bundle_row())
-
     class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
         """Each event of a bundle at or below the current watermark is late (side output)."""
+
+        def __init__(self, j: int, tag: Any) -> None:
+            self.j, self.tag = j, tag
 
         def open(self, runtime_context: Any) -> None:
             self.t0 = _t0(spec["sync_file"], spec["lead_s"])
@@ -159,14 +159,18 @@ def main(spec_path: str, out_path: str) -> None:
                     on_time.append(et)
             if on_time:  # one record: the window operator assigns it to each of its events' windows
                 yield (value[1], value[2], value[3], json.dumps(on_time))
-            yield arrivals_tag, json.dumps(["arr", value[1], value[2], wm, at, judged])
+            yield self.tag, json.dumps(["arr", self.j, value[1], value[2], wm, at, judged])
 
     class ByEventTime(WindowAssigner):  # type: ignore[misc]
         """Tumbling windows of each event's own event time: a bundle goes to each of its events' windows."""
 
+        def __init__(self, window_ms: int) -> None:
+            self.window_ms = window_ms
+
         def assign_windows(self, element: Any, timestamp: int, context: Any) -> Any:
-            starts = {et - et % window_ms for et in json.loads(element[3])}
-            return [TimeWindow(s, s + window_ms) for s in sorted(starts)]
+            w = self.window_ms
+            starts = {et - et % w for et in json.loads(element[3])}
+            return [TimeWindow(s, s + w) for s in sorted(starts)]
 
         def get_default_trigger(self, env: Any) -> Any:
             return EventTimeTrigger()
@@ -180,6 +184,9 @@ def main(spec_path: str, out_path: str) -> None:
     class Count(ProcessWindowFunction):  # type: ignore[misc]
         """The window's events: those of its bundles whose event time falls in it."""
 
+        def __init__(self, j: int) -> None:
+            self.j = j
+
         def open(self, runtime_context: Any) -> None:
             self.t0 = _t0(spec["sync_file"], spec["lead_s"])
 
@@ -187,7 +194,7 @@ def main(spec_path: str, out_path: str) -> None:
             w = context.window()
             n = sum(1 for b in elements for et in json.loads(b[3]) if w.start <= et < w.end)
             at = round((time.time() - self.t0) * 1000, 3)
-            yield json.dumps(["win", w.start, n, context.current_watermark(), at])
+            yield json.dumps(["win", self.j, w.start, n, context.current_watermark(), at])
 
     conf = Configuration()
     conf.set_string("python.fn-execution.bundle.size", "1")
@@ -198,40 +205,48 @@ def main(spec_path: str, out_path: str) -> None:
     env.set_parallelism(1)
     env.set_buffer_timeout(0)  # every record and watermark leaves its task at once
     step_row = Types.TUPLE([Types.INT(), Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
-    strategy = (
-        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(spec["bound_ms"]))
-        .with_idleness(Duration.of_millis(spec["idle_ms"]))
-        .with_timestamp_assigner(RecordTime())
-    )
-    streams = []
-    for i, split in enumerate(spec["splits"]):
-        steps = NumberSequenceSource(0, len(split["steps"]) - 1)
-        ds = env.from_source(steps, WatermarkStrategy.no_watermarks(), f"split-{i}")
-        paced = ds.flat_map(Pace(i), output_type=step_row).name(f"pace-{i}")
-        streams.append(paced.assign_timestamps_and_watermarks(strategy))
-    union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    on_time = union.key_by(lambda v: 0, key_type=Types.INT()).process(LateFilter(), output_type=bundle_row())
-    windows = (
-        on_time.key_by(lambda v: 0, key_type=Types.INT())
-        .window(ByEventTime())
-        .side_output_late_data(window_late_tag)
-        .process(Count(), output_type=Types.STRING())
-    )
-    window_late = windows.get_side_output(window_late_tag).map(
-        lambda v: json.dumps(["wlate", v[0], v[1], len(json.loads(v[3]))]), output_type=Types.STRING()
-    )
+    outputs = []
+    for j, sc in enumerate(scenarios):
+        strategy = (
+            WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(sc["bound_ms"]))
+            .with_idleness(Duration.of_millis(sc["idle_ms"]))
+            .with_timestamp_assigner(RecordTime())
+        )
+        streams = []
+        for i, split in enumerate(sc["splits"]):
+            steps = NumberSequenceSource(0, len(split["steps"]) - 1)
+            ds = env.from_source(steps, WatermarkStrategy.no_watermarks(), f"s{j}-split-{i}")
+            paced = ds.flat_map(Pace(j, i), output_type=step_row).name(f"s{j}-pace-{i}")
+            streams.append(paced.assign_timestamps_and_watermarks(strategy))
+        union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+        arrivals_tag = OutputTag(f"arrivals-{j}", Types.STRING())
+        window_late_tag = OutputTag(f"window-late-{j}", bundle_row())
+        on_time = union.key_by(lambda v: 0, key_type=Types.INT()).process(
+            LateFilter(j, arrivals_tag), output_type=bundle_row()
+        )
+        windows = (
+            on_time.key_by(lambda v: 0, key_type=Types.INT())
+            .window(ByEventTime(int(sc["window_ms"])))
+            .side_output_late_data(window_late_tag)
+            .process(Count(j), output_type=Types.STRING())
+        )
+        window_late = windows.get_side_output(window_late_tag).map(
+            lambda v, j=j: json.dumps(["wlate", j, v[0], v[1], len(json.loads(v[3]))]),
+            output_type=Types.STRING(),
+        )
+        outputs += [windows, on_time.get_side_output(arrivals_tag), window_late]
     lines: list[Any] = []
-    with windows.union(on_time.get_side_output(arrivals_tag), window_late).execute_and_collect() as results:
+    with outputs[0].union(*outputs[1:]).execute_and_collect() as results:
         for line in results:
             lines.append(json.loads(line))
-    slips: dict[str, float] = {}
-    for i in range(len(spec["splits"])):
+    slips: list[dict[str, float]] = [{} for _ in scenarios]
+    for j, i in globals_:
         try:
-            with open(os.path.join(sync_dir, f"slip-{i}.json")) as f:
+            with open(os.path.join(sync_dir, f"slip-{j}-{i}.json")) as f:
                 for k, v in json.load(f).items():
-                    slips[k] = max(slips.get(k, 0.0), float(v))
+                    slips[j][k] = max(slips[j].get(k, 0.0), float(v))
         except FileNotFoundError:
-            slips["missing"] = 1.0
+            slips[j]["missing"] = 1.0
     with open(out_path, "w") as f:
         json.dump({"version": flink_version, "records": lines, "slips_ms": slips}, f)
 
