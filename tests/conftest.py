@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import flink_venv
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -77,3 +78,9 @@ def ticking(request: pytest.FixtureRequest) -> Iterator[tuple[TickingClock, Segm
         store._check()
     finally:
         store.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test marked ``flink`` is selected: start installing PyFlink's venv now, beside the suite."""
+    if any(item.get_closest_marker("flink") for item in session.items):
+        flink_venv.start()

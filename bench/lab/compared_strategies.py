@@ -351,6 +351,22 @@ class FlinkStrategy(Strategy):
             if self.pipeline.watermark != before:
                 self.emitted.append((now, self.pipeline.watermark))
 
+    @checked
+    def _check(self) -> None:
+        """One channel per joined split; finished ones at +inf; the pipeline follows the valve."""
+        self.pipeline._check()
+        if self._valve is None:
+            assert not self._emitters
+            return
+        self._valve._check()
+        assert sorted(e.channel for e in self._emitters.values()) == list(range(self._valve.num_channels))
+        assert self._finished <= self._emitters.keys()
+        for name in self._finished:
+            em = self._emitters[name]
+            assert em.watermark == INT64_MAX and not em.idle, name
+        assert self.pipeline.watermark >= self._valve.last_output_watermark or not self.emitted
+        assert all(a[1] < b[1] for a, b in zip(self.emitted, self.emitted[1:], strict=False))
+
 
 @dataclass(frozen=True, slots=True)
 class SparkBatch:
