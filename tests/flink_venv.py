@@ -112,7 +112,7 @@ def _provision(d: Path) -> int:
         out = subprocess.run([str(_python(d)), "-c", _CHECK], capture_output=True, text=True)
         version = out.stdout.strip()
         if out.returncode != 0 or not version.startswith(_VERSION_PREFIX):
-            print(f"the venv's PyFlink does not import as {_VERSION_PREFIX}x: {out.stderr[-500:]}", flush=True)
+            print(f"its PyFlink does not import as {_VERSION_PREFIX}x: {out.stderr[-500:]}", flush=True)
             return 1
         (d / "ok").write_text(version + "\n")
         print(f"ready: PyFlink {version} in {d}", flush=True)

@@ -15,9 +15,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import flink_venv
 import pytest
 import yaml
-import flink_venv
 from click.testing import CliRunner
 from spark_fixtures import spark_fixture  # noqa: F401
 from test_lab import TINY
@@ -206,15 +206,16 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
         _unavailable(why)
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("no Java runtime (java on PATH or JAVA_HOME) for Flink")
-    results = [run_compare(lab_scenario_from_dict(_scaling())), run_compare(load_lab_scenario("transactions"))]
+    results = [run_compare(lab_scenario_from_dict(_scaling()))]
+    results.append(run_compare(load_lab_scenario("transactions")))
     for pace in (50, 150):
         replays = replay_flink_many(results, FlinkTiming(pace_ms=pace), python)
         if all(r.in_regime for r in replays):
             break
     verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
-    for v, p in zip(verdicts, replays, strict=True):
-        assert p.in_regime, f"{v.scenario}: out of regime twice: {p.slips_ms} ms at pace {p.timing.pace_ms} ms"
+    for v, p, r in zip(verdicts, replays, results, strict=True):
+        assert p.in_regime, f"{v.scenario}: out of regime twice, {p.slips_ms} ms at a {p.timing.pace_ms} ms pace"
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
-        assert v.wm_equal == v.wm_checked == len(results[verdicts.index(v)].strategies["flink"].arrivals)
+        assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
         assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine)
     assert [(v.late_engine, v.windows_engine) for v in verdicts] == [(24, 3), (1128, 10)]
