@@ -214,7 +214,7 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
             break
     verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
     for v, p, r in zip(verdicts, replays, results, strict=True):
-        assert p.in_regime, f"{v.scenario}: out of regime twice, {p.slips_ms} ms at a {p.timing.pace_ms} ms pace"
+        assert p.in_regime, f"{v.scenario}: out of regime twice: {p.slips_ms} (pace {p.timing.pace_ms})"
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
         assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
         assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine)
