@@ -52,13 +52,12 @@ from .flink_job import BUNDLE, END, MARK, WAIT
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
 
-
 @dataclass(frozen=True, slots=True)
 class FlinkTiming:
     """Wall-clock pacing of a replay: ms per lab tick, the time Flink gets to start."""
 
     pace_ms: int = 40
-    start_margin_s: float = 1.0
+    start_margin_s: float = 5.0
 
     def __post_init__(self) -> None:
         if isinstance(self.pace_ms, bool) or not isinstance(self.pace_ms, int) or self.pace_ms < 8:
@@ -141,15 +140,19 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
             raise EngineRunError(
                 f"{sc.name}: segment {name} has events outside its ticks {first}..{last + 1}"
             )
-        waits = sorted(set(range(k0, min(k0 + n + 4, first - 1))) | {first - 2})
-        steps: list[list[Any]] = [[WAIT, k + 0.5, []] for k in waits]
-        steps += [[MARK, first - 1, []], [WAIT, first - 0.5, []]]
-        for k in range(first, last + 2):
-            if k in by_tick:
-                steps.append([BUNDLE, k, by_tick[k]])
-            if k <= last:
-                steps.append([WAIT, k + 0.5, []])
-        steps.append([END, last + 1.125, []])
+        # Flink emits only after a wait; an emit that changes nothing can be left out. It
+        # matters before and after each activity (the mark, a bundle), one tick later (the
+        # inactivity starts) and n + 2 ticks later (idle); before the mark: warm-up, then idle
+        activity = [first - 1, *by_tick]
+        emits = {k0, k0 + 1, k0 + 2, k0 + n + 3, first - 2}
+        emits = {k for k in emits if k < first - 1}
+        for a in activity:
+            emits |= {a - 1, a, a + 1, a + n + 2}
+        timeline: list[tuple[float, list[Any]]] = [(first - 1, [MARK, first - 1, []])]
+        timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in emits if k0 <= k <= last]
+        timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
+        timeline.append((last + 1.125, [END, last + 1.125, []]))
+        steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
         splits.append({"name": name, "first": first, "last": last, "steps": steps})
     end_tick = max((int(s["last"]) for s in splits), default=0) + 1
     return {
@@ -192,12 +195,20 @@ def replay_flink_many(
         with open(spec_path, "w") as f:
             json.dump(spec, f)
         budget = 180 + spec["lead_s"] + max(s["end_ms"] for s in specs) / 1000
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        # a Python worker process per Python operator (not PyFlink's local "loopback" default,
+        # all of them threads of the job's own Python): the pacers of many segments then
+        # neither share one interpreter lock nor wait for each other's sleeps
+        workers = os.environ.get("INGESTWM_FLINK_WORKERS", "process")
+        env = dict(os.environ, _python_worker_execution_mode=workers)
         try:
             proc = subprocess.run(
-                [python or sys.executable, "-m", "bench.validate.flink_job", spec_path, out_path],
+                # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
+                [
+                    python or sys.executable,
+                    os.path.join(os.path.dirname(__file__), "flink_job.py"),
+                    spec_path,
+                    out_path,
+                ],
                 capture_output=True,
                 text=True,
                 timeout=budget,
@@ -224,6 +235,7 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
     fired: list[tuple[int, int, int]] = []
     names = {str(WAIT): "wait", str(BUNDLE): "bundle", str(MARK): "mark", str(END): "end"}
     slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
+    first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
     arrival = 0.0
     window_late = 0
     pace = timing.pace_ms
@@ -240,7 +252,9 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         elif rec[0] == "wlate":
             window_late += int(rec[4])
     slips["arrival"] = arrival
-    slip = max(slips.values())
+    if first_over:
+        slips["first slip at tick"] = float(first_over[0][0])
+    slip = max(v for k, v in slips.items() if k != "first slip at tick")
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
     return FlinkReplay(
         arrivals, sorted(fired), round(slip, 1), str(doc["version"]), timing, window_late, kinds

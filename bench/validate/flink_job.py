@@ -1,7 +1,7 @@
-"""``ingestwm validate``'s PyFlink job, in a subprocess: ``python -m bench.validate.flink_job SPEC OUT``.
+"""``ingestwm validate``'s PyFlink job, in a subprocess: ``python .../bench/validate/flink_job.py SPEC OUT``.
 
 It only imports PyFlink (and the standard library), so a missing PyFlink or Java, or a
-crashed JVM, ends this process and not the caller. SPEC (JSON, written by
+crashed JVM, ends this process and not the caller, and its Python needs nothing else. SPEC (JSON, written by
 ``flink_engine``) holds, per split, the steps of its paced replay; OUT receives one JSON
 document: every bundle's arrival at the late filter (the watermark it met there, the
 late flag of each of its events, when it arrived), every window fired (with the
@@ -108,6 +108,7 @@ def main(spec_path: str, out_path: str) -> None:
             me = globals_.index((self.j, self.index))
             self.t0 = _t0(spec["sync_file"], spec["lead_s"], (me, len(globals_)))
             self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0}
+            self.over: list[list[float]] = []  # (tick, ms) of the first steps that slipped a quarter pace
 
         def flat_map(self, value: Any) -> Any:
             kind, tick, events = self.steps[int(value)]
@@ -118,6 +119,8 @@ def main(spec_path: str, out_path: str) -> None:
             slip = time.time() - target
             if int(value) >= 2:  # the first two waits are warm-up: they only start inactivity early
                 self.max_slip[kind] = max(self.max_slip[kind], slip)
+                if slip * 4 > pace and len(self.over) < 20:
+                    self.over.append([tick, round(slip * 1000, 1)])
             if kind == BUNDLE:
                 top = max(e[2] for e in events)
                 yield (BUNDLE, self.index, round(tick), top, json.dumps(events))
@@ -126,7 +129,8 @@ def main(spec_path: str, out_path: str) -> None:
 
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
-                json.dump({str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}, f)
+                doc = {str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}
+                json.dump(dict(doc, over=self.over), f)
 
     class RecordTime(TimestampAssigner):  # type: ignore[misc]
         def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
@@ -240,15 +244,19 @@ def main(spec_path: str, out_path: str) -> None:
         for line in results:
             lines.append(json.loads(line))
     slips: list[dict[str, float]] = [{} for _ in scenarios]
+    over: list[list[Any]] = [[] for _ in scenarios]
     for j, i in globals_:
         try:
             with open(os.path.join(sync_dir, f"slip-{j}-{i}.json")) as f:
                 for k, v in json.load(f).items():
-                    slips[j][k] = max(slips[j].get(k, 0.0), float(v))
+                    if k == "over":
+                        over[j].extend(v)
+                    else:
+                        slips[j][k] = max(slips[j].get(k, 0.0), float(v))
         except FileNotFoundError:
             slips[j]["missing"] = 1.0
     with open(out_path, "w") as f:
-        json.dump({"version": flink_version, "records": lines, "slips_ms": slips}, f)
+        json.dump({"version": flink_version, "records": lines, "slips_ms": slips, "over": over}, f)
 
 
 if __name__ == "__main__":
