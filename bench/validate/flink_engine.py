@@ -251,10 +251,10 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
             fired.append((int(rec[2]), int(rec[3]), int(rec[4])))
         elif rec[0] == "wlate":
             window_late += int(rec[4])
-    slips["arrival"] = arrival
+    slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
     if first_over:
         slips["first slip at tick"] = float(first_over[0][0])
-    slip = max(v for k, v in slips.items() if k != "first slip at tick")
+    slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter"))
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
     return FlinkReplay(
         arrivals, sorted(fired), round(slip, 1), str(doc["version"]), timing, window_late, kinds

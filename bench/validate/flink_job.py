@@ -81,6 +81,7 @@ def main(spec_path: str, out_path: str) -> None:
     from pyflink.datastream import (
         FlatMapFunction,
         KeyedProcessFunction,
+        KeySelector,
         OutputTag,
         ProcessWindowFunction,
         StreamExecutionEnvironment,
@@ -138,6 +139,25 @@ def main(spec_path: str, out_path: str) -> None:
 
     def bundle_row() -> Any:  # a fresh one each time: one that met the JVM no longer pickles
         return Types.TUPLE([Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
+
+    class Arrival(KeySelector):  # type: ignore[misc]
+        """The first operator after the union (it combines the sources): how late each bundle got there."""
+
+        def __init__(self, j: int) -> None:
+            self.j = j
+
+        def open(self, runtime_context: Any) -> None:
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+            self.late = 0.0
+
+        def get_key(self, value: Any) -> int:
+            if value[0] == BUNDLE:
+                self.late = max(self.late, time.time() - (self.t0 + value[2] * pace))
+            return 0
+
+        def close(self) -> None:
+            with open(os.path.join(sync_dir, f"arrival-{self.j}.json"), "w") as f:
+                json.dump(round(self.late * 1000, 3), f)
 
     class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
         """Each event of a bundle at or below the current watermark is late (side output)."""
@@ -225,7 +245,7 @@ def main(spec_path: str, out_path: str) -> None:
         union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
         arrivals_tag = OutputTag(f"arrivals-{j}", Types.STRING())
         window_late_tag = OutputTag(f"window-late-{j}", bundle_row())
-        on_time = union.key_by(lambda v: 0, key_type=Types.INT()).process(
+        on_time = union.key_by(Arrival(j), key_type=Types.INT()).process(
             LateFilter(j, arrivals_tag), output_type=bundle_row()
         )
         windows = (
@@ -245,6 +265,12 @@ def main(spec_path: str, out_path: str) -> None:
             lines.append(json.loads(line))
     slips: list[dict[str, float]] = [{} for _ in scenarios]
     over: list[list[Any]] = [[] for _ in scenarios]
+    for j in range(len(scenarios)):
+        try:
+            with open(os.path.join(sync_dir, f"arrival-{j}.json")) as f:
+                slips[j]["arrival"] = float(json.load(f))
+        except FileNotFoundError:
+            slips[j]["missing"] = 1.0
     for j, i in globals_:
         try:
             with open(os.path.join(sync_dir, f"slip-{j}-{i}.json")) as f:
