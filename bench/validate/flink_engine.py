@@ -26,8 +26,9 @@ mailbox thread between two records. The regime in which the two agree exactly
   ``f``; after its last tick ``l`` (and release ``l + 1``) it ends at ``T_{l+1} + P / 8``:
   Flink sends ``+inf`` for it, as the lab does for a finished segment.
 
-Every step records how late it woke, and every bundle when it reached the late filter;
-more than a quarter pace means the run left the regime, and the comparison says so.
+Every step records how late it woke, and every bundle when it reached the operator
+after the union (where the sources' watermarks are combined); more than a quarter pace
+means the run left the regime, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -78,8 +79,8 @@ class FlinkReplay:
 
     ``fired``: (window start, count, watermark that fired it), the ones the end of input
     fired (at ``+inf``) included;
-    ``max_slip_ms``: the latest a step woke or a bundle reached the late filter, after its
-    wall time; ``window_late``: events Flink's window operator itself found late (the
+    ``max_slip_ms``: the latest a step woke or a bundle reached the operator after the
+    union, after its wall time; ``window_late``: events Flink's window operator itself found late (the
     late filter before it should leave none).
     """
 
@@ -89,7 +90,7 @@ class FlinkReplay:
     version: str
     timing: FlinkTiming
     window_late: int = 0
-    slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind or "arrival", the latest it was)
+    slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind, "arrival", ...: the latest it was)
 
     @property
     def late(self) -> int:
