@@ -57,7 +57,7 @@ __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "rep
 class FlinkTiming:
     """Wall-clock pacing of a replay: ms per lab tick, the time Flink gets to start."""
 
-    pace_ms: int = 40
+    pace_ms: int = 100
     start_margin_s: float = 5.0
 
     def __post_init__(self) -> None:
