@@ -141,14 +141,10 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
             raise EngineRunError(
                 f"{sc.name}: segment {name} has events outside its ticks {first}..{last + 1}"
             )
-        # Flink emits only after a wait; an emit that changes nothing can be left out. It
-        # matters before and after each activity (the mark, a bundle), one tick later (the
-        # inactivity starts) and n + 2 ticks later (idle); before the mark: warm-up, then idle
-        activity = [first - 1, *by_tick]
-        emits = {k0, k0 + 1, k0 + 2, k0 + n + 3, first - 2}
-        emits = {k for k in emits if k < first - 1}
-        for a in activity:
-            emits |= {a - 1, a, a + 1, a + n + 2}
+        # a wait every tick from the mark on (Flink emits after each); before it, warm-up and
+        # enough ticks for a source that read nothing to go idle
+        emits = {k for k in range(k0, k0 + n + 4) if k < first - 1} | {first - 2}
+        emits |= set(range(first - 1, last + 1))
         timeline: list[tuple[float, list[Any]]] = [(first - 1, [MARK, first - 1, []])]
         timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in emits if k0 <= k <= last]
         timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
