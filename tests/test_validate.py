@@ -13,7 +13,7 @@ import copy
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import flink_venv
 import pytest
@@ -185,7 +185,7 @@ def test_the_flink_model_is_the_union_of_per_segment_sources_flink_runs() -> Non
     assert [((c - s) // 500, wm - s) for c, wm in sparse.emitted if c - s > 5000] == [(16, 6999), (17, 7999)]
 
 
-def _unavailable(why: str) -> None:
+def _unavailable(why: str) -> NoReturn:
     """No Flink here: a failure in CI (it must run there), a skip with the reason elsewhere."""
     if os.environ.get("CI"):
         pytest.fail(f"the Flink test must run in CI: {why}")
@@ -201,7 +201,8 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     both or neither, every window fired with the same count at the same watermark, and
     no step of the replay slipped more than a quarter pace (docs/engines.md). Between
     them: idleness, a segment that finishes (+inf) and one that joins unaligned. A run a
-    loaded machine pushed out of the regime is repeated once at three times the pace.
+    loaded machine pushed out of the regime is repeated once at four times the pace; out
+    of it again, the test fails in CI and is skipped with the slips elsewhere.
     (The shipped scenarios, hundreds of ticks each: ``ingestwm validate --engine flink``.)
     """
     python, why = flink_venv.wait()
@@ -210,13 +211,14 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("no Java runtime (java on PATH or JAVA_HOME) for Flink")
     results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling())]
-    for pace in (100, 300):
+    for pace in (100, 400):
         replays = replay_flink_many(results, FlinkTiming(pace_ms=pace), python)
         if all(r.in_regime for r in replays):
             break
+    else:  # a machine too loaded to keep a 100 ms slip: nothing exact can be asserted (CI must)
+        _unavailable(f"out of the regime twice: {[(p.timing.pace_ms, p.slips_ms) for p in replays]}")
     verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
-    for v, p, r in zip(verdicts, replays, results, strict=True):
-        assert p.in_regime, f"{v.scenario}: out of regime twice: {p.slips_ms} (pace {p.timing.pace_ms})"
+    for v, r in zip(verdicts, results, strict=True):
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
         assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
         assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine)

@@ -1,11 +1,13 @@
 """``ingestwm validate``'s PyFlink job, in a subprocess: ``python .../bench/validate/flink_job.py SPEC OUT``.
 
 It only imports PyFlink (and the standard library), so a missing PyFlink or Java, or a
-crashed JVM, ends this process and not the caller, and its Python needs nothing else. SPEC (JSON, written by
-``flink_engine``) holds, per split, the steps of its paced replay; OUT receives one JSON
+crashed JVM, ends this process and not the caller, and its Python needs nothing else.
+SPEC (JSON, written by ``flink_engine``) holds one or more scenarios and, per split, the
+steps of its paced replay; OUT receives one JSON
 document: every bundle's arrival at the late filter (the watermark it met there, the
 late flag of each of its events, when it arrived), every window fired (with the
-watermark that fired it and when), how late each pacer woke, and Flink's version.
+watermark that fired it and when), how late each pacer woke and each bundle reached
+the operator after the union (a key selector), and Flink's version.
 
 The job, per split: ``from_source(NumberSequenceSource)`` (a FLIP-27 source: it runs in
 the task's mailbox thread, one record per mailbox step) → ``Pace``, a Python flat-map
