@@ -98,7 +98,11 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        return self.max_slip_ms * 4 <= self.timing.pace_ms
+        """Every step woke within a quarter pace; every bundle was taken by the combining operator
+        within half a pace (before the emits that follow it, sent half a pace after it)."""
+        slips = dict(self.slips_ms)
+        steps = max((v for k, v in slips.items() if k in ("wait", "bundle", "mark", "end")), default=0.0)
+        return steps * 4 <= self.timing.pace_ms and slips.get("arrival", 0.0) * 2 <= self.timing.pace_ms
 
 
 def flink_available(python: str | None = None) -> str | None:

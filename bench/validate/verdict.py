@@ -146,8 +146,8 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         notes.append(f"{other} events met another watermark in Flink")
     if not replay.in_regime:
         notes.append(
-            f"out of regime: a step or bundle was {replay.max_slip_ms} ms late "
-            f"(pace {replay.timing.pace_ms} ms, allowed a quarter)"
+            f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms: "
+            f"allowed a quarter for steps, a half for the arrival)"
         )
     exact = not notes and wm_equal == len(st.arrivals)
     return Verdict(
