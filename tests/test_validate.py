@@ -147,7 +147,9 @@ SPARSE = {  # two segments, B stops early (idle): a small case for the lab model
 
 def _scaling() -> dict[str, Any]:
     """iot-sensors in 30 s on one segment that scales every 12 s, sensors 3 s early and late."""
-    d = yaml.safe_load((Path(__file__).resolve().parents[1] / "bench/scenarios/iot-sensors.yaml").read_text())
+    d: dict[str, Any] = yaml.safe_load(
+        (Path(__file__).resolve().parents[1] / "bench/scenarios/iot-sensors.yaml").read_text()
+    )
     d.update(name="flink-scaling", duration_ms=30_000, scaling={"every_ms": 12_000, "mode": "shift"})
     d["stream"]["segments"] = 1
     for w, skew in zip(d["writers"], (0, 3_000, -3_000), strict=True):
