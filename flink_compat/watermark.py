@@ -134,6 +134,17 @@ class StatusWatermarkValve:
     def last_output_status(self) -> WatermarkStatus:
         return self._last_output_status
 
+    def add_channel(self) -> int:
+        """One more input channel, idle at ``MIN_TIMESTAMP`` (a source that read nothing yet); its index.
+
+        For a job whose sources are known only as they appear (the lab's segments of a
+        scaling stream): in Flink every channel exists from the start, and one whose
+        source has not read anything yet is idle by the time it matters. It takes part
+        once it sends ``ACTIVE``. O(1).
+        """
+        self._channels.append(_Channel(status=WatermarkStatus.IDLE, aligned=False))
+        return len(self._channels) - 1
+
     def channel_watermark(self, channel: int) -> int:
         return self._channel(channel).watermark
 

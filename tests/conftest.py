@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import flink_venv
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -87,3 +88,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()) and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("spark"))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A test marked ``flink`` is selected: start installing PyFlink's venv now, beside the suite."""
+    if any(item.get_closest_marker("flink") for item in session.items):
+        flink_venv.start()

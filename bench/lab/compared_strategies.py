@@ -11,9 +11,10 @@ strategies differ only in the event-time watermark:
   minus ``max_event_time_lag_ms`` (PDP-26, docs/design.md §1).
 - ``producer``: the writers' own assertions (``TimeDomain.EVENT_TIME``): minimum over
   active writers at the group's acknowledged positions.
-- ``flink``: Flink's heuristic per segment (split): bounded out-of-orderness
-  ``max event time - bound - 1`` with idleness, emitted every ``flink_interval_ms``;
-  the minimum over splits that are not idle (``flink_compat.strategies``).
+- ``flink``: Flink with one source per segment: bounded out-of-orderness
+  ``max event time - bound - 1`` with idleness, emitted every ``flink_interval_ms``,
+  combined by Flink's ``StatusWatermarkValve`` (minimum over active, aligned
+  segments; checked against Flink itself by ``ingestwm validate``).
 - ``spark``: Spark's micro-batch rule, checked against Spark itself by ``ingestwm
   validate``: per input ``max(event time) - delay`` after each micro-batch, the global
   watermark the ``min`` (or ``max``) over inputs, never decreasing; a batch drops rows
@@ -32,9 +33,11 @@ from flink_compat import (
     CountAggregate,
     DiscardingOutput,
     EventTimeOrderingOperator,
+    StatusWatermarkValve,
     StreamRecord,
     TumblingEventTimeWindows,
     Watermark,
+    WatermarkStatus,
     WindowOperator,
     WindowResult,
 )
@@ -44,7 +47,7 @@ from readergroup.group_state.state import SegmentState
 from readergroup.reading.frontier import event_time_watermark
 from segmentstore import Clock
 from segmentstore.checks import checked
-from segmentstore.limits import INT64_MIN
+from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from ..sim.scenario import StageSpec
 from ..sim.stages import StageChain
@@ -231,31 +234,59 @@ class ProducerStrategy(Strategy):
         self.pipeline.advance(watermark)
 
 
-class _SplitOutput:
-    __slots__ = ("idle", "watermark")
+class _SplitEmitter:
+    """One split's watermark output, as Flink's ``TimestampsAndWatermarksOperator.WatermarkEmitter``.
 
-    def __init__(self) -> None:
+    A watermark goes out only if it is above the last one sent; a split marked idle
+    becomes active again only with such a watermark (an event alone does not), and
+    both reach the valve's channel for the split.
+    """
+
+    __slots__ = ("channel", "idle", "valve", "watermark")
+
+    def __init__(self, valve: StatusWatermarkValve, channel: int) -> None:
+        self.valve = valve
+        self.channel = channel
         self.watermark = INT64_MIN
         self.idle = False
 
     def emit_watermark(self, watermark: Watermark) -> None:
-        self.watermark = max(self.watermark, watermark.timestamp)
-        self.idle = False
+        if watermark.timestamp <= self.watermark:
+            return
+        self.watermark = watermark.timestamp
+        self.mark_active()
+        self.valve.input_watermark(watermark, self.channel)
 
     def mark_idle(self) -> None:
-        self.idle = True
+        if not self.idle:
+            self.idle = True
+            self.valve.input_watermark_status(WatermarkStatus.IDLE, self.channel)
 
     def mark_active(self) -> None:
-        self.idle = False
+        if self.idle:
+            self.idle = False
+            self.valve.input_watermark_status(WatermarkStatus.ACTIVE, self.channel)
 
 
 class FlinkStrategy(Strategy):
-    """Bounded out-of-orderness with idleness per segment; minimum over non-idle segments.
+    """Flink with one source per segment, each bounded out-of-orderness with idleness, unioned.
+
+    As ``ingestwm validate`` checks it against Flink (docs/engines.md): per segment a
+    ``WatermarksWithIdleness(BoundedOutOfOrdernessWatermarks)`` generator emitting every
+    ``flink_interval_ms`` through Flink's ``WatermarkEmitter`` (``_SplitEmitter``), and
+    the late filter's ``StatusWatermarkValve`` over the segments' channels: the minimum
+    over active, aligned channels (a split back from idle counts again once it reaches
+    the combined watermark); when the last active one goes idle, the maximum over all.
+    A segment's channel joins when it becomes readable (idle until then, as a source
+    that has read nothing) and, when the segment is finished, its source ends with the
+    watermark ``+inf`` and its channel stays (active at ``+inf``).
 
     Records for ``ingestwm validate``: ``arrivals`` (clock ms, segment, writer, seq,
     event time, watermark on arrival, late) of every event it delivered (duplicates
-    excluded), ``spans`` (clock ms of each segment's first and last periodic emit as a
-    split) and ``emitted`` (clock ms, combined watermark) whenever the combination moved.
+    excluded), ``redelivered`` (clock ms, segment, event time) of the duplicates (they
+    still reach the generator), ``spans`` (clock ms of each segment's first and last
+    periodic emit as a split) and ``emitted`` (clock ms, combined watermark) whenever
+    the combination moved.
     """
 
     name = "flink"
@@ -265,47 +296,76 @@ class FlinkStrategy(Strategy):
         self._strategy = WatermarkStrategy.for_bounded_out_of_orderness(config.flink_bound_ms).with_idleness(
             config.flink_idle_timeout_ms
         )
-        self._splits: dict[str, tuple[Any, _SplitOutput]] = {}
+        self._valve: StatusWatermarkValve | None = None
+        self._gens: dict[str, Any] = {}
+        self._emitters: dict[str, _SplitEmitter] = {}  # the splits that joined, by segment
+        self._finished: set[str] = set()
         self.arrivals: list[tuple[int, str, int, int, int, int, bool]] = []
+        self.redelivered: list[tuple[int, str, int]] = []
         self.spans: dict[str, list[int]] = {}
         self.emitted: list[tuple[int, int]] = []
 
-    def _split(self, segment: str) -> tuple[Any, _SplitOutput]:
-        s = self._splits.get(segment)
-        if s is None:
-            gen = self._strategy.create_watermark_generator(self.clock)
-            s = self._splits[segment] = (gen, _SplitOutput())
-        return s
+    def _gen(self, segment: str) -> Any:
+        gen = self._gens.get(segment)
+        if gen is None:
+            gen = self._gens[segment] = self._strategy.create_watermark_generator(self.clock)
+        return gen
+
+    def _join(self, segment: str) -> _SplitEmitter:
+        if self._valve is None:
+            self._valve = StatusWatermarkValve(1)  # its one channel starts active and aligned
+            channel = 0
+        else:
+            channel = self._valve.add_channel()
+            self._valve.input_watermark_status(WatermarkStatus.ACTIVE, channel)
+        em = self._emitters[segment] = _SplitEmitter(self._valve, channel)
+        return em
 
     def on_event(
         self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
     ) -> None:
-        gen, out = self._split(segment)
-        gen.on_event(None, event_time, out)
-        out.idle = False
+        self._gen(segment).on_event(None, event_time, None)
         p = self.pipeline
         wm, late, dups = p.watermark, p.late, p.duplicates
         super().on_event(stream, segment, writer, seq, event_time, nbytes)
         if p.duplicates == dups:
             self.arrivals.append((self.clock.now(), segment, writer, seq, event_time, wm, p.late > late))
+        else:
+            self.redelivered.append((self.clock.now(), segment, event_time))
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
         if t_ms % self.config.flink_interval_ms:
             return
         live = {r.segment.name for r in rows if r.status != "future"}
-        for name in [n for n in self._splits if n not in live]:
-            del self._splits[name]  # a finished split leaves the combination
+        for name in sorted(n for n in self._emitters if n not in live and n not in self._finished):
+            self._finished.add(name)  # its source ended: +inf, and the channel stays active
+            self._emitters[name].emit_watermark(Watermark(INT64_MAX))
         now = self.clock.now()
-        for name in sorted(live):
-            gen, out = self._split(name)
-            gen.on_periodic_emit(out)
+        for name in sorted(live - self._finished):
+            em = self._emitters.get(name) or self._join(name)
+            self._gen(name).on_periodic_emit(em)
             self.spans.setdefault(name, [now, now])[1] = now
-        active = [out.watermark for _, out in self._splits.values() if not out.idle]
-        if active:
+        if self._valve is not None:
             before = self.pipeline.watermark
-            self.pipeline.advance(min(active))
+            self.pipeline.advance(self._valve.last_output_watermark)
             if self.pipeline.watermark != before:
                 self.emitted.append((now, self.pipeline.watermark))
+
+    @checked
+    def _check(self) -> None:
+        """One channel per joined split; finished ones at +inf; the pipeline follows the valve."""
+        self.pipeline._check()
+        if self._valve is None:
+            assert not self._emitters
+            return
+        self._valve._check()
+        assert sorted(e.channel for e in self._emitters.values()) == list(range(self._valve.num_channels))
+        assert self._finished <= self._emitters.keys()
+        for name in self._finished:
+            em = self._emitters[name]
+            assert em.watermark == INT64_MAX and not em.idle, name
+        assert self.pipeline.watermark >= self._valve.last_output_watermark or not self.emitted
+        assert all(a[1] < b[1] for a, b in zip(self.emitted, self.emitted[1:], strict=False))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,25 +1,34 @@
 """Replay the lab's Flink splits through Apache Flink (PyFlink, ``ingestwm[flink]``) in a subprocess.
 
-The lab's ``FlinkStrategy`` emits watermarks on a grid: every ``flink_interval_ms`` of
-simulated time, all splits at once, each periodic emit seeing the events delivered
-since the last one. Flink emits on a processing-time timer per source
-(``pipeline.auto-watermark-interval``) whose phase nobody sets. The regime in which the
-two agree exactly (docs/engines.md) is built here:
+The lab's ``FlinkStrategy`` emits watermarks on a grid: every ``flink_interval_ms`` (``I``)
+of simulated time, all splits at once, each periodic emit ``k`` seeing the events
+delivered up to tick ``k``; events delivered between ticks ``k-1`` and ``k`` (release
+``k``) meet the combined watermark after emit ``k-1``. Flink emits on a processing-time
+timer per source (``pipeline.auto-watermark-interval``), run by the source task's
+mailbox thread between two records. The regime in which the two agree exactly
+(docs/engines.md) is built from that, with ``P = pace_ms`` of wall time per tick and
+``T_k = t0 + k * P``:
 
-- the events first seen by the lab's emit number ``k`` are released to Flink together
-  at ``t0 + k * pace_ms`` of wall time; Flink's emit interval is much shorter than the
-  pace (``interval_ms``), so Flink emits after each release has arrived and before the
-  next, and every event is judged against the watermark of the releases before it —
-  as in the lab, whose events are judged against the emit before them;
-- idleness is processing time in Flink: the lab's timeout ``T`` with emit interval
-  ``I`` makes a split idle at emit ``last + floor(T / I) + 2``; Flink's timeout is set to
-  ``(floor(T / I) + 1.5) * pace_ms - 2 * interval_ms`` so that it goes idle half-way
-  between the same two releases;
-- a split leaves (its source finishes, watermark +inf) half a pace after the lab's
-  last emit for it.
+- each split's source is a sequence of steps (``flink_job``): *bundle* ``k`` at ``T_k``
+  (the release's events in one record: Flink's emit cannot see half of it), *wait*
+  ``k`` until ``T_k + P / 2`` (Flink's emit ``k`` happens right after it), so every
+  emit sees whole releases, and all splits' emits ``k-1`` reach the late filter half
+  a pace before any event of release ``k`` and emits ``k`` half a pace after;
+- Flink's emit interval is ``3 P / 4``: longer than a bundle step, so no emit follows a
+  bundle, and shorter than the gap between two waits, so one follows every wait;
+- idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
+  emit ``last + floor(T / I) + 2``; Flink's timeout ``(floor(T / I) + 0.5) * P`` makes it
+  idle at the same emit, half a pace from either side;
+- every source starts ``floor(T / I) + 5`` ticks early with waits only (two warm-up
+  ones, then a source that has read nothing goes idle, as in the lab before its
+  segment is readable); a *mark*
+  at ``T_{f-1}`` (a record far in the past) is its activity before its first tick
+  ``f``; after its last tick ``l`` (and release ``l + 1``) it ends at ``T_{l+1} + P / 8``:
+  Flink sends ``+inf`` for it, as the lab does for a finished segment.
 
-Every release records its slip (how late the pacer was); a slip of more than a
-quarter pace means the run left the regime, and the comparison says so.
+Every step records how late it woke, and every bundle when it reached the operator
+after the union (where the sources' watermarks are combined); more than a quarter pace
+means the run left the regime, and the comparison says so.
 """
 
 from __future__ import annotations
@@ -39,37 +48,49 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
+from .flink_job import BUNDLE, END, MARK, WAIT
 
-__all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "flink_spec"]
-
-_MAX_WM = 2**63 - 1
+__all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
 
 @dataclass(frozen=True, slots=True)
 class FlinkTiming:
-    """Wall-clock pacing of a replay: ms per lab emit, Flink's emit interval, the start margin."""
+    """Wall-clock pacing of a replay: ms per lab tick, the time Flink gets to start."""
 
-    pace_ms: int = 40
-    interval_ms: int = 2
-    start_margin_s: float = 3.0
+    pace_ms: int = 100
+    start_margin_s: float = 5.0
 
     def __post_init__(self) -> None:
-        if self.pace_ms < 8 * self.interval_ms or self.interval_ms < 1:
+        if isinstance(self.pace_ms, bool) or not isinstance(self.pace_ms, int) or self.pace_ms < 8:
             raise EngineRunError(
-                f"Flink pacing: pace_ms ({self.pace_ms}) must be at least 8 x interval_ms "
-                f"({self.interval_ms}) >= 1, or emits would see half a release"
+                f"Flink pacing: pace_ms must be an int >= 8 (a quarter pace is the allowed slip), "
+                f"got {self.pace_ms!r}"
             )
+
+    @property
+    def interval_ms(self) -> int:
+        """Flink's ``pipeline.auto-watermark-interval``: three quarters of a pace."""
+        return max(1, round(self.pace_ms * 3 / 4))
 
 
 @dataclass(frozen=True, slots=True)
 class FlinkReplay:
-    """What Flink did: per event (writer, seq) its watermark on arrival and lateness; windows fired."""
+    """What Flink did: per event (writer, seq) its watermark at the late filter and lateness; windows fired.
+
+    ``fired``: (window start, count, watermark that fired it), the ones the end of input
+    fired (at ``+inf``) included;
+    ``max_slip_ms``: the latest a step woke or a bundle reached the operator after the
+    union, after its wall time; ``window_late``: events Flink's window operator itself found late (the
+    late filter before it should leave none).
+    """
 
     arrivals: dict[tuple[int, int], tuple[int, bool]]
-    fired: list[tuple[int, int]]  # (window start, count) fired before the end of input
-    max_slip_ms: int
+    fired: list[tuple[int, int, int]]
+    max_slip_ms: float
     version: str
     timing: FlinkTiming
+    window_late: int = 0
+    slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind, "arrival", ...: the latest it was)
 
     @property
     def late(self) -> int:
@@ -77,7 +98,11 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        return self.max_slip_ms * 4 <= self.timing.pace_ms
+        """Every step woke within a quarter pace; every bundle was taken by the combining operator
+        within half a pace (before the emits that follow it, sent half a pace after it)."""
+        slips = dict(self.slips_ms)
+        steps = max((v for k, v in slips.items() if k in ("wait", "bundle", "mark", "end")), default=0.0)
+        return steps * 4 <= self.timing.pace_ms and slips.get("arrival", 0.0) * 2 <= self.timing.pace_ms
 
 
 def flink_available(python: str | None = None) -> str | None:
@@ -92,33 +117,52 @@ def flink_available(python: str | None = None) -> str | None:
     return None
 
 
-def flink_spec(result: LabResult, timing: FlinkTiming, sync_file: str) -> dict[str, Any]:
-    """The job's input: each split's events with their release index, its start and end releases."""
+def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
+    """One scenario of the job's input: per split (by segment) its steps ``[kind, tick, events]``."""
     sc = result.scenario
     st = result.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
     cfg = lab_strategies(sc)  # the strategies' knobs, defaults resolved (a scenario may have none)
     step = cfg.flink_interval_ms
+    n = cfg.flink_idle_timeout_ms // step
+    k0 = -(n + 5)  # two warm-up waits, then n + 3 ticks in which a source with nothing goes idle
 
-    def release(clock_ms: int) -> int:
+    def tick(clock_ms: int) -> int:
         return math.ceil((clock_ms - sc.start_time_ms) / step)
 
-    events: dict[str, list[list[int]]] = {name: [] for name in st.spans}
+    bundles: dict[str, dict[int, list[list[int]]]] = {name: {} for name in st.spans}
     for clock, segment, writer, seq, et, _wm, _late in st.arrivals:
-        events.setdefault(segment, []).append([release(clock), writer, seq, et])
-    splits = []
-    for name, evs in sorted(events.items()):
-        first, last = st.spans.get(name, [sc.start_time_ms, sc.start_time_ms + sc.duration_ms])
-        splits.append({"name": name, "start": release(first) - 1, "end": release(last) + 0.5, "events": evs})
-    idle = (cfg.flink_idle_timeout_ms // step + 1.5) * timing.pace_ms - 2 * timing.interval_ms
+        bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([writer, seq, et, 0])
+    for clock, segment, et in st.redelivered:
+        bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([-1, -1, et, 1])
+    splits: list[dict[str, Any]] = []
+    for name in sorted(bundles):
+        if name not in st.spans:
+            raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
+        first, last = (tick(c) for c in st.spans[name])
+        by_tick = bundles[name]
+        if min(by_tick, default=first) < first or max(by_tick, default=last) > last + 1:
+            raise EngineRunError(
+                f"{sc.name}: segment {name} has events outside its ticks {first}..{last + 1}"
+            )
+        # a wait every tick from the mark on (Flink emits after each); before it, warm-up and
+        # enough ticks for a source that read nothing to go idle
+        emits = {k for k in range(k0, k0 + n + 4) if k < first - 1} | {first - 2}
+        emits |= set(range(first - 1, last + 1))
+        timeline: list[tuple[float, list[Any]]] = [(first - 1, [MARK, first - 1, []])]
+        timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in emits if k0 <= k <= last]
+        timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
+        timeline.append((last + 1.125, [END, last + 1.125, []]))
+        steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
+        splits.append({"name": name, "first": first, "last": last, "steps": steps})
+    end_tick = max((int(s["last"]) for s in splits), default=0) + 1
     return {
+        "name": sc.name,
         "bound_ms": cfg.flink_bound_ms,
-        "idle_ms": max(1, round(idle)),
-        "interval_ms": timing.interval_ms,
-        "pace_ms": timing.pace_ms,
+        "idle_ms": max(1, round((n + 0.5) * timing.pace_ms)),
         "window_ms": scenario_window_ms(sc),
-        "start_margin_s": timing.start_margin_s,
-        "sync_file": sync_file,
+        "lead_s": timing.start_margin_s - k0 * timing.pace_ms / 1000,
+        "end_ms": (end_tick + 0.125) * timing.pace_ms,
         "splits": splits,
     }
 
@@ -127,24 +171,45 @@ def replay_flink(
     result: LabResult, timing: FlinkTiming | None = None, python: str | None = None
 ) -> FlinkReplay:
     """Run the scenario's Flink splits through PyFlink in a subprocess (``python``: its interpreter)."""
+    return replay_flink_many([result], timing, python)[0]
+
+
+def replay_flink_many(
+    results: list[LabResult], timing: FlinkTiming | None = None, python: str | None = None
+) -> list[FlinkReplay]:
+    """Several scenarios in one Flink job (one JVM, one mini-cluster), each its own union of sources."""
     timing = timing or FlinkTiming()
     why = flink_available(python)
     if why is not None:
         raise EngineUnavailableError(why)
     work = tempfile.mkdtemp(prefix="ingestwm-validate-flink-")
     try:
-        spec = flink_spec(result, timing, os.path.join(work, "t0"))
+        specs = [flink_spec(r, timing) for r in results]
+        spec = {
+            "pace_ms": timing.pace_ms,
+            "interval_ms": timing.interval_ms,
+            "lead_s": max(s["lead_s"] for s in specs),
+            "sync_file": os.path.join(work, "t0"),
+            "scenarios": specs,
+        }
         spec_path, out_path = os.path.join(work, "spec.json"), os.path.join(work, "out.json")
         with open(spec_path, "w") as f:
             json.dump(spec, f)
-        last = max((s["end"] for s in spec["splits"]), default=0)
-        budget = 180 + last * timing.pace_ms / 1000 + timing.start_margin_s
-        env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        budget = 180 + spec["lead_s"] + max(s["end_ms"] for s in specs) / 1000
+        # a Python worker process per Python operator (not PyFlink's local "loopback" default,
+        # all of them threads of the job's own Python): the pacers of many segments then
+        # neither share one interpreter lock nor wait for each other's sleeps
+        workers = os.environ.get("INGESTWM_FLINK_WORKERS", "process")
+        env = dict(os.environ, _python_worker_execution_mode=workers)
         try:
             proc = subprocess.run(
-                [python or sys.executable, "-m", "bench.validate.flink_job", spec_path, out_path],
+                # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
+                [
+                    python or sys.executable,
+                    os.path.join(os.path.dirname(__file__), "flink_job.py"),
+                    spec_path,
+                    out_path,
+                ],
                 capture_output=True,
                 text=True,
                 timeout=budget,
@@ -158,19 +223,43 @@ def replay_flink(
             raise EngineRunError(f"the Flink job failed (exit {proc.returncode}):\n{tail}")
         with open(out_path) as f:
             doc = json.load(f)
+        if os.environ.get("INGESTWM_FLINK_DEBUG"):
+            shutil.copytree(work, os.environ["INGESTWM_FLINK_DEBUG"], dirs_exist_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
+
+
+def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: FlinkTiming) -> FlinkReplay:
+    """Scenario ``j`` of the job's output as a ``FlinkReplay`` (a bundle's slip: arrival - its tick)."""
     arrivals: dict[tuple[int, int], tuple[int, bool]] = {}
-    fired: list[tuple[int, int]] = []
-    slip = 0
+    fired: list[tuple[int, int, int]] = []
+    names = {str(WAIT): "wait", str(BUNDLE): "bundle", str(MARK): "mark", str(END): "end"}
+    slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
+    first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
+    arrival = 0.0
+    window_late = 0
+    pace = timing.pace_ms
     for rec in doc["records"]:
+        if rec[1] != j:
+            continue
         if rec[0] == "arr":
-            _, writer, seq, _et, wm, late, s = rec
-            arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
-            slip = max(slip, int(s))
-        elif rec[0] == "win" and int(rec[3]) < _MAX_WM:
-            fired.append((int(rec[1]), int(rec[2])))
-    return FlinkReplay(arrivals, sorted(fired), slip, str(doc["version"]), timing)
+            _, _j, _split, release, wm, at, judged = rec
+            arrival = max(arrival, float(at) - release * pace)
+            for writer, seq, _et, late in judged:
+                arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
+        elif rec[0] == "win":
+            fired.append((int(rec[2]), int(rec[3]), int(rec[4])))
+        elif rec[0] == "wlate":
+            window_late += int(rec[4])
+    slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
+    if first_over:
+        slips["first slip at tick"] = float(first_over[0][0])
+    slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter"))
+    kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
+    return FlinkReplay(
+        arrivals, sorted(fired), round(slip, 1), str(doc["version"]), timing, window_late, kinds
+    )
 
 
 def scenario_window_ms(sc: Any) -> int:

@@ -1,21 +1,31 @@
-"""``ingestwm validate``'s PyFlink job, in a subprocess: ``python -m bench.validate.flink_job SPEC OUT``.
+"""``ingestwm validate``'s PyFlink job, in a subprocess: ``python .../bench/validate/flink_job.py SPEC OUT``.
 
 It only imports PyFlink (and the standard library), so a missing PyFlink or Java, or a
-crashed JVM, ends this process and not the caller. SPEC (JSON, written by
-``flink_engine``) holds the splits' events, each with the index of the lab's periodic
-emit that first saw it, and the timing; OUT receives one JSON document: every event's
-arrival at the late filter (watermark then, late or not, pacing slip), every window
-fired, and Flink's version.
+crashed JVM, ends this process and not the caller, and its Python needs nothing else.
+SPEC (JSON, written by ``flink_engine``) holds one or more scenarios and, per split, the
+steps of its paced replay; OUT receives one JSON
+document: every bundle's arrival at the late filter (the watermark it met there, the
+late flag of each of its events, when it arrived), every window fired (with the
+watermark that fired it and when), how late each pacer woke and each bundle reached
+the operator after the union (a key selector), and Flink's version.
 
-The job: one ``from_collection`` per split, paced by a flat-map that sleeps until each
-element's release time (``t0 + release * pace_ms``; ``t0`` is agreed through a file so
-all splits share it), then ``assign_timestamps_and_watermarks(for_bounded_out_of_orderness
-(bound).with_idleness(idle))``; the splits are unioned (Flink's valve takes the minimum
-over active, aligned inputs); a process function sends events at or below the current
-watermark to a side output (the lab's late events) and the rest to event-time tumbling
-windows that count. A start marker per split (released one pace before the first
-emit, with a timestamp far in the past) is the split's first activity; an end marker
-finishes the split's source (its watermark becomes +inf, as a finished split leaves).
+The job, per split: ``from_source(NumberSequenceSource)`` (a FLIP-27 source: it runs in
+the task's mailbox thread, one record per mailbox step) → ``Pace``, a Python flat-map
+that turns step ``i`` into the split's ``i``-th step: *wait* (sleep until its wall time,
+emit nothing), *bundle* (at its wall time, one record with all the events the lab's
+periodic emit saw first, its timestamp their maximum event time), *mark* (a record
+with a timestamp far in the past: the split's first activity) or *end* (sleep, then
+the source is exhausted and Flink sends ``+inf``) → ``assign_timestamps_and_watermarks(
+for_bounded_out_of_orderness(bound).with_idleness(idle))``, in the same task. The
+splits are unioned into a keyed process function, the late filter (an event at or
+below the current watermark is late: a side output), whose on-time events go to
+event-time tumbling windows that count (by each event's own event time).
+
+Why steps and not a sleeping pacer per record: the periodic emit is a processing-time
+timer of the source task, run by its mailbox thread between two records. A sleep inside
+the chain blocks it, so Flink emits exactly after a *wait* step and never inside a
+*bundle* (one record: Flink cannot see half of it); the emit interval is set longer
+than a bundle step and shorter than a wait, so it emits once per wait (docs/engines.md).
 """
 
 from __future__ import annotations
@@ -26,84 +36,191 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["main", "EVENT", "START", "END"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT"]
 
-EVENT, START, END = 0, 1, 2
+WAIT, BUNDLE, MARK, END, EVENT = 0, 1, 2, 3, 4
 _PAST = -(2**62)
 
 
-def _t0(path: str, margin_s: float) -> float:
-    """The shared start time: the first split to get here writes it, the others read it."""
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        for _ in range(2000):
+def _t0(path: str, lead_s: float, ready: tuple[int, int] | None = None) -> float:
+    """The shared wall time of tick 0, ``lead_s`` after every split's pacer is ready.
+
+    ``ready`` (split index, splits): a pacer announces itself and, if it is the last,
+    writes the start time; everyone else (the other pacers, the late filter, the
+    windows) reads it from ``path``.
+    """
+    folder = os.path.dirname(path)
+    if ready is not None:
+        index, splits = ready
+        with open(os.path.join(folder, f"ready-{index}"), "w") as f:
+            f.write("1")
+        if all(os.path.exists(os.path.join(folder, f"ready-{i}")) for i in range(splits)):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, f"{time.time() + lead_s!r}\n".encode())
+                os.close(fd)
+    for _ in range(60000):
+        try:
             with open(path) as f:
                 text = f.read().strip()
-            if text:
+        except FileNotFoundError:
+            text = ""
+        if text.endswith("\n") or (text and text[-1].isdigit()):
+            try:
                 return float(text)
-            time.sleep(0.005)
-        raise RuntimeError(f"no start time in {path}") from None
-    t0 = time.time() + margin_s
-    os.write(fd, f"{t0!r}\n".encode())
-    os.close(fd)
-    return t0
+            except ValueError:
+                pass
+        time.sleep(0.005)
+    raise RuntimeError(f"no start time in {path} after 300 s: not every split's pacer started")
 
 
 def main(spec_path: str, out_path: str) -> None:
-    from pyflink.common import Configuration, Duration, Time, Types, WatermarkStrategy
+    from pyflink.common import Configuration, Duration, Types, WatermarkStrategy
     from pyflink.common.watermark_strategy import TimestampAssigner
     from pyflink.datastream import (
         FlatMapFunction,
         KeyedProcessFunction,
+        KeySelector,
         OutputTag,
         ProcessWindowFunction,
         StreamExecutionEnvironment,
     )
-    from pyflink.datastream.window import TumblingEventTimeWindows
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+    from pyflink.datastream.window import EventTimeTrigger, TimeWindow, TimeWindowSerializer, WindowAssigner
     from pyflink.version import __version__ as flink_version
 
     with open(spec_path) as f:
         spec = json.load(f)
     pace = spec["pace_ms"] / 1000.0
-    sync_file, margin = spec["sync_file"], spec["start_margin_s"]
+    sync_dir = os.path.dirname(spec["sync_file"])
+    scenarios = spec["scenarios"]
+    globals_ = [(j, i) for j, sc in enumerate(scenarios) for i in range(len(sc["splits"]))]
 
     class Pace(FlatMapFunction):  # type: ignore[misc]
+        """Step ``i`` of split ``index`` of scenario ``j``: sleep until its wall time, emit its record."""
+
+        def __init__(self, j: int, index: int) -> None:
+            self.j, self.index = j, index
+
         def open(self, runtime_context: Any) -> None:
-            self.t0 = _t0(sync_file, margin)
+            with open(spec_path) as f:
+                self.steps = json.load(f)["scenarios"][self.j]["splits"][self.index]["steps"]
+            me = globals_.index((self.j, self.index))
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"], (me, len(globals_)))
+            self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0}
+            self.over: list[list[float]] = []  # (tick, ms) of the first steps that slipped a quarter pace
 
         def flat_map(self, value: Any) -> Any:
-            kind, release, writer, seq, et = value
-            target = self.t0 + release * pace
+            kind, tick, events = self.steps[int(value)]
+            target = self.t0 + tick * pace
             delay = target - time.time()
             if delay > 0:
                 time.sleep(delay)
-            slip = int((time.time() - target) * 1000)
-            if kind == EVENT:
-                yield (EVENT, writer, seq, et, slip)
-            elif kind == START:
-                yield (START, 0, 0, _PAST, slip)
+            slip = time.time() - target
+            if int(value) >= 2:  # the first two waits are warm-up: they only start inactivity early
+                self.max_slip[kind] = max(self.max_slip[kind], slip)
+                if slip * 4 > pace and len(self.over) < 20:
+                    self.over.append([tick, round(slip * 1000, 1)])
+            if kind == BUNDLE:
+                top = max(e[2] for e in events)
+                yield (BUNDLE, self.index, round(tick), top, json.dumps(events))
+            elif kind == MARK:
+                yield (MARK, self.index, round(tick), _PAST, "[]")
 
-    class EventTime(TimestampAssigner):  # type: ignore[misc]
+        def close(self) -> None:
+            with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
+                doc = {str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}
+                json.dump(dict(doc, over=self.over), f)
+
+    class RecordTime(TimestampAssigner):  # type: ignore[misc]
         def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
             return int(value[3])
 
-    arrivals_tag = OutputTag("arrivals", Types.STRING())
+    def bundle_row() -> Any:  # a fresh one each time: one that met the JVM no longer pickles
+        return Types.TUPLE([Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
+
+    class Arrival(KeySelector):  # type: ignore[misc]
+        """The first operator after the union (it combines the sources): how late each bundle got there."""
+
+        def __init__(self, j: int) -> None:
+            self.j = j
+
+        def open(self, runtime_context: Any) -> None:
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+            self.late = 0.0
+
+        def get_key(self, value: Any) -> int:
+            if value[0] == BUNDLE:
+                self.late = max(self.late, time.time() - (self.t0 + value[2] * pace))
+            return 0
+
+        def close(self) -> None:
+            with open(os.path.join(sync_dir, f"arrival-{self.j}.json"), "w") as f:
+                json.dump(round(self.late * 1000, 3), f)
 
     class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
+        """Each event of a bundle at or below the current watermark is late (side output)."""
+
+        def __init__(self, j: int, tag: Any) -> None:
+            self.j, self.tag = j, tag
+
+        def open(self, runtime_context: Any) -> None:
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+
         def process_element(self, value: Any, ctx: Any) -> Any:
-            if value[0] != EVENT:
+            if value[0] != BUNDLE:
                 return
             wm = ctx.timer_service().current_watermark()
-            late = value[3] <= wm
-            yield arrivals_tag, json.dumps(["arr", value[1], value[2], value[3], wm, late, value[4]])
-            if not late:
-                yield value
+            at = round((time.time() - self.t0) * 1000, 3)
+            judged, on_time = [], []
+            for writer, seq, et, dup in json.loads(value[4]):
+                if dup:
+                    continue  # a redelivered event: the lab's de-duplication drops it before this
+                late = et <= wm
+                judged.append([writer, seq, et, late])
+                if not late:
+                    on_time.append(et)
+            if on_time:  # one record: the window operator assigns it to each of its events' windows
+                yield (value[1], value[2], value[3], json.dumps(on_time))
+            yield self.tag, json.dumps(["arr", self.j, value[1], value[2], wm, at, judged])
+
+    class ByEventTime(WindowAssigner):  # type: ignore[misc]
+        """Tumbling windows of each event's own event time: a bundle goes to each of its events' windows."""
+
+        def __init__(self, window_ms: int) -> None:
+            self.window_ms = window_ms
+
+        def assign_windows(self, element: Any, timestamp: int, context: Any) -> Any:
+            w = self.window_ms
+            starts = {et - et % w for et in json.loads(element[3])}
+            return [TimeWindow(s, s + w) for s in sorted(starts)]
+
+        def get_default_trigger(self, env: Any) -> Any:
+            return EventTimeTrigger()
+
+        def get_window_serializer(self) -> Any:
+            return TimeWindowSerializer()
+
+        def is_event_time(self) -> bool:
+            return True
 
     class Count(ProcessWindowFunction):  # type: ignore[misc]
+        """The window's events: those of its bundles whose event time falls in it."""
+
+        def __init__(self, j: int) -> None:
+            self.j = j
+
+        def open(self, runtime_context: Any) -> None:
+            self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+
         def process(self, key: Any, context: Any, elements: Any) -> Any:
-            n = sum(1 for _ in elements)
-            yield json.dumps(["win", context.window().start, n, context.current_watermark()])
+            w = context.window()
+            n = sum(1 for b in elements for et in json.loads(b[3]) if w.start <= et < w.end)
+            at = round((time.time() - self.t0) * 1000, 3)
+            yield json.dumps(["win", self.j, w.start, n, context.current_watermark(), at])
 
     conf = Configuration()
     conf.set_string("python.fn-execution.bundle.size", "1")
@@ -112,33 +229,62 @@ def main(spec_path: str, out_path: str) -> None:
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_python_executable(sys.executable)
     env.set_parallelism(1)
-    row = Types.TUPLE([Types.INT(), Types.DOUBLE(), Types.LONG(), Types.LONG(), Types.LONG()])
-    out_row = Types.TUPLE([Types.INT(), Types.LONG(), Types.LONG(), Types.LONG(), Types.LONG()])
-    strategy = (
-        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(spec["bound_ms"]))
-        .with_idleness(Duration.of_millis(spec["idle_ms"]))
-        .with_timestamp_assigner(EventTime())
-    )
-    streams = []
-    for split in spec["splits"]:
-        elements = [(START, float(split["start"]), 0, 0, 0)]
-        elements += [(EVENT, float(r), int(w), int(s), int(et)) for r, w, s, et in split["events"]]
-        elements.append((END, float(split["end"]), 0, 0, 0))
-        ds = env.from_collection(elements, type_info=row).flat_map(Pace(), output_type=out_row)
-        streams.append(ds.assign_timestamps_and_watermarks(strategy))
-    union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
-    judged = union.key_by(lambda v: 0, key_type=Types.INT()).process(LateFilter(), output_type=out_row)
-    windows = (
-        judged.key_by(lambda v: 0, key_type=Types.INT())
-        .window(TumblingEventTimeWindows.of(Time.milliseconds(spec["window_ms"])))
-        .process(Count(), output_type=Types.STRING())
-    )
+    env.set_buffer_timeout(0)  # every record and watermark leaves its task at once
+    step_row = Types.TUPLE([Types.INT(), Types.INT(), Types.INT(), Types.LONG(), Types.STRING()])
+    outputs = []
+    for j, sc in enumerate(scenarios):
+        strategy = (
+            WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(sc["bound_ms"]))
+            .with_idleness(Duration.of_millis(sc["idle_ms"]))
+            .with_timestamp_assigner(RecordTime())
+        )
+        streams = []
+        for i, split in enumerate(sc["splits"]):
+            steps = NumberSequenceSource(0, len(split["steps"]) - 1)
+            ds = env.from_source(steps, WatermarkStrategy.no_watermarks(), f"s{j}-split-{i}")
+            paced = ds.flat_map(Pace(j, i), output_type=step_row).name(f"s{j}-pace-{i}")
+            streams.append(paced.assign_timestamps_and_watermarks(strategy))
+        union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
+        arrivals_tag = OutputTag(f"arrivals-{j}", Types.STRING())
+        window_late_tag = OutputTag(f"window-late-{j}", bundle_row())
+        on_time = union.key_by(Arrival(j), key_type=Types.INT()).process(
+            LateFilter(j, arrivals_tag), output_type=bundle_row()
+        )
+        windows = (
+            on_time.key_by(lambda v: 0, key_type=Types.INT())
+            .window(ByEventTime(int(sc["window_ms"])))
+            .side_output_late_data(window_late_tag)
+            .process(Count(j), output_type=Types.STRING())
+        )
+        window_late = windows.get_side_output(window_late_tag).map(
+            lambda v, j=j: json.dumps(["wlate", j, v[0], v[1], len(json.loads(v[3]))]),
+            output_type=Types.STRING(),
+        )
+        outputs += [windows, on_time.get_side_output(arrivals_tag), window_late]
     lines: list[Any] = []
-    with windows.union(judged.get_side_output(arrivals_tag)).execute_and_collect() as results:
+    with outputs[0].union(*outputs[1:]).execute_and_collect() as results:
         for line in results:
             lines.append(json.loads(line))
+    slips: list[dict[str, float]] = [{} for _ in scenarios]
+    over: list[list[Any]] = [[] for _ in scenarios]
+    for j in range(len(scenarios)):
+        try:
+            with open(os.path.join(sync_dir, f"arrival-{j}.json")) as f:
+                slips[j]["arrival"] = float(json.load(f))
+        except FileNotFoundError:
+            slips[j]["missing"] = 1.0
+    for j, i in globals_:
+        try:
+            with open(os.path.join(sync_dir, f"slip-{j}-{i}.json")) as f:
+                for k, v in json.load(f).items():
+                    if k == "over":
+                        over[j].extend(v)
+                    else:
+                        slips[j][k] = max(slips[j].get(k, 0.0), float(v))
+        except FileNotFoundError:
+            slips[j]["missing"] = 1.0
     with open(out_path, "w") as f:
-        json.dump({"version": flink_version, "records": lines}, f)
+        json.dump({"version": flink_version, "records": lines, "slips_ms": slips, "over": over}, f)
 
 
 if __name__ == "__main__":
