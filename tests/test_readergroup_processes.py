@@ -100,6 +100,7 @@ def test_readers_in_separate_processes_share_one_group(tmp_path: Path) -> None:
     try:
         for rid in ("r0", "r1", "r2"):
             procs.start(rid)
+        _wait_started(procs)
         writer = threading.Thread(target=_writer, args=(client, written, stop, 6.0), daemon=True)
         writer.start()
         time.sleep(1.0)
@@ -108,6 +109,7 @@ def test_readers_in_separate_processes_share_one_group(tmp_path: Path) -> None:
         next_id = 3
         for step in plan:
             time.sleep(0.6 + rng.random() * 0.6)
+            _wait_started(procs)  # a loaded machine takes seconds to start one: kill readers, not imports
             live = sorted(procs.alive())
             victim = live[rng.randrange(len(live))]
             rid = victim.split("@")[0]
@@ -146,6 +148,17 @@ def test_readers_in_separate_processes_share_one_group(tmp_path: Path) -> None:
         store.close()
     _check_logs(logs, set(procs.killed), written)
     assert log_bytes < 200_000 and info.start_offset > 0, (log_bytes, info.start_offset)  # compacted
+
+
+def _wait_started(procs: ReaderProcesses, timeout_s: float = 120.0) -> None:
+    """Until every live reader process has joined the group (logged its start)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        logs = dict(procs.logs())
+        if all(logs.get(n) and logs[n][0]["k"] == "start" for n in procs.alive()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"reader processes did not start within {timeout_s:g} s: {procs.alive()}")
 
 
 def _check_logs(logs: dict[str, list[dict]], killed: set[str], written: list[str]) -> None:
