@@ -259,7 +259,7 @@ def test_appends_go_through_again_once_the_server_is_back_while_they_keep_coming
         while monotonic_s() - start < 2 * T + BOUND:  # never a pause long enough to drain
             n = len(futs)
             futs += [c.append_async("s", b"x", writer_id=3, event_number=n + k) for k in range(1, 51)]
-            if monotonic_s() - start > 2 * T and not back:
+            if monotonic_s() - start > T + 1.5 and not back:  # the first ones' deadline long past
                 back = True
                 restarted.start()
             if back and futs[-50].done() and futs[-50].exception(0) is None:
