@@ -244,22 +244,7 @@ def decode_columns(
     pay_lens = lengths - HEADER_SIZE - klens
     keys = _gather(arr, key_starts, klens, string=True)
     payloads = _gather(arr, pay_starts, pay_lens, string=False)
-    if keys.null_count == 0 and len(keys):
-        try:
-            keys.validate(full=True)
-        except pa.ArrowInvalid:
-            raise FrameFormatError(
-                f"a routing key in the frames at offset {base_offset} is not valid UTF-8"
-            ) from None
-    cols: dict[str, Any] = {
-        "offset": starts + base_offset,
-        "length": lengths,
-        "kind": kinds,
-        "event_time": times,
-        "routing_key": keys,
-        "payload": payloads,
-    }
-    return cols, int(consumed)
+    return _columns(base_offset, starts, lengths, kinds, times, keys, payloads), int(consumed)
 
 
 # ---------------------------------------------------------------------- internals
@@ -276,22 +261,29 @@ def _decode_kernel(arr: np.ndarray, base_offset: int, events_only: bool) -> tupl
     keys, pays = np.empty(key_bytes, np.uint8), np.empty(pay_bytes, np.uint8)
     k.decode(arr, events_only, starts, lengths, kinds, times, key_off, keys, pay_off, pays)
     key_arr = _binary(count, key_off, keys, string=True)
-    if count and len(keys):
+    payloads = _binary(count, pay_off, pays, string=False)
+    return _columns(base_offset, starts, lengths, kinds, times, key_arr, payloads), int(consumed)
+
+
+def _columns(
+    base_offset: int, starts: Any, lengths: Any, kinds: Any, times: Any, keys: Any, payloads: Any
+) -> dict[str, Any]:
+    """``decode_columns``' columns, from either path, the routing keys checked as UTF-8 by Arrow."""
+    if keys.null_count == 0 and len(keys):
         try:
-            key_arr.validate(full=True)
+            keys.validate(full=True)
         except pa.ArrowInvalid:
             raise FrameFormatError(
                 f"a routing key in the frames at offset {base_offset} is not valid UTF-8"
             ) from None
-    cols: dict[str, Any] = {
+    return {
         "offset": starts + base_offset,
         "length": lengths,
         "kind": kinds,
         "event_time": times,
-        "routing_key": key_arr,
-        "payload": _binary(count, pay_off, pays, string=False),
+        "routing_key": keys,
+        "payload": payloads,
     }
-    return cols, int(consumed)
 
 
 def _binary(count: int, offsets: np.ndarray, data: np.ndarray, string: bool) -> pa.Array:
