@@ -329,8 +329,11 @@ def test_cli_compare_takes_set_seed_and_replications(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     assert "2 replications (seeds 3..4)" in r.output and "producer" in r.output
     assert (tmp_path / "x" / "replications.json").exists() and (tmp_path / "x" / "manifest.json").exists()
-    bad = CliRunner().invoke(cli, [*args, "--set", "readers.reader.leave_ms=10"])
-    assert bad.exit_code != 0 and "readers.reader.leave_ms" in bad.output
+    bad = CliRunner().invoke(
+        cli,
+        [*args, "--set", "readers.reader.processing.kind=fixed", "--set", "readers.reader.processing.ms=2"],
+    )
+    assert bad.exit_code != 0 and "readers.reader.processing" in bad.output
 
 
 def test_the_schema_reference_is_generated_from_the_code() -> None:
@@ -400,12 +403,12 @@ def test_spark_runs_report_progress_per_simulation_and_give_the_local_results(sp
     from bench.sim.scenario import apply_overrides, load_scenario_data
 
     data = apply_overrides(load_scenario_data("random-faults"), SMALL_RANDOM)
-    short = replication_tasks("simulate", dict(data, duration_ms=2_000), 1, 1)
-    long = replication_tasks("simulate", data, 2, 2)  # three times the simulated time of the short one
+    short = replication_tasks("simulate", dict(data, duration_ms=1_000), 1, 1)
+    long = replication_tasks("simulate", data, 2, 2)  # six times the simulated time of the short one
+    sc = spark.sparkContext  # the executors' Python workers import the simulator before the job:
+    sc.parallelize(range(2), 2).map(lambda _: bool(__import__("bench.sim.experiment"))).collect()
     seen: list[int] = []
-    runs = spark_execute(
-        spark.sparkContext, short + long, show_progress=False, on_progress=seen.append, poll_s=0.02
-    )
+    runs = spark_execute(sc, short + long, show_progress=False, on_progress=seen.append, poll_s=0.02)
     assert [r["seed"] for r in runs] == [1, 2, 3]
     assert [r["metrics"] for r in runs] == [run_task(t)["metrics"] for t in short + long]
     assert seen == sorted(seen) and seen[-1] == 3

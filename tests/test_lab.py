@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from bench.cli import cli
@@ -235,6 +236,41 @@ def test_random_reader_crashes_hit_every_strategy_at_the_same_times() -> None:
     lags = {name: [(t, wm) for t, wm, _, _ in series] for name, series in result.series.items()}
     stalled = {name: [wm for t, wm in s if 1600 <= t <= 2500] for name, s in lags.items()}
     assert all(len(set(v)) == 1 for v in stalled.values()), stalled  # no watermark moves while it is down
+
+
+def _false_assertions(readers: list[dict[str, object]]) -> dict[str, object]:
+    path = Path(__file__).resolve().parents[1] / "bench/scenarios/false-assertions.yaml"
+    d: dict[str, object] = yaml.safe_load(path.read_text())
+    d.update(duration_ms=4000, readers=readers, metrics={"sample_ms": 100})
+    return d
+
+
+def test_a_no_ack_stall_holds_every_strategys_watermark_and_loses_nothing() -> None:
+    """``noack`` in the lab: the only reader stays online but reads nothing from 1 s to 2.5 s; no
+    strategy's watermark moves meanwhile, and afterwards it reads everything, once."""
+    sc = lab_scenario_from_dict(
+        _false_assertions([{"name": "reader", "noack": {"start_ms": 1000, "end_ms": 2500}}])
+    )
+    result = run_compare(sc)
+    for row in result.rows:
+        assert row["delivered"] == row["events"] == result.events_written and row["duplicates"] == 0, row
+    stalled = {  # Spark's watermark from the last batch before the stall applies from the next trigger
+        name: {wm for t, wm, _, _ in series if (2000 if name == "spark" else 1100) <= t <= 2400}
+        for name, series in result.series.items()
+    }
+    assert all(len(v) == 1 for v in stalled.values()), stalled
+    moved = {name: {wm for t, wm, _, _ in series if t >= 2500} for name, series in result.series.items()}
+    assert all(len(v) > 1 for v in moved.values()), moved
+
+
+def test_a_reader_that_leaves_hands_its_segments_over_in_every_strategy() -> None:
+    """``leave_ms`` in the lab: one of two readers closes at 1.5 s; the other reads on from where
+    it acknowledged, so every event is delivered in every strategy's group."""
+    sc = lab_scenario_from_dict(_false_assertions([{"name": "stay"}, {"name": "goer", "leave_ms": 1500}]))
+    result = run_compare(sc)
+    assert result.events_written > 200
+    for row in result.rows:
+        assert row["delivered"] - row["duplicates"] == row["events"] == result.events_written, row
 
 
 @pytest.mark.slow

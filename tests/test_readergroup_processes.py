@@ -251,7 +251,8 @@ def test_a_reset_starts_a_new_epoch_in_every_reader_process(tmp_path: Path) -> N
             return {r["p"] for _, recs in procs.logs() for r in recs if r["k"] == "e" and r["ep"] == epoch}
 
         def reached(epoch: int) -> set[str]:
-            return {n for n, recs in procs.logs() if any(r["k"] in ("e", "w") and r["ep"] == epoch for r in recs)}
+            logs = procs.logs()
+            return {n for n, recs in logs if any(r["k"] in ("e", "w") and r["ep"] == epoch for r in recs)}
 
         def started() -> set[str]:
             return {n for n, recs in procs.logs() if any(r["k"] == "start" for r in recs)}

@@ -7,7 +7,7 @@ scales if due (the simulator's fixed scale events); each writer writes the event
 reached the store by then (in the order they arrived), then (if due) asserts its
 watermark, commits its transaction, or marks itself idle; the store's watermark
 advancer runs every ``polling_period_ms``; readers join, crash, go offline and
-restart as their failure schedule says (``bench.sim.failure_schedule``, played on
+restart, leave, stall and resume as their failure schedule says (``bench.sim.failure_schedule``, played on
 time: with ``mtbf_ms``, the simulator's random crash times for the same seed); every
 live reader of every strategy's reader group reads until nothing is left (or its
 rate budget is spent); each strategy's periodic hook runs; every ``metrics.sample_ms``
@@ -248,6 +248,7 @@ class _Readers:
         self._next = 0  # the first transition not yet made
         self.readers: list[EventReader] | None = None  # while it is online, its reader in every group
         self.budget = [0.0] * len(groups)
+        self.stalled = False  # in a no-ack stall
 
     def step(self, t: int, strategies: list[Strategy]) -> None:
         s, plan = self.spec, self.plan
@@ -262,9 +263,15 @@ class _Readers:
             elif kind == "offline":
                 for g in self.groups:
                     g.reader_offline(self.rid)
-            else:  # lab_ready refuses what leaves or stalls
-                raise AssertionError(f"reader {self.rid}: the lab does not model a {kind!r} transition")
-        if self.readers is None:
+            elif kind == "leave":  # a clean leave: its segments return at its acknowledged positions
+                for r in self.readers or ():
+                    r.close()
+                self.readers = None
+            elif kind == "stall" or kind == "resume":  # online, reading (and acknowledging) nothing
+                self.stalled = kind == "stall"
+            else:
+                raise AssertionError(f"reader {self.rid}: unknown transition {kind!r}")
+        if self.readers is None or self.stalled:
             return
         for i, (reader, strat) in enumerate(zip(self.readers, strategies, strict=True)):
             if s.rate_per_s is not None:

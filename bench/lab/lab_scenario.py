@@ -91,12 +91,6 @@ def lab_strategies(sc: Scenario) -> LabStrategies:
     )
 
 
-_SIM_ONLY = (
-    ("leave_ms", "a clean leave"),
-    ("noack", "a no-ack stall"),
-)
-
-
 def lab_ready(sc: Scenario) -> Scenario:
     """``sc`` if the lab can run it, else ``ScenarioError`` naming the field it does not model."""
     if not sc.writers:
@@ -113,11 +107,6 @@ def lab_ready(sc: Scenario) -> Scenario:
         if v % st.tick_ms:
             raise ScenarioError(f"must be a multiple of strategies.tick_ms {st.tick_ms}, got {v}", what)
     for r in sc.readers:
-        for attr, what in _SIM_ONLY:
-            if getattr(r, attr) is not None:
-                raise ScenarioError(
-                    f"the lab does not model {what} (the simulator does)", f"readers.{r.name}.{attr}"
-                )
         if r.processing.active:
             raise ScenarioError(
                 "the lab does not model processing time (the simulator does)", f"readers.{r.name}.processing"

@@ -154,14 +154,14 @@ class ReaderSpec:
     ``mtbf_ms`` it also crashes at random (exponential times between failures, from its
     join) and restarts — joins again under its name — ``restart_ms`` after it was
     declared offline. The simulator's readers (in-process or processes) and the lab's
-    follow these times alike (``bench.sim.failure_schedule``); the lab does not model
-    ``leave_ms``, ``noack`` or ``processing``.
+    follow these times alike (``bench.sim.failure_schedule``), leaves and ``noack`` stalls
+    included; the lab does not model ``processing``.
     """
 
     name: str = spec_field(doc="its name (instances: name-0, name-1, ...)")
     count: int = spec_field(1, low=1, doc="instances")
     join_ms: int = spec_field(0, low=0, doc="joins the group")
-    leave_ms: int | None = spec_field(None, low=0, doc="leaves cleanly (close; simulator)")
+    leave_ms: int | None = spec_field(None, low=0, doc="leaves cleanly (close)")
     crash_ms: int | None = spec_field(None, low=0, doc="crashes, for good")
     offline_after_ms: int = spec_field(
         1_000, low=0, doc="failure detection: a crash is declared this long after"
@@ -177,7 +177,7 @@ class ReaderSpec:
         metadata={"doc": "after a random crash is declared, the time until it rejoins"},
     )
     noack: NoAckFault | None = field(
-        default=None, metadata={"doc": "a stall: online but never acknowledging (simulator)"}
+        default=None, metadata={"doc": "a stall: online but never acknowledging"}
     )
 
     def __post_init__(self) -> None:
