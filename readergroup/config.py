@@ -63,6 +63,9 @@ class ReaderGroupConfig:
       gets it as its replica applies the completion (kept or not); only a replica that
       fell behind a compaction meanwhile sees just the kept ones. A name may be used
       again once its checkpoint is no longer kept.
+    - ``max_outstanding_checkpoints``: checkpoints in progress or queued at once (Pravega's
+      ``maxOutstandingCheckpointRequest``, default 3); initiating one more raises
+      ``MaxCheckpointsExceededError`` and changes nothing.
     """
 
     streams: tuple[str, ...]
@@ -74,6 +77,7 @@ class ReaderGroupConfig:
     reader_timeout_ms: int = 30_000
     state_snapshot_interval: int = 200
     checkpoints_kept: int = 3
+    max_outstanding_checkpoints: int = 3
 
     def __post_init__(self) -> None:
         streams = self.streams
@@ -125,6 +129,7 @@ class ReaderGroupConfig:
         _check_int("reader_timeout_ms", self.reader_timeout_ms, 0)
         _check_int("state_snapshot_interval", self.state_snapshot_interval, 2)
         _check_int("checkpoints_kept", self.checkpoints_kept, 1)
+        _check_int("max_outstanding_checkpoints", self.max_outstanding_checkpoints, 1)
 
     @property
     def watermarks(self) -> bool:

@@ -32,6 +32,7 @@ __all__ = [
     "GroupStateCorruptError",
     "GroupStateConflictError",
     "StaleEpochError",
+    "MaxCheckpointsExceededError",
 ]
 
 
@@ -133,3 +134,8 @@ class GroupStateConflictError(GroupStateError):
 
 class StaleEpochError(ReaderGroupError):
     """An update names an epoch the group has left (a reset happened meanwhile): it is not applied."""
+
+
+class MaxCheckpointsExceededError(ReaderGroupError):
+    """A checkpoint was initiated while ``max_outstanding_checkpoints`` were in progress or queued
+    (Pravega's ``MaxNumberOfCheckpointsExceededException``); nothing was queued."""

@@ -7,7 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.errors import CheckpointAbortedError, DuplicateCheckpointError, InvalidCheckpointError
+from readergroup.errors import (
+    CheckpointAbortedError,
+    DuplicateCheckpointError,
+    InvalidCheckpointError,
+    MaxCheckpointsExceededError,
+)
 from readergroup.group_state.checkpoint import Checkpoint, ReaderPosition, SegmentPosition
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventReader, ReadKind
@@ -114,6 +119,33 @@ def test_a_checkpoint_holds_each_readers_positions_at_its_marker_and_the_waterma
     assert sorted(replay) == sorted(after_a + rest)
     assert not set(replay) & set(before_a + before_b)
     assert len(before_a + before_b + after_a + rest) == 60
+    group._check()
+
+
+def test_at_most_max_outstanding_checkpoints_queue_and_one_more_changes_nothing(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """Pravega's ``maxOutstandingCheckpointRequest`` (default 3; 2 here): one more is refused, named,
+    and not queued, in every replica of the group; once the reader reached one, a new one is taken."""
+    assert ReaderGroupConfig((S,)).max_outstanding_checkpoints == 3
+    client.create_stream(S, 2)
+    cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, max_outstanding_checkpoints=2)
+    group = ReaderGroup("g", cfg, client, clock)
+    _write(client, clock, 10)
+    r = group.create_reader("r")
+    futures = [group.initiate_checkpoint(n) for n in ("one", "two")]
+    with pytest.raises(MaxCheckpointsExceededError, match=r"'three'.*'one', 'two'.*=2"):
+        group.initiate_checkpoint("three")
+    with pytest.raises(MaxCheckpointsExceededError):  # another process's replica, joined by name
+        ReaderGroup.open("g", client, clock).initiate_checkpoint("three")
+    x = r.read_next_event()
+    while not x.is_checkpoint:
+        x = r.read_next_event()
+    assert x.checkpoint_name == "one" and futures[0].result(timeout=0).name == "one"
+    late = group.initiate_checkpoint("three")  # "one" is done: room for one more
+    names = [x.checkpoint_name for x in (r.read_next_event() for _ in range(40)) if x.is_checkpoint]
+    assert names == ["two", "three"]
+    assert late.result(timeout=0).name == "three"
     group._check()
 
 

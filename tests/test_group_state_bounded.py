@@ -144,7 +144,8 @@ def test_an_old_checkpoint_name_is_free_again_once_it_is_no_longer_kept(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
     client.create_stream("s/a", 1)
-    group = ReaderGroup("g", ReaderGroupConfig(("s/a",), checkpoints_kept=2), client, clock)
+    cfg = ReaderGroupConfig(("s/a",), checkpoints_kept=2, max_outstanding_checkpoints=5)
+    group = ReaderGroup("g", cfg, client, clock)
     r = group.create_reader("r")
     other = ReaderGroup.open("g", client, clock)  # another process initiates, r reaches them
     futures = [other.initiate_checkpoint(f"cp{i}") for i in range(5)]
@@ -170,7 +171,8 @@ def test_checkpoints_completed_at_once_beyond_those_kept_all_reach_their_futures
 ) -> None:
     """The last reader leaving completes every queued checkpoint in one update; one is kept."""
     client.create_stream("s/a", 2)
-    group = ReaderGroup("g", ReaderGroupConfig(("s/a",), checkpoints_kept=1), client, clock)
+    cfg = ReaderGroupConfig(("s/a",), checkpoints_kept=1, max_outstanding_checkpoints=4)
+    group = ReaderGroup("g", cfg, client, clock)
     r = group.create_reader("r")
     futures = [group.initiate_checkpoint(f"cp{i}") for i in range(4)]
     assert not any(f.done() for f in futures)

@@ -80,7 +80,7 @@ class SharedGroupMachine(InOperationMachine):
     @rule(side=st.integers(0, 1))
     def checkpoint(self, side: int) -> None:  # type: ignore[override]
         self.next_checkpoint += 1
-        self.pending.append(self._replica(side).initiate_checkpoint(f"cp{self.next_checkpoint}"))
+        self._initiate(self._replica(side), f"cp{self.next_checkpoint}")
 
     @rule(to=st.sampled_from(["head", "tail", "checkpoint"]), which=st.integers(0, 5), side=st.integers(0, 1))
     def reset(self, to: str, which: int, side: int) -> None:  # type: ignore[override]

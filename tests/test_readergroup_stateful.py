@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
-from readergroup.errors import CheckpointAbortedError
+from readergroup.errors import CheckpointAbortedError, MaxCheckpointsExceededError
 from readergroup.format.events import KIND_EVENT, decode_frames
 from readergroup.group_state.checkpoint import Checkpoint
 from readergroup.reading.group import ReaderGroup
@@ -65,6 +65,7 @@ class ReaderGroupMachine(RuleBasedStateMachine):
         self.next_reader = 0
         self.next_event = 0
         self.next_checkpoint = 0
+        self.refused = 0  # checkpoints refused at the group's limit of outstanding ones
         self.txns: list[Transaction] = []
         self.emitted: dict[int, int] = {}  # epoch -> highest watermark emitted by any reader
         self.last_wm: dict[tuple[str, int], int] = {}
@@ -242,7 +243,17 @@ class ReaderGroupMachine(RuleBasedStateMachine):
     @rule()
     def checkpoint(self) -> None:
         self.next_checkpoint += 1
-        self.pending.append(self.group.initiate_checkpoint(f"cp{self.next_checkpoint}"))
+        self._initiate(self.group, f"cp{self.next_checkpoint}")
+
+    def _initiate(self, group: ReaderGroup, name: str) -> None:
+        """Initiate ``name``; refused only while the group's limit of outstanding checkpoints is
+        reached (every refused one is counted among the futures not done here)."""
+        try:
+            self.pending.append(group.initiate_checkpoint(name))
+        except MaxCheckpointsExceededError:
+            limit = group.config.max_outstanding_checkpoints
+            assert sum(not f.done() for f in self.pending) >= limit, (name, limit)
+            self.refused += 1
 
     def _collect_checkpoints(self) -> None:
         for f in [f for f in self.pending if f.done()]:

@@ -239,6 +239,7 @@ def config_to_obj(c: ReaderGroupConfig) -> dict[str, Any]:
         "reader_timeout_ms": c.reader_timeout_ms,
         "state_snapshot_interval": c.state_snapshot_interval,
         "checkpoints_kept": c.checkpoints_kept,
+        "max_outstanding_checkpoints": c.max_outstanding_checkpoints,
     }
 
 
@@ -254,6 +255,7 @@ def config_from_obj(o: dict[str, Any]) -> ReaderGroupConfig:
         reader_timeout_ms=int(o["reader_timeout_ms"]),
         state_snapshot_interval=int(o["state_snapshot_interval"]),
         checkpoints_kept=int(o.get("checkpoints_kept", 3)),  # (not in snapshots before version 2)
+        max_outstanding_checkpoints=int(o.get("max_outstanding_checkpoints", 3)),  # (not in older snapshots)
     )
 
 

@@ -77,6 +77,7 @@ from ..config import ReaderGroupConfig
 from ..errors import (
     DuplicateCheckpointError,
     InvalidPositionError,
+    MaxCheckpointsExceededError,
     ReaderExistsError,
     ReaderGroupNotFoundError,
     ReaderNotInGroupError,
@@ -485,6 +486,13 @@ class ReaderGroupState:
             if name in m.checkpoint_names:
                 raise DuplicateCheckpointError(
                     f"group {self.group!r}: checkpoint {name!r} exists already in epoch {m.epoch}"
+                )
+            limit = m.config.max_outstanding_checkpoints
+            if len(m.checkpoints) >= limit:
+                waiting = ", ".join(repr(cp.name) for cp in m.checkpoints)
+                raise MaxCheckpointsExceededError(
+                    f"group {self.group!r}: cannot initiate checkpoint {name!r}: {len(m.checkpoints)} "
+                    f"are in progress or queued ({waiting}), max_outstanding_checkpoints={limit}"
                 )
             epoch = m.epoch
             return [InitiateCheckpoint(name, m.epoch)]
