@@ -79,6 +79,7 @@ from .group_updates import (
     config_from_obj,
 )
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
+from .watermark_floor import WatermarkFloor
 
 __all__ = ["GroupModel", "SNAPSHOT_VERSION"]
 
@@ -96,7 +97,7 @@ class GroupModel:
         self.epoch = 0
         self.floor = INT64_MIN
         self.entries: dict[str, Entry] = {}
-        self.by_wm: SortedList = SortedList()  # (watermark, name) of every entry
+        self.by_wm = WatermarkFloor()  # (watermark, name) of every entry: the least one is the minimum
         self.unassigned: SortedList = SortedList()  # (watermark, name) of readable unassigned ones
         self.readers: dict[str, Slot] = {}
         self.completed: dict[str, tuple[StreamSegment, int]] = {}  # name -> (segment, final watermark)
@@ -282,7 +283,7 @@ class GroupModel:
             self.rejected += 1
             return False
         if self.by_wm:
-            m: int = self.by_wm[0][0]
+            m = self.by_wm.least()
             if m > self.floor:
                 self.floor = m
         return True
@@ -486,10 +487,10 @@ class GroupModel:
     def _install(self, entries: Sequence[tuple[StreamSegment, int, int]]) -> None:
         self.entries = {seg.name: Entry(seg, pos, wm) for seg, pos, wm in entries}
         self.futures = 0
-        self.by_wm = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
+        self.by_wm = WatermarkFloor((e.watermark, e.seg.name) for e in self.entries.values())
         self.unassigned = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
         if self.by_wm:
-            self.floor = max(self.floor, self.by_wm[0][0])
+            self.floor = max(self.floor, self.by_wm.least())
 
     def _move(self, e: Entry, pos: int, wm: int) -> None:
         wm = max(wm, e.watermark)
@@ -508,8 +509,8 @@ class GroupModel:
         self.unassigned.add((e.watermark, e.seg.name))
 
     def _drop(self, e: Entry) -> None:
-        if self.by_wm and self.by_wm[0][0] > self.floor:  # the floor includes the dropped entry
-            self.floor = self.by_wm[0][0]
+        if self.by_wm and self.by_wm.least() > self.floor:  # the floor includes the dropped entry
+            self.floor = self.by_wm.least()
         del self.entries[e.seg.name]
         self.by_wm.remove((e.watermark, e.seg.name))
 
@@ -530,6 +531,7 @@ class GroupModel:
     @checked
     def _check(self) -> None:
         """Assert the replica's invariants (called by property and stress tests). O(n^2) overlaps."""
+        self.by_wm._check()
         assert len(self.by_wm) == len(self.entries)
         for wm, name in self.by_wm:
             assert self.entries[name].watermark == wm, f"{name}: stale watermark key"
@@ -557,7 +559,7 @@ class GroupModel:
                 assert name not in unassigned
         assert set(owned) <= set(self.entries) and unassigned <= set(self.entries)
         if self.by_wm:
-            assert self.by_wm[0][0] >= self.floor, "the group watermark decreased"
+            assert self.by_wm.least() >= self.floor, "the group watermark decreased"
         readable = [e.seg for e in self.entries.values() if not e.waiting]
         assert self.futures == len(self.entries) - len(readable), "stale count of future segments"
         loads = [len(s.segments) for s in self.readers.values()]
