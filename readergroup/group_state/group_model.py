@@ -39,7 +39,6 @@ they completed, so in a consistent state no such entry is left when ``C`` comple
 from __future__ import annotations
 
 import math
-import operator
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -78,12 +77,11 @@ from .group_updates import (
     Update,
     config_from_obj,
 )
+from .least_load import LeastLoad
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
 from .watermark_floor import WatermarkFloor
 
 __all__ = ["GroupModel", "SNAPSHOT_VERSION"]
-
-_SEGMENTS = operator.attrgetter("segments")
 
 
 class GroupModel:
@@ -107,7 +105,7 @@ class GroupModel:
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
         self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
         self.futures = 0  # entries waiting for predecessors (derived: len(entries) - readable)
-        self._least: tuple[int, int] | None = None  # (fewest segments a reader holds, readers holding that)
+        self._least = LeastLoad()  # the fewest segments a reader holds, kept by the handlers
 
     @classmethod
     def initial(
@@ -185,28 +183,8 @@ class GroupModel:
         return math.ceil((len(self.entries) - self.futures) / max(1, len(self.readers)))
 
     def least_load(self) -> int:
-        """The fewest segments any reader holds (0 without readers). O(1) while cached, else O(readers):
-        the handlers keep it (``_loads_fell``, ``_load_rose``) or drop it when the minimum may rise."""
-        if self._least is None:
-            loads = list(map(len, map(_SEGMENTS, self.readers.values())))
-            least = min(loads, default=0)
-            self._least = (least, loads.count(least))
-        return self._least[0]
-
-    def _loads_fell(self, slot: Slot) -> None:
-        """``slot`` holds fewer segments than before (no other reader's load changed)."""
-        if self._least is not None:
-            new, (least, at) = len(slot.segments), self._least
-            if new < least:
-                self._least = (new, 1)
-            elif new == least:
-                self._least = (least, at + 1)
-
-    def _load_rose(self, before: int) -> None:
-        """A reader that held ``before`` segments holds more, or left (no other reader's load changed)."""
-        if self._least is not None and before == self._least[0]:
-            least, at = self._least
-            self._least = (least, at - 1) if at > 1 else None  # the last at the minimum: it may rise
+        """The fewest segments any reader holds (0 without readers). O(1) while cached (``LeastLoad``)."""
+        return self._least.get(self.readers)
 
     def release_count(self, reader_id: str) -> int:
         """How many segments the reader should release now (0 during a checkpoint). O(readers).
@@ -297,9 +275,7 @@ class GroupModel:
         if rid in self.readers:
             raise ReaderExistsError(f"group {self.group!r}: reader {rid!r} is online already")
         self.readers[rid] = Slot(rid, token)
-        if self._least is not None:
-            least, at = self._least
-            self._least = (least, at + 1) if least == 0 else (0, 1)
+        self._least.joined()
 
     def _remove(self, u: RemoveReader, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -315,7 +291,7 @@ class GroupModel:
                 self._move(e, p, w)
         for name in sorted(slot.segments):
             self._unassign(self.entries[name])
-        self._load_rose(len(slot.segments))
+        self._least.rose(len(slot.segments))
         slot.segments.clear()
         del self.readers[u.reader_id]
         if cp is not None and cp.waiting is not None:
@@ -340,7 +316,7 @@ class GroupModel:
         name = u.segment
         final = max(u.final_watermark, e.watermark)
         slot.segments.discard(name)
-        self._loads_fell(slot)
+        self._least.fell(len(slot.segments))
         self._drop(e)
         self.completed[name] = (e.seg, final)
         for plan in u.successors:
@@ -395,7 +371,7 @@ class GroupModel:
         for name in u.segments:
             slot.segments.discard(name)
             self._unassign(self.entries[name])
-        self._loads_fell(slot)
+        self._least.fell(len(slot.segments))
 
     def _acquire(self, u: Acquire | Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -406,7 +382,7 @@ class GroupModel:
             self.entries[name].owner = u.reader_id
             slot.segments.add(name)
         if len(slot.segments) > before:
-            self._load_rose(before)
+            self._least.rose(before)
 
     def _rebalance(self, u: Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -417,7 +393,7 @@ class GroupModel:
             for _, name in held[:k]:
                 slot.segments.discard(name)
                 self._unassign(self.entries[name])
-            self._loads_fell(slot)
+            self._least.fell(len(slot.segments))
         self._acquire(u, token)
 
     def _initiate(self, u: InitiateCheckpoint, token: int) -> None:
@@ -448,7 +424,7 @@ class GroupModel:
         self.epoch = u.epoch
         for slot in self.readers.values():
             slot.segments.clear()
-        self._least = None
+        self._least.drop()
         self.completed.clear()
         self.floor = INT64_MIN
         self._install(u.entries)
@@ -562,10 +538,7 @@ class GroupModel:
             assert self.by_wm.least() >= self.floor, "the group watermark decreased"
         readable = [e.seg for e in self.entries.values() if not e.waiting]
         assert self.futures == len(self.entries) - len(readable), "stale count of future segments"
-        loads = [len(s.segments) for s in self.readers.values()]
-        if self._least is not None:
-            least = min(loads, default=0)
-            assert self._least == (least, loads.count(least)), f"stale least load {self._least}"
+        self._least.check(self.readers.values())
         for i, a in enumerate(readable):
             for b in readable[i + 1 :]:
                 assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (
