@@ -350,15 +350,15 @@ class WriterActor:
                 segi.astype(np.uint16) if len(self._seg_names) <= 1 << 16 else segi, kind="stable"
             )
             sorted_seg = segi[order]
-            cuts = np.flatnonzero(np.diff(sorted_seg)) + 1
-            starts = [0, *cuts.tolist()]
-            ends = [*cuts.tolist(), len(order)]
+            cut_list = (np.flatnonzero(np.diff(sorted_seg)) + 1).tolist()
+            starts = [0, *cut_list]
+            ends = [*cut_list, len(order)]
+            seg_of = sorted_seg[starts].tolist()  # the segment of each run
             size = self.builder.frame_size if sizes is None else 0
             blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[np.ndarray] = []
-            for a, b in zip(starts, ends, strict=True):
-                si = int(sorted_seg[a])
-                name = self._seg_names[si]
+            names, ranges, append, get = self._seg_names, self._seg_ranges, client.append, counts.get
+            for a, b, si in zip(starts, ends, seg_of, strict=True):
                 if size:
                     data = blob[a * size : b * size]
                 else:
@@ -367,12 +367,12 @@ class WriterActor:
                         key_idx[chunk], et[chunk], seqs[chunk], None if sizes is None else sizes[chunk]
                     )
                 try:
-                    client.append(name, data)
+                    append(names[si], data)
                 except SegmentSealedError:
                     retry.append(order[a:b])
                 else:
-                    r = self._seg_ranges[si]
-                    counts[r] = counts.get(r, 0) + (b - a)
+                    r = ranges[si]
+                    counts[r] = get(r, 0) + (b - a)
             if not retry:
                 return
             before = self._seg_names

@@ -155,15 +155,18 @@ class Recorder:
         it = batch.ingestion_time
         et = batch.event_time
         gw = self.group_emitted
-        late_i = it <= gw
         no_wm = gw == INT64_MIN
         etw = event_time_watermark(gw, self.lag)
-        late_e = np.zeros(n, np.bool_) if no_wm else (et != NO_EVENT_TIME) & (et <= etw)
+        if no_wm:  # nothing is late before the first watermark
+            late_i = late_e = np.zeros(n, np.bool_)
+        else:
+            late_i = it <= gw
+            late_e = (et != NO_EVENT_TIME) & (et <= etw)
+            if late_i.any():
+                self.late_ingestion += np.bincount(w[late_i], minlength=nw)
+            if late_e.any():
+                self.late_event_time += np.bincount(w[late_e], minlength=nw)
         self.delivered += np.bincount(w, minlength=nw)
-        if late_i.any():
-            self.late_ingestion += np.bincount(w[late_i], minlength=nw)
-        if late_e.any():
-            self.late_event_time += np.bincount(w[late_e], minlength=nw)
         seen = self._seen[s]
         self.duplicates += int(np.count_nonzero(seen))
         self._seen[s] = True

@@ -250,15 +250,17 @@ def decode_columns(
 # ---------------------------------------------------------------------- internals
 def _decode_kernel(arr: np.ndarray, base_offset: int, events_only: bool) -> tuple[dict[str, Any], int]:
     """``decode_columns`` through two kernel calls (the same columns as the step-by-step path)."""
-    k = _kernels()
+    k = _loaded[0] if _loaded else _kernels()
     count, key_bytes, pay_bytes, consumed, bad = k.decode_sizes(arr, events_only)
     if bad >= 0:
         rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
         raise _bad(base_offset + bad, rest, kind, klen)
-    starts, lengths, times = np.empty(count, np.int64), np.empty(count, np.int64), np.empty(count, np.int64)
-    kinds = np.empty(count, np.uint8)
-    key_off, pay_off = np.empty(count + 1, np.int64), np.empty(count + 1, np.int64)
-    keys, pays = np.empty(key_bytes, np.uint8), np.empty(pay_bytes, np.uint8)
+    # one allocation for the five int64 arrays, one for the bytes (views side by side)
+    ints = np.empty(5 * count + 2, np.int64)
+    starts, lengths, times = ints[:count], ints[count : 2 * count], ints[2 * count : 3 * count]
+    key_off, pay_off = ints[3 * count : 4 * count + 1], ints[4 * count + 1 :]
+    raw = np.empty(key_bytes + pay_bytes + count, np.uint8)
+    keys, pays, kinds = raw[:key_bytes], raw[key_bytes : key_bytes + pay_bytes], raw[key_bytes + pay_bytes :]
     k.decode(arr, events_only, starts, lengths, kinds, times, key_off, keys, pay_off, pays)
     key_arr = _binary(count, key_off, keys, string=True)
     payloads = _binary(count, pay_off, pays, string=False)
@@ -350,4 +352,10 @@ def _kernels() -> ModuleType:
     """The numba kernels (``readergroup.format._frame_kernels``), imported on first use."""
     from . import _frame_kernels
 
+    if not _loaded:
+        _loaded.append(_frame_kernels)
     return _frame_kernels
+
+
+_loaded: list[ModuleType] = []
+"""The kernels module once ``_kernels`` imported it (the decode path skips the import statement)."""

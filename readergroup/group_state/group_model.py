@@ -39,7 +39,6 @@ they completed, so in a consistent state no such entry is left when ``C`` comple
 from __future__ import annotations
 
 import math
-import operator
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -78,11 +77,11 @@ from .group_updates import (
     Update,
     config_from_obj,
 )
+from .least_load import LeastLoad
 from .state_records import ASSIGNED, FUTURE, UNASSIGNED, Entry, Pending, SegmentState, Slot
+from .watermark_floor import WatermarkFloor
 
 __all__ = ["GroupModel", "SNAPSHOT_VERSION"]
-
-_SEGMENTS = operator.attrgetter("segments")
 
 
 class GroupModel:
@@ -96,7 +95,7 @@ class GroupModel:
         self.epoch = 0
         self.floor = INT64_MIN
         self.entries: dict[str, Entry] = {}
-        self.by_wm: SortedList = SortedList()  # (watermark, name) of every entry
+        self.by_wm = WatermarkFloor()  # (watermark, name) of every entry: the least one is the minimum
         self.unassigned: SortedList = SortedList()  # (watermark, name) of readable unassigned ones
         self.readers: dict[str, Slot] = {}
         self.completed: dict[str, tuple[StreamSegment, int]] = {}  # name -> (segment, final watermark)
@@ -106,7 +105,7 @@ class GroupModel:
         self.results_added = 0  # checkpoints completed since this replica was loaded (not part of it)
         self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
         self.futures = 0  # entries waiting for predecessors (derived: len(entries) - readable)
-        self._least: tuple[int, int] | None = None  # (fewest segments a reader holds, readers holding that)
+        self._least = LeastLoad()  # the fewest segments a reader holds, kept by the handlers
 
     @classmethod
     def initial(
@@ -184,28 +183,8 @@ class GroupModel:
         return math.ceil((len(self.entries) - self.futures) / max(1, len(self.readers)))
 
     def least_load(self) -> int:
-        """The fewest segments any reader holds (0 without readers). O(1) while cached, else O(readers):
-        the handlers keep it (``_loads_fell``, ``_load_rose``) or drop it when the minimum may rise."""
-        if self._least is None:
-            loads = list(map(len, map(_SEGMENTS, self.readers.values())))
-            least = min(loads, default=0)
-            self._least = (least, loads.count(least))
-        return self._least[0]
-
-    def _loads_fell(self, slot: Slot) -> None:
-        """``slot`` holds fewer segments than before (no other reader's load changed)."""
-        if self._least is not None:
-            new, (least, at) = len(slot.segments), self._least
-            if new < least:
-                self._least = (new, 1)
-            elif new == least:
-                self._least = (least, at + 1)
-
-    def _load_rose(self, before: int) -> None:
-        """A reader that held ``before`` segments holds more, or left (no other reader's load changed)."""
-        if self._least is not None and before == self._least[0]:
-            least, at = self._least
-            self._least = (least, at - 1) if at > 1 else None  # the last at the minimum: it may rise
+        """The fewest segments any reader holds (0 without readers). O(1) while cached (``LeastLoad``)."""
+        return self._least.get(self.readers)
 
     def release_count(self, reader_id: str) -> int:
         """How many segments the reader should release now (0 during a checkpoint). O(readers).
@@ -282,7 +261,7 @@ class GroupModel:
             self.rejected += 1
             return False
         if self.by_wm:
-            m: int = self.by_wm[0][0]
+            m = self.by_wm.least()
             if m > self.floor:
                 self.floor = m
         return True
@@ -296,9 +275,7 @@ class GroupModel:
         if rid in self.readers:
             raise ReaderExistsError(f"group {self.group!r}: reader {rid!r} is online already")
         self.readers[rid] = Slot(rid, token)
-        if self._least is not None:
-            least, at = self._least
-            self._least = (least, at + 1) if least == 0 else (0, 1)
+        self._least.joined()
 
     def _remove(self, u: RemoveReader, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -314,7 +291,7 @@ class GroupModel:
                 self._move(e, p, w)
         for name in sorted(slot.segments):
             self._unassign(self.entries[name])
-        self._load_rose(len(slot.segments))
+        self._least.rose(len(slot.segments))
         slot.segments.clear()
         del self.readers[u.reader_id]
         if cp is not None and cp.waiting is not None:
@@ -339,7 +316,7 @@ class GroupModel:
         name = u.segment
         final = max(u.final_watermark, e.watermark)
         slot.segments.discard(name)
-        self._loads_fell(slot)
+        self._least.fell(len(slot.segments))
         self._drop(e)
         self.completed[name] = (e.seg, final)
         for plan in u.successors:
@@ -394,7 +371,7 @@ class GroupModel:
         for name in u.segments:
             slot.segments.discard(name)
             self._unassign(self.entries[name])
-        self._loads_fell(slot)
+        self._least.fell(len(slot.segments))
 
     def _acquire(self, u: Acquire | Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -405,7 +382,7 @@ class GroupModel:
             self.entries[name].owner = u.reader_id
             slot.segments.add(name)
         if len(slot.segments) > before:
-            self._load_rose(before)
+            self._least.rose(before)
 
     def _rebalance(self, u: Rebalance, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
@@ -416,7 +393,7 @@ class GroupModel:
             for _, name in held[:k]:
                 slot.segments.discard(name)
                 self._unassign(self.entries[name])
-            self._loads_fell(slot)
+            self._least.fell(len(slot.segments))
         self._acquire(u, token)
 
     def _initiate(self, u: InitiateCheckpoint, token: int) -> None:
@@ -447,7 +424,7 @@ class GroupModel:
         self.epoch = u.epoch
         for slot in self.readers.values():
             slot.segments.clear()
-        self._least = None
+        self._least.drop()
         self.completed.clear()
         self.floor = INT64_MIN
         self._install(u.entries)
@@ -486,10 +463,10 @@ class GroupModel:
     def _install(self, entries: Sequence[tuple[StreamSegment, int, int]]) -> None:
         self.entries = {seg.name: Entry(seg, pos, wm) for seg, pos, wm in entries}
         self.futures = 0
-        self.by_wm = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
+        self.by_wm = WatermarkFloor((e.watermark, e.seg.name) for e in self.entries.values())
         self.unassigned = SortedList((e.watermark, e.seg.name) for e in self.entries.values())
         if self.by_wm:
-            self.floor = max(self.floor, self.by_wm[0][0])
+            self.floor = max(self.floor, self.by_wm.least())
 
     def _move(self, e: Entry, pos: int, wm: int) -> None:
         wm = max(wm, e.watermark)
@@ -508,8 +485,8 @@ class GroupModel:
         self.unassigned.add((e.watermark, e.seg.name))
 
     def _drop(self, e: Entry) -> None:
-        if self.by_wm and self.by_wm[0][0] > self.floor:  # the floor includes the dropped entry
-            self.floor = self.by_wm[0][0]
+        if self.by_wm and self.by_wm.least() > self.floor:  # the floor includes the dropped entry
+            self.floor = self.by_wm.least()
         del self.entries[e.seg.name]
         self.by_wm.remove((e.watermark, e.seg.name))
 
@@ -530,6 +507,7 @@ class GroupModel:
     @checked
     def _check(self) -> None:
         """Assert the replica's invariants (called by property and stress tests). O(n^2) overlaps."""
+        self.by_wm._check()
         assert len(self.by_wm) == len(self.entries)
         for wm, name in self.by_wm:
             assert self.entries[name].watermark == wm, f"{name}: stale watermark key"
@@ -557,13 +535,10 @@ class GroupModel:
                 assert name not in unassigned
         assert set(owned) <= set(self.entries) and unassigned <= set(self.entries)
         if self.by_wm:
-            assert self.by_wm[0][0] >= self.floor, "the group watermark decreased"
+            assert self.by_wm.least() >= self.floor, "the group watermark decreased"
         readable = [e.seg for e in self.entries.values() if not e.waiting]
         assert self.futures == len(self.entries) - len(readable), "stale count of future segments"
-        loads = [len(s.segments) for s in self.readers.values()]
-        if self._least is not None:
-            least = min(loads, default=0)
-            assert self._least == (least, loads.count(least)), f"stale least load {self._least}"
+        self._least.check(self.readers.values())
         for i, a in enumerate(readable):
             for b in readable[i + 1 :]:
                 assert not (a.stream == b.stream and a.overlaps(b.key_low, b.key_high)), (

@@ -34,8 +34,7 @@ lease, resets) is ``reader_membership``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -56,7 +55,7 @@ from ..group_state.checkpoint import ReaderPosition, SegmentPosition
 from .frontier import event_time_watermark
 from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
 from .reader_membership import ReaderMembership
-from .segment_input import BlockSlice, SegmentInput
+from .segment_input import SegmentInput
 
 if TYPE_CHECKING:
     from ..config import ReaderGroupConfig
@@ -68,6 +67,8 @@ _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the gro
 _new = tuple.__new__
 _NO_KEYS = pa.array([], pa.string())  # an empty batch's columns (Arrow arrays are immutable: shared)
 _NO_PAYLOADS = pa.array([], pa.binary())
+_NO_I32 = np.empty(0, np.int32)  # an empty batch's numpy columns (no element to change: shared)
+_NO_I64 = np.empty(0, np.int64)
 
 
 _EVENT = ReadKind.EVENT
@@ -273,21 +274,25 @@ class EventReader(ReaderMembership):
         self._limit = second
         return best is not None
 
-    def _collect(self, max_events: int) -> list[BlockSlice]:
-        """Slices of blocks, oldest event first, up to ``max_events`` events.
+    def _collect(self, max_events: int) -> list[tuple[SegmentInput, int, int]]:
+        """Slices ``(segment, start, stop)`` of blocks, oldest event first, up to ``max_events`` events.
 
         Reads a new block only while the batch is still empty, so a batch is made of
-        already buffered slices (no copying of many blocks into one).
+        already buffered slices (no copying of many blocks into one); ``_batch`` takes
+        them before any block is replaced.
         """
-        parts: list[BlockSlice] = []
+        parts: list[tuple[SegmentInput, int, int]] = []
         left = max_events
+        segs = self._segs.values()
         while left > 0:
             best: SegmentInput | None = None
             best_t = second = INT64_MAX
-            for s in self._segs.values():
-                if s.idx >= s.n and (parts or not self._refill(s)):
-                    continue
-                t = int(s.it[s.idx])
+            for s in segs:
+                if s.idx >= s.n and (
+                    parts or (not s.n and s.at_tail and not s.end_of_segment) or not self._refill(s)
+                ):
+                    continue  # (an empty block at the tail of an open segment: nothing to refill)
+                t = s.it.item(s.idx)
                 if best is None or t < best_t:
                     if best is not None:
                         second = best_t
@@ -299,63 +304,82 @@ class EventReader(ReaderMembership):
             i = best.idx
             stop = min(best.n, i + left)
             if second != INT64_MAX:
-                stop = min(stop, i + max(1, int(np.searchsorted(best.it[i:stop], second, side="right"))))
+                stop = min(stop, i + max(1, int(best.it[i:stop].searchsorted(second, side="right"))))
             best.idx = stop
-            parts.append(best.part(i, stop))
+            parts.append((best, i, stop))
             left -= stop - i
         self._cur = None
         return parts
 
-    def _batch(self, parts: list[BlockSlice], wm: int | None, checkpoint: str | None) -> EventBatch:
-        names: list[str] = []
-        index: dict[str, int] = {}
-        seg_idx, off, ln, et, it, keys, pays = [], [], [], [], [], [], []
-        for p in parts:
-            k = index.setdefault(p.name, len(names))
-            if k == len(names):
-                names.append(p.name)
-            seg_idx.append(np.full(len(p.off), k, np.int32))
-            off.append(p.off)
-            ln.append(p.lengths)
-            et.append(p.et)
-            it.append(p.it)
-            keys.append(p.keys)
-            pays.append(p.pays)
-        if parts:
+    def _batch(
+        self, parts: list[tuple[SegmentInput, int, int]], wm: int | None, checkpoint: str | None
+    ) -> EventBatch:
+        if not parts:
+            return EventBatch(
+                self._epoch,
+                wm,
+                checkpoint,
+                (),
+                _NO_I32,
+                _NO_I64,
+                _NO_I64,
+                _NO_I64,
+                _NO_I64,
+                _NO_KEYS,
+                _NO_PAYLOADS,
+            )
+        if len(parts) == 1:
+            s, a, b = parts[0]
+            batch = EventBatch(
+                self._epoch,
+                wm,
+                checkpoint,
+                (s.name,),
+                np.zeros(b - a, np.int32),
+                s.off[a:b],
+                s.lengths[a:b],
+                s.et[a:b],
+                s.it[a:b],
+                s.keys.slice(a, b - a),
+                s.pays.slice(a, b - a),
+            )
+        else:
+            names: list[str] = []
+            index: dict[str, int] = {}
+            ks, counts = [], []
+            off, ln, et, it, keys, pays = [], [], [], [], [], []
+            for s, a, b in parts:
+                k = index.setdefault(s.name, len(names))
+                if k == len(names):
+                    names.append(s.name)
+                ks.append(k)
+                counts.append(b - a)
+                off.append(s.off[a:b])
+                ln.append(s.lengths[a:b])
+                et.append(s.et[a:b])
+                it.append(s.it[a:b])
+                keys.append(s.keys.slice(a, b - a))
+                pays.append(s.pays.slice(a, b - a))
             batch = EventBatch(
                 self._epoch,
                 wm,
                 checkpoint,
                 tuple(names),
-                _cat(seg_idx, np.int32),
-                _cat(off, np.int64),
-                _cat(ln, np.int64),
-                _cat(et, np.int64),
-                _cat(it, np.int64),
-                keys[0] if len(keys) == 1 else pa.concat_arrays(keys),
-                pays[0] if len(pays) == 1 else pa.concat_arrays(pays),
+                np.repeat(np.array(ks, np.int32), counts),
+                np.concatenate(off),
+                np.concatenate(ln),
+                np.concatenate(et),
+                np.concatenate(it),
+                pa.concat_arrays(keys),
+                pa.concat_arrays(pays),
             )
-            n = len(batch)
-            self._events += n
-            self._late_ingestion += int(np.count_nonzero(batch.ingestion_time <= self._it_emitted))
-            if self._late_threshold != INT64_MIN:
-                e = batch.event_time
-                self._late += int(np.count_nonzero((e != NO_EVENT_TIME) & (e <= self._late_threshold)))
-            return batch
-        e64 = np.empty(0, np.int64)
-        return EventBatch(
-            self._epoch,
-            wm,
-            checkpoint,
-            (),
-            np.empty(0, np.int32),
-            e64,
-            e64,
-            e64,
-            e64,
-            _NO_KEYS,
-            _NO_PAYLOADS,
-        )
+        n = len(batch)
+        self._events += n
+        self._late_ingestion += int(np.count_nonzero(batch.ingestion_time <= self._it_emitted))
+        if self._late_threshold != INT64_MIN:
+            e = batch.event_time
+            self._late += int(np.count_nonzero((e != NO_EVENT_TIME) & (e <= self._late_threshold)))
+        return batch
 
     def _refill(self, s: SegmentInput) -> bool:
         """Read the next block of an exhausted segment unless it is at its tail; whether events came."""
@@ -505,9 +529,3 @@ class EventReader(ReaderMembership):
 def _check_timeout(reader_id: str, timeout_ms: object) -> None:
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
         raise InvalidReadError(f"reader {reader_id!r}: timeout_ms must be an int >= 0, got {timeout_ms!r}")
-
-
-def _cat(arrays: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
-    if len(arrays) == 1:
-        return np.asarray(arrays[0], dtype=dtype)
-    return np.concatenate(arrays).astype(dtype, copy=False)

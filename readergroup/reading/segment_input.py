@@ -14,10 +14,9 @@ past them). A zero-length read at the tail refreshes the watermark at the tail.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from segmentstore import SegmentTruncatedError, StreamSegment
 from segmentstore.checks import checked
@@ -25,21 +24,9 @@ from segmentstore.client import SegmentStoreClient
 
 from ..format.events import NO_EVENT_TIME, decode_columns, frame_length
 
-__all__ = ["SegmentInput", "BlockSlice"]
+__all__ = ["SegmentInput"]
 
 _EMPTY_I64 = np.empty(0, np.int64)
-
-
-class BlockSlice(NamedTuple):
-    """Events ``[a, b)`` of one segment's block as columns (views), for a batch."""
-
-    name: str
-    off: np.ndarray
-    lengths: np.ndarray
-    et: np.ndarray
-    it: np.ndarray
-    keys: pa.Array
-    pays: pa.Array
 
 
 class SegmentInput:
@@ -114,18 +101,6 @@ class SegmentInput:
             self.base_wm = max(self.base_wm, wm)
             self._clear()
 
-    def part(self, a: int, b: int) -> BlockSlice:
-        """Events ``[a, b)`` of the block (views; the block may be replaced afterwards)."""
-        return BlockSlice(
-            self.name,
-            self.off[a:b],
-            self.lengths[a:b],
-            self.et[a:b],
-            self.it[a:b],
-            self.keys.slice(a, b - a),
-            self.pays.slice(a, b - a),
-        )
-
     def make_lists(self) -> None:
         """Python lists of the block for per-event delivery (one conversion per block)."""
         self.itl = self.it.tolist()
@@ -174,12 +149,12 @@ class SegmentInput:
         self.fetch = end
         self.at_tail = r.at_tail and whole
         if n:
-            q = offs if whole else np.append(offs, end)
+            q = offs if whole else np.concatenate((offs, (end,)))
             w = np.asarray(client.watermarks_at(name, q), dtype=np.int64)
-            nxt_wm = np.empty(n, np.int64)
+            nxt = np.empty(2 * n, np.int64)  # the positions and watermarks after each event, side by side
+            nxt_pos, nxt_wm = nxt[:n], nxt[n:]
             nxt_wm[:-1] = w[1:n]
             nxt_wm[-1] = r.watermark if whole else int(w[n])
-            nxt_pos = np.empty(n, np.int64)
             nxt_pos[:-1] = offs[1:]
             nxt_pos[-1] = end
             self.off, self.lengths, self.et, self.it = offs, cols["length"], cols["event_time"], w[:n] + 1

@@ -1,0 +1,89 @@
+"""``WatermarkFloor``: the least watermark over a changing set of segments, for the group watermark.
+
+``GroupModel`` keeps one ``(watermark, segment)`` pair per incomplete segment and asks
+for the least watermark after every update; a report moves a few segments' watermarks
+up. A binary heap with lazy deletion does that in C (``heapq``): ``add`` pushes,
+``remove`` only forgets the pair (the heap entry goes stale), and ``least`` pops stale
+entries off the top. The heap is rebuilt from the live pairs when stale entries
+outnumber them, so it holds at most about twice the live pairs. Costs: ``add``
+O(log n), ``remove`` O(1) amortised, ``least`` O(1) amortised, iteration O(n log n).
+Deterministic (no set-iteration order): equal replicas answer alike.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+
+from segmentstore.checks import checked
+
+__all__ = ["WatermarkFloor"]
+
+_SLACK = 64  # stale entries tolerated beyond the live ones before a rebuild
+
+
+class WatermarkFloor:
+    """``(watermark, segment)`` pairs, one per segment; the least watermark in O(1) amortised.
+
+    The part of ``sortedcontainers.SortedList`` the group model used (``add``, ``remove``,
+    ``len``, sorted iteration) and ``least()`` for ``[0][0]``. Not thread-safe.
+    """
+
+    __slots__ = ("_heap", "_live")
+
+    def __init__(self, pairs: Iterable[tuple[int, str]] = ()) -> None:
+        self._live: dict[str, int] = {}
+        for wm, name in pairs:
+            if name in self._live:
+                raise ValueError(f"segment {name!r} given twice")
+            self._live[name] = wm
+        self._heap: list[tuple[int, str]] = [(wm, name) for name, wm in self._live.items()]
+        heapq.heapify(self._heap)
+
+    def add(self, pair: tuple[int, str]) -> None:
+        """Add ``(watermark, segment)``; ``ValueError`` if the segment is in already. O(log n)."""
+        wm, name = pair
+        if name in self._live:
+            raise ValueError(f"segment {name!r} is in the floor already (at {self._live[name]})")
+        self._live[name] = wm
+        heapq.heappush(self._heap, pair)
+
+    def remove(self, pair: tuple[int, str]) -> None:
+        """Remove ``(watermark, segment)``; ``ValueError`` if not in. O(1) amortised."""
+        wm, name = pair
+        if self._live.get(name) != wm:
+            raise ValueError(f"({wm}, {name!r}) is not in the floor")
+        del self._live[name]
+        if len(self._heap) > 2 * len(self._live) + _SLACK:
+            self._heap = [(w, n) for n, w in self._live.items()]
+            heapq.heapify(self._heap)
+
+    def least(self) -> int:
+        """The least watermark; ``IndexError`` when empty. O(1) amortised (stale tops popped)."""
+        heap, live = self._heap, self._live
+        while heap:
+            wm, name = heap[0]
+            if live.get(name) == wm:
+                return wm
+            heapq.heappop(heap)
+        raise IndexError("the watermark floor is empty")
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __bool__(self) -> bool:
+        return bool(self._live)
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        """The pairs in ascending order (as a ``SortedList`` iterates). O(n log n)."""
+        return iter(sorted((wm, name) for name, wm in self._live.items()))
+
+    @checked
+    def _check(self) -> None:
+        """Assert: a heap holding every live pair, at most twice as many entries as live pairs (+ slack)."""
+        heap = self._heap
+        assert all(heap[(i - 1) // 2] <= heap[i] for i in range(1, len(heap))), "not a heap"
+        assert set(self._live.items()) <= {(n, w) for w, n in heap}, "a live pair is missing from the heap"
+        assert len(heap) <= 2 * len(self._live) + _SLACK + 1, "stale entries were not compacted"
+        if self._live:
+            assert self.least() == min(self._live.values())
