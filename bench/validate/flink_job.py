@@ -150,16 +150,19 @@ def main(spec_path: str, out_path: str) -> None:
 
         def open(self, runtime_context: Any) -> None:
             self.t0 = _t0(spec["sync_file"], spec["lead_s"])
-            self.late = 0.0
+            self.ends = set(scenarios[self.j]["end_releases"])
+            self.late = {"arrival": 0.0, "end arrival": 0.0}
 
         def get_key(self, value: Any) -> int:
             if value[0] == BUNDLE:
-                self.late = max(self.late, time.time() - (self.t0 + value[2] * pace))
+                late = time.time() - (self.t0 + value[2] * pace)
+                kind = "end arrival" if value[2] in self.ends else "arrival"
+                self.late[kind] = max(self.late[kind], late)
             return 0
 
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"arrival-{self.j}.json"), "w") as f:
-                json.dump(round(self.late * 1000, 3), f)
+                json.dump({k: round(v * 1000, 3) for k, v in self.late.items()}, f)
 
     class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
         """Each event of a bundle at or below the current watermark is late (side output)."""
@@ -242,7 +245,10 @@ def main(spec_path: str, out_path: str) -> None:
         for i, split in enumerate(sc["splits"]):
             steps = NumberSequenceSource(0, len(split["steps"]) - 1)
             ds = env.from_source(steps, WatermarkStrategy.no_watermarks(), f"s{j}-split-{i}")
-            paced = ds.flat_map(Pace(j, i), output_type=step_row).name(f"s{j}-pace-{i}")
+            # the pacer in a task of its own (not chained to the source): the source's end (and
+            # its +inf) then waits in the pacer's input behind the last step, instead of following
+            # it after the source asked the job's coordinator for another split (a round trip)
+            paced = ds.flat_map(Pace(j, i), output_type=step_row).name(f"s{j}-pace-{i}").start_new_chain()
             streams.append(paced.assign_timestamps_and_watermarks(strategy))
         union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
         arrivals_tag = OutputTag(f"arrivals-{j}", Types.STRING())
@@ -270,7 +276,7 @@ def main(spec_path: str, out_path: str) -> None:
     for j in range(len(scenarios)):
         try:
             with open(os.path.join(sync_dir, f"arrival-{j}.json")) as f:
-                slips[j]["arrival"] = float(json.load(f))
+                slips[j].update((k, float(v)) for k, v in json.load(f).items())
         except FileNotFoundError:
             slips[j]["missing"] = 1.0
     for j, i in globals_:
