@@ -19,9 +19,10 @@ mailbox thread between two records. The regime in which the two agree exactly
 - idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
   emit ``last + floor(T / I) + 2``; Flink's timeout ``(floor(T / I) + 0.5) * P`` makes it
   idle at the same emit, half a pace from either side;
-- every source starts ``floor(T / I) + 5`` ticks early with waits only (two warm-up
-  ones, then a source that has read nothing goes idle, as in the lab before its
-  segment is readable) and has a wait every tick until it ends, also before its
+- every source starts ``floor(T / I) + 5`` ticks early with a *prime* (a record
+  below the mark's time: the first record through its Python operators takes long)
+  and waits only (two warm-up ones, then a source that has read nothing goes idle,
+  as in the lab before its segment is readable) and has a wait every tick until it ends, also before its
   segment exists (after a sleep of many ticks, Flink's emit timer no longer follows
   the waits); a *mark* at ``T_{f-1}`` (a record far in the past) is its activity
   before its first tick ``f``; after its last tick ``l`` (and release ``l + 1``) it
@@ -53,7 +54,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
-from .flink_job import BUNDLE, END, MARK, WAIT
+from .flink_job import BUNDLE, END, MARK, PRIME, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
@@ -159,7 +160,10 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         # exists: after a sleep of many ticks a source's periodic emit no longer follows its
         # waits (flink-scaling's successor emitted right after its first bundle, before the
         # finished segment's +inf; docs/engines.md)
-        timeline: list[tuple[float, list[Any]]] = [(first - 1, [MARK, first - 1, []])]
+        # the prime: a first record through the source's Python operators at the start (the
+        # first one takes long: the wait after it slipped), far enough back to leave
+        # inactivity and idleness as they were
+        timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
         timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in range(k0, last + 1)]
         timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
         timeline.append((last + 1.25, [END, last + 1.25, []]))

@@ -36,9 +36,9 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME"]
 
-WAIT, BUNDLE, MARK, END, EVENT = 0, 1, 2, 3, 4
+WAIT, BUNDLE, MARK, END, EVENT, PRIME = 0, 1, 2, 3, 4, 5
 _PAST = -(2**62)
 
 
@@ -120,7 +120,7 @@ def main(spec_path: str, out_path: str) -> None:
             if delay > 0:
                 time.sleep(delay)
             slip = time.time() - target
-            if int(value) >= 2:  # the first two waits are warm-up: they only start inactivity early
+            if int(value) >= 3:  # the prime and the first two waits are warm-up
                 self.max_slip[kind] = max(self.max_slip[kind], slip)
                 if slip * 4 > pace and len(self.over) < 20:
                     self.over.append([tick, round(slip * 1000, 1)])
@@ -129,6 +129,8 @@ def main(spec_path: str, out_path: str) -> None:
                 yield (BUNDLE, self.index, round(tick), top, json.dumps(events))
             elif kind == MARK:
                 yield (MARK, self.index, round(tick), _PAST, "[]")
+            elif kind == PRIME:  # below the mark's time, so the mark's watermark still activates
+                yield (MARK, self.index, round(tick), _PAST - 1, "[]")
 
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
