@@ -7,22 +7,24 @@ steps of its paced replay; OUT receives one JSON
 document: every bundle's arrival at the late filter (the watermark it met there, the
 late flag of each of its events, when it arrived), every window fired (with the
 watermark that fired it and when), how late each pacer woke and each bundle reached
-the operator after the union (a key selector), and Flink's version.
+the operator after the union (a key selector; separately for the releases in which a
+source ends), and Flink's version.
 
-The job, per split: ``from_source(NumberSequenceSource)`` (a FLIP-27 source: it runs in
-the task's mailbox thread, one record per mailbox step) → ``Pace``, a Python flat-map
-that turns step ``i`` into the split's ``i``-th step: *wait* (sleep until its wall time,
-emit nothing), *bundle* (at its wall time, one record with all the events the lab's
-periodic emit saw first, its timestamp their maximum event time), *mark* (a record
-with a timestamp far in the past: the split's first activity) or *end* (sleep, then
-the source is exhausted and Flink sends ``+inf``) → ``assign_timestamps_and_watermarks(
+The job, per split: ``from_source(NumberSequenceSource)`` → ``Pace``, a Python flat-map
+in a task of its own (its mailbox thread takes one record at a time) that turns step
+``i`` into the split's ``i``-th step: *wait* (sleep until its wall time, emit nothing),
+*bundle* (at its wall time, one record with all the events the lab's periodic emit saw
+first, its timestamp their maximum event time), *prime* and *mark* (records with a
+timestamp far in the past: the first through the Python operators, at the start, and
+the split's first activity) or *end* (sleep; the source's end waits behind it in the
+task's input, and Flink sends ``+inf``) → ``assign_timestamps_and_watermarks(
 for_bounded_out_of_orderness(bound).with_idleness(idle))``, in the same task. The
 splits are unioned into a keyed process function, the late filter (an event at or
 below the current watermark is late: a side output), whose on-time events go to
 event-time tumbling windows that count (by each event's own event time).
 
 Why steps and not a sleeping pacer per record: the periodic emit is a processing-time
-timer of the source task, run by its mailbox thread between two records. A sleep inside
+timer of the pacer's task, run by its mailbox thread between two records. A sleep inside
 the chain blocks it, so Flink emits exactly after a *wait* step and never inside a
 *bundle* (one record: Flink cannot see half of it); the emit interval is set longer
 than a bundle step and shorter than a wait, so it emits once per wait (docs/engines.md).
