@@ -19,12 +19,18 @@ mailbox thread between two records. The regime in which the two agree exactly
 - idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
   emit ``last + floor(T / I) + 2``; Flink's timeout ``(floor(T / I) + 0.5) * P`` makes it
   idle at the same emit, half a pace from either side;
-- every source starts ``floor(T / I) + 5`` ticks early with waits only (two warm-up
-  ones, then a source that has read nothing goes idle, as in the lab before its
-  segment is readable); a *mark*
-  at ``T_{f-1}`` (a record far in the past) is its activity before its first tick
-  ``f``; after its last tick ``l`` (and release ``l + 1``) it ends at ``T_{l+1} + P / 8``:
-  Flink sends ``+inf`` for it, as the lab does for a finished segment.
+- every source starts ``floor(T / I) + 5`` ticks early with a *prime* (a record
+  below the mark's time: the first record through its Python operators takes long)
+  and waits only (two warm-up ones, then a source that has read nothing goes idle,
+  as in the lab before its segment is readable) and has a wait every tick until it ends, also before its
+  segment exists (after a sleep of many ticks, Flink's emit timer no longer follows
+  the waits); a *mark* at ``T_{f-1}`` (a record far in the past) is its activity
+  before its first tick ``f``; after its last tick ``l`` (and release ``l + 1``) it
+  ends at ``T_{l+1} + P / 4``: Flink sends ``+inf`` for it, as the lab does for a
+  finished segment, after every bundle of release ``l + 1`` reached the union (they
+  must within a quarter pace) and a quarter pace before the emits ``l + 1``. The
+  pacer runs in a task of its own, so the source's end waits in its input behind the
+  last step (chained, it followed an unpaced round trip to the job's coordinator).
 
 Every step records how late it woke, and every bundle when it reached the operator
 after the union (where the sources' watermarks are combined); more than a quarter pace
@@ -48,7 +54,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
-from .flink_job import BUNDLE, END, MARK, WAIT
+from .flink_job import BUNDLE, END, MARK, PRIME, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
@@ -102,7 +108,12 @@ class FlinkReplay:
         within half a pace (before the emits that follow it, sent half a pace after it)."""
         slips = dict(self.slips_ms)
         steps = max((v for k, v in slips.items() if k in ("wait", "bundle", "mark", "end")), default=0.0)
-        return steps * 4 <= self.timing.pace_ms and slips.get("arrival", 0.0) * 2 <= self.timing.pace_ms
+        pace = self.timing.pace_ms
+        return (
+            steps * 4 <= pace
+            and slips.get("arrival", 0.0) * 2 <= pace
+            and slips.get("end arrival", 0.0) * 4 <= pace
+        )
 
 
 def flink_available(python: str | None = None) -> str | None:
@@ -145,14 +156,17 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
             raise EngineRunError(
                 f"{sc.name}: segment {name} has events outside its ticks {first}..{last + 1}"
             )
-        # a wait every tick from the mark on (Flink emits after each); before it, warm-up and
-        # enough ticks for a source that read nothing to go idle
-        emits = {k for k in range(k0, k0 + n + 4) if k < first - 1} | {first - 2}
-        emits |= set(range(first - 1, last + 1))
-        timeline: list[tuple[float, list[Any]]] = [(first - 1, [MARK, first - 1, []])]
-        timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in emits if k0 <= k <= last]
+        # a wait every tick from the start (Flink emits after each), also before the segment
+        # exists: after a sleep of many ticks a source's periodic emit no longer follows its
+        # waits (flink-scaling's successor emitted right after its first bundle, before the
+        # finished segment's +inf; docs/engines.md)
+        # the prime: a first record through the source's Python operators at the start (the
+        # first one takes long: the wait after it slipped), far enough back to leave
+        # inactivity and idleness as they were
+        timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
+        timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in range(k0, last + 1)]
         timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
-        timeline.append((last + 1.125, [END, last + 1.125, []]))
+        timeline.append((last + 1.25, [END, last + 1.25, []]))
         steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
         splits.append({"name": name, "first": first, "last": last, "steps": steps})
     end_tick = max((int(s["last"]) for s in splits), default=0) + 1
@@ -162,7 +176,8 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         "idle_ms": max(1, round((n + 0.5) * timing.pace_ms)),
         "window_ms": scenario_window_ms(sc),
         "lead_s": timing.start_margin_s - k0 * timing.pace_ms / 1000,
-        "end_ms": (end_tick + 0.125) * timing.pace_ms,
+        "end_ms": (end_tick + 0.25) * timing.pace_ms,
+        "end_releases": sorted({int(s["last"]) + 1 for s in splits}),
         "splits": splits,
     }
 

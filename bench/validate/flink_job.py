@@ -7,22 +7,24 @@ steps of its paced replay; OUT receives one JSON
 document: every bundle's arrival at the late filter (the watermark it met there, the
 late flag of each of its events, when it arrived), every window fired (with the
 watermark that fired it and when), how late each pacer woke and each bundle reached
-the operator after the union (a key selector), and Flink's version.
+the operator after the union (a key selector; separately for the releases in which a
+source ends), and Flink's version.
 
-The job, per split: ``from_source(NumberSequenceSource)`` (a FLIP-27 source: it runs in
-the task's mailbox thread, one record per mailbox step) → ``Pace``, a Python flat-map
-that turns step ``i`` into the split's ``i``-th step: *wait* (sleep until its wall time,
-emit nothing), *bundle* (at its wall time, one record with all the events the lab's
-periodic emit saw first, its timestamp their maximum event time), *mark* (a record
-with a timestamp far in the past: the split's first activity) or *end* (sleep, then
-the source is exhausted and Flink sends ``+inf``) → ``assign_timestamps_and_watermarks(
+The job, per split: ``from_source(NumberSequenceSource)`` → ``Pace``, a Python flat-map
+in a task of its own (its mailbox thread takes one record at a time) that turns step
+``i`` into the split's ``i``-th step: *wait* (sleep until its wall time, emit nothing),
+*bundle* (at its wall time, one record with all the events the lab's periodic emit saw
+first, its timestamp their maximum event time), *prime* and *mark* (records with a
+timestamp far in the past: the first through the Python operators, at the start, and
+the split's first activity) or *end* (sleep; the source's end waits behind it in the
+task's input, and Flink sends ``+inf``) → ``assign_timestamps_and_watermarks(
 for_bounded_out_of_orderness(bound).with_idleness(idle))``, in the same task. The
 splits are unioned into a keyed process function, the late filter (an event at or
 below the current watermark is late: a side output), whose on-time events go to
 event-time tumbling windows that count (by each event's own event time).
 
 Why steps and not a sleeping pacer per record: the periodic emit is a processing-time
-timer of the source task, run by its mailbox thread between two records. A sleep inside
+timer of the pacer's task, run by its mailbox thread between two records. A sleep inside
 the chain blocks it, so Flink emits exactly after a *wait* step and never inside a
 *bundle* (one record: Flink cannot see half of it); the emit interval is set longer
 than a bundle step and shorter than a wait, so it emits once per wait (docs/engines.md).
@@ -36,9 +38,9 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME"]
 
-WAIT, BUNDLE, MARK, END, EVENT = 0, 1, 2, 3, 4
+WAIT, BUNDLE, MARK, END, EVENT, PRIME = 0, 1, 2, 3, 4, 5
 _PAST = -(2**62)
 
 
@@ -120,7 +122,7 @@ def main(spec_path: str, out_path: str) -> None:
             if delay > 0:
                 time.sleep(delay)
             slip = time.time() - target
-            if int(value) >= 2:  # the first two waits are warm-up: they only start inactivity early
+            if int(value) >= 3:  # the prime and the first two waits are warm-up
                 self.max_slip[kind] = max(self.max_slip[kind], slip)
                 if slip * 4 > pace and len(self.over) < 20:
                     self.over.append([tick, round(slip * 1000, 1)])
@@ -129,6 +131,8 @@ def main(spec_path: str, out_path: str) -> None:
                 yield (BUNDLE, self.index, round(tick), top, json.dumps(events))
             elif kind == MARK:
                 yield (MARK, self.index, round(tick), _PAST, "[]")
+            elif kind == PRIME:  # below the mark's time, so the mark's watermark still activates
+                yield (MARK, self.index, round(tick), _PAST - 1, "[]")
 
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
@@ -150,16 +154,19 @@ def main(spec_path: str, out_path: str) -> None:
 
         def open(self, runtime_context: Any) -> None:
             self.t0 = _t0(spec["sync_file"], spec["lead_s"])
-            self.late = 0.0
+            self.ends = set(scenarios[self.j]["end_releases"])
+            self.late = {"arrival": 0.0, "end arrival": 0.0}
 
         def get_key(self, value: Any) -> int:
             if value[0] == BUNDLE:
-                self.late = max(self.late, time.time() - (self.t0 + value[2] * pace))
+                late = time.time() - (self.t0 + value[2] * pace)
+                kind = "end arrival" if value[2] in self.ends else "arrival"
+                self.late[kind] = max(self.late[kind], late)
             return 0
 
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"arrival-{self.j}.json"), "w") as f:
-                json.dump(round(self.late * 1000, 3), f)
+                json.dump({k: round(v * 1000, 3) for k, v in self.late.items()}, f)
 
     class LateFilter(KeyedProcessFunction):  # type: ignore[misc]
         """Each event of a bundle at or below the current watermark is late (side output)."""
@@ -242,7 +249,10 @@ def main(spec_path: str, out_path: str) -> None:
         for i, split in enumerate(sc["splits"]):
             steps = NumberSequenceSource(0, len(split["steps"]) - 1)
             ds = env.from_source(steps, WatermarkStrategy.no_watermarks(), f"s{j}-split-{i}")
-            paced = ds.flat_map(Pace(j, i), output_type=step_row).name(f"s{j}-pace-{i}")
+            # the pacer in a task of its own (not chained to the source): the source's end (and
+            # its +inf) then waits in the pacer's input behind the last step, instead of following
+            # it after the source asked the job's coordinator for another split (a round trip)
+            paced = ds.flat_map(Pace(j, i), output_type=step_row).name(f"s{j}-pace-{i}").start_new_chain()
             streams.append(paced.assign_timestamps_and_watermarks(strategy))
         union = streams[0].union(*streams[1:]) if len(streams) > 1 else streams[0]
         arrivals_tag = OutputTag(f"arrivals-{j}", Types.STRING())
@@ -270,7 +280,7 @@ def main(spec_path: str, out_path: str) -> None:
     for j in range(len(scenarios)):
         try:
             with open(os.path.join(sync_dir, f"arrival-{j}.json")) as f:
-                slips[j]["arrival"] = float(json.load(f))
+                slips[j].update((k, float(v)) for k, v in json.load(f).items())
         except FileNotFoundError:
             slips[j]["missing"] = 1.0
     for j, i in globals_:

@@ -147,7 +147,7 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     if not replay.in_regime:
         notes.append(
             f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms: "
-            f"allowed a quarter for steps, a half for the arrival)"
+            f"allowed a quarter for steps and for arrivals where a source ends, a half for other arrivals)"
         )
     exact = not notes and wm_equal == len(st.arrivals)
     return Verdict(
