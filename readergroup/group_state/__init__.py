@@ -8,6 +8,8 @@ The state log every process of a group replicates, and what it records.
 - ``update_plans``: what an update needs from the store, found against the replica, and the
   batches a reader's sync and close and a reset append.
 - ``group_model``: one replica's segments, readers and checkpoints, changed only by updates.
+- ``watermark_floor``: ``WatermarkFloor``, the least segment watermark (the group watermark).
+- ``least_load``: ``LeastLoad``, the fewest segments a reader holds (for rebalancing).
 - ``group_snapshots``: a replica as a snapshot (canonical JSON-ready values) and back.
 - ``state_records``: the records of that model (a segment, a reader, a checkpoint in progress).
 - ``initiated_checkpoints``: the futures of the checkpoints a process initiated.
