@@ -52,8 +52,6 @@ from .readers import ReaderActor
 
 __all__ = ["ServedReaders", "ProcessReaderActor"]
 
-Proc = Generator[simpy.Event, Any, None]
-
 
 class ServedReaders:
     """The world's store served on loopback, and the reader processes of its group."""
@@ -125,27 +123,16 @@ def _batch(rec: dict[str, Any]) -> EventBatch:
 
 
 class ProcessReaderActor(ReaderActor):
-    """One reader instance in a process of its own; ``process()`` is its SimPy process here."""
+    """One reader instance in a process of its own; the base class's ``process()`` is its SimPy
+    process here, with a session that starts, stops and kills a reader process."""
 
     def __init__(self, world: Any, spec: Any, name: str, channel: int) -> None:
         super().__init__(world, spec, name, channel)
         self.incarnation: str | None = None
 
-    def process(self) -> Proc:
-        env = self.world.env
-        if self.schedule.join_ms > 0:
-            yield env.timeout(self.schedule.join_ms)
-        while True:
-            restart = yield from self._incarnation()
-            if restart is None:
-                return
-            if restart > env.now:
-                yield env.timeout(restart - env.now)
-            self.restarts += 1
-
-    def _incarnation(self) -> Generator[simpy.Event, Any, int | None]:
+    def _session(self) -> Generator[simpy.Event, Any, int | None]:
         """One process of the reader (its ``FailureSchedule`` session), from its start to its leave or
-        kill; returns when the next one starts (or None)."""
+        kill; returns when the next one starts (or None). The base class's ``process()`` runs these."""
         w, s = self.world, self.spec
         env, procs = w.env, w.served.procs
         session = self.schedule.session(int(env.now))
