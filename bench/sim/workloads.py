@@ -108,6 +108,7 @@ class FrameBuilder:
         "_key_mat",
         "_keys",
         "_payload_bytes",
+        "_scratch",
         "_template",
         "writer",
     )
@@ -122,6 +123,7 @@ class FrameBuilder:
         self._key_len = len(encoded[0]) if encoded else 0
         self._fast = bool(encoded) and all(len(k) == self._key_len for k in encoded)
         self._frame_len = HEADER_SIZE + self._key_len + payload_bytes
+        self._scratch = np.empty(0, np.uint8)  # build_by_segment's frames before they are copied out
         if self._fast:
             self._key_mat = np.frombuffer(b"".join(encoded), np.uint8).reshape(len(encoded), self._key_len)
             head = encode_event(self._keys[0], bytes(payload_bytes), 0, KIND_EVENT)[:HEADER_SIZE]
@@ -181,7 +183,10 @@ class FrameBuilder:
         k = _kernels(n) if self._fast and n else None
         if k is None:
             return None
-        out = np.empty(n * self._frame_len, np.uint8)
+        size = n * self._frame_len
+        if len(self._scratch) < size:  # reused: fresh pages would cost more than framing them
+            self._scratch = np.empty(max(size, 2 * len(self._scratch)), np.uint8)
+        out = self._scratch[:size]
         runs = np.empty(2 * segments, np.int64)
         count = k.frames_by_segment(
             key_idx,
