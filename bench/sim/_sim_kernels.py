@@ -11,6 +11,7 @@ call, or once they are loaded; both paths give the same bytes and numbers.
   counting sort), so one append per segment takes a contiguous slice.
 - ``payload_ids``: writer indexes and sequence numbers from the first 8 bytes of each
   payload of an Arrow binary array.
+- ``account``: the recorder's counters of one batch (``Recorder.on_batch``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from readergroup.format._frame_kernels import _copy
 
-__all__ = ["frames_by_segment", "payload_ids"]
+__all__ = ["frames_by_segment", "payload_ids", "account"]
 
 _HEADER = 15
 
@@ -106,3 +107,52 @@ def payload_ids(offsets: Any, start: int, n: int, data: Any, writers: Any, seqs:
         writers[i] = w
         seqs[i] = s
     return True
+
+
+@numba.njit(cache=True, nogil=True)
+def account(
+    offsets: Any,
+    start: int,
+    n: int,
+    data: Any,
+    it: Any,
+    et: Any,
+    late: bool,
+    gw: int,
+    etw: int,
+    no_time: int,
+    delivered: Any,
+    late_i: Any,
+    late_e: Any,
+    seen: Any,
+    writers: Any,
+    seqs: Any,
+) -> int:
+    """Count a batch of n events: per writer, delivered and (if ``late``) late by ingestion time
+    (``it <= gw``) and by event time (``et != no_time and et <= etw``); mark each sequence number
+    seen. Returns how many were seen before this batch, or -1 (changing nothing) if a payload is
+    shorter than 8 bytes or an id is outside the counters. Writes the ids to ``writers``/``seqs``.
+    """
+    nw = delivered.size
+    ns = seen.size
+    if not payload_ids(offsets, start, n, data, writers, seqs):
+        return -1
+    for i in range(n):
+        if writers[i] >= nw or seqs[i] >= ns:
+            return -1
+    dup = 0
+    for i in range(n):
+        if seen[seqs[i]]:
+            dup += 1
+    for i in range(n):
+        w = writers[i]
+        delivered[w] += 1
+        if late:
+            if it[i] <= gw:
+                late_i[w] += 1
+            e = et[i]
+            if e != no_time and e <= etw:
+                late_e[w] += 1
+    for i in range(n):
+        seen[seqs[i]] = True
+    return dup

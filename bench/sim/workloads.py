@@ -31,6 +31,7 @@ __all__ = [
     "FrameBuilder",
     "payload_ids",
     "ID_BYTES",
+    "sim_kernels",
 ]
 
 ID_BYTES = 8
@@ -44,7 +45,7 @@ _KERNEL_LOADED_MIN_EVENTS = 16
 _loaded: list[ModuleType] = []
 
 
-def _kernels(n: int) -> ModuleType | None:
+def sim_kernels(n: int) -> ModuleType | None:
     """The simulator's kernels if a batch of ``n`` events should use them (importing them if so)."""
     if _loaded:
         return _loaded[0] if n >= _KERNEL_LOADED_MIN_EVENTS else None
@@ -180,7 +181,7 @@ class FrameBuilder:
         the frames, and each run's segment and end (in events), ascending by segment; ``None`` if
         the batch takes the numpy path (small, or keys of several lengths). O(events + segments)."""
         n = len(key_idx)
-        k = _kernels(n) if self._fast and n else None
+        k = sim_kernels(n) if self._fast and n else None
         if k is None:
             return None
         size = n * self._frame_len
@@ -213,7 +214,7 @@ def payload_ids(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         return e, e
     bufs = payloads.buffers()
     off_dtype = np.int64 if pa.types.is_large_binary(payloads.type) else np.int32
-    k = _kernels(n)
+    k = sim_kernels(n)
     if k is not None:
         ids = np.empty(2 * n, np.int64)
         if k.payload_ids(
