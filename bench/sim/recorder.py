@@ -29,7 +29,7 @@ from readergroup.reading.reader import EventBatch
 from segmentstore.limits import INT64_MIN
 
 from .errors import OutputError
-from .workloads import payload_ids, sim_kernels
+from .workloads import payload_ids, readonly, sim_kernels
 
 __all__ = ["SERIES_COLUMNS", "SEGMENT_COLUMNS", "EVENT_COLUMNS", "Recorder", "stats", "write_outputs"]
 
@@ -164,7 +164,8 @@ class Recorder:
                 ids = np.empty(2 * n, np.int64)
                 off_dtype = np.int64 if pa.types.is_large_binary(pays.type) else np.int32
                 dup = k.account(
-                    np.frombuffer(ob, off_dtype), pays.offset, n, np.frombuffer(db, np.uint8), it, et,
+                    readonly(np.frombuffer(ob, off_dtype)), pays.offset, n,
+                    readonly(np.frombuffer(db, np.uint8)), it, et,
                     not no_wm, 0 if no_wm else gw, 0 if no_wm else etw, NO_EVENT_TIME,
                     self.delivered, self.late_ingestion, self.late_event_time, self._seen, ids[:n], ids[n:],
                 )  # fmt: skip

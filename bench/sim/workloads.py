@@ -32,6 +32,7 @@ __all__ = [
     "payload_ids",
     "ID_BYTES",
     "sim_kernels",
+    "readonly",
 ]
 
 ID_BYTES = 8
@@ -206,6 +207,13 @@ class FrameBuilder:
         return out.tobytes(), runs[:count].tolist(), runs[segments : segments + count].tolist()
 
 
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a``, marked read-only: a kernel sees one array type whichever buffer it views (Arrow's are
+    read-only, numpy's writable), so it is compiled once, in the warm-up."""
+    a.flags.writeable = False
+    return a
+
+
 def payload_ids(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Writer indexes and sequence numbers from the first 8 bytes of each payload (vectorised). O(n)."""
     n = len(payloads)
@@ -217,9 +225,9 @@ def payload_ids(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     k = sim_kernels(n)
     if k is not None:
         ids = np.empty(2 * n, np.int64)
-        if k.payload_ids(
-            np.frombuffer(bufs[1], off_dtype), payloads.offset, n, np.frombuffer(bufs[2], np.uint8),
-            ids[:n], ids[n:],
+        if bufs[2] is not None and k.payload_ids(
+            readonly(np.frombuffer(bufs[1], off_dtype)), payloads.offset, n,
+            readonly(np.frombuffer(bufs[2], np.uint8)), ids[:n], ids[n:],
         ):  # fmt: skip
             return ids[:n], ids[n:]
     offsets = np.frombuffer(bufs[1], off_dtype)[payloads.offset : payloads.offset + n + 1].astype(np.int64)
