@@ -342,9 +342,12 @@ class WriterActor:
     def _append(
         self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None = None
     ) -> None:
-        """One append per segment; events of a segment sealed meanwhile are re-routed, in order."""
+        """One append per segment; events of a segment sealed meanwhile are re-routed, in order.
+
+        Counts the events per key range for the auto scaler (only it reads them, as ``_count``)."""
         client = self.world.client
         counts = self.world.segment_events
+        auto = self.world.scenario.scaling.mode == "auto"
         for _ in range(64):
             size = self.builder.frame_size if sizes is None else 0
             order: np.ndarray | None = None
@@ -384,8 +387,9 @@ class WriterActor:
                 except SegmentSealedError:
                     retry.append((a, b))
                 else:
-                    r = ranges[si]
-                    counts[r] = get(r, 0) + (b - a)
+                    if auto:
+                        r = ranges[si]
+                        counts[r] = get(r, 0) + (b - a)
             if not retry:
                 return
             if order is None:  # the kernel's grouping, as numpy's stable sort gives it

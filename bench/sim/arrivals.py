@@ -295,9 +295,11 @@ class EventSource:
         s = self.spec
         if s.disorder.active and n:
             et = et - s.disorder.draw(self._rng_disorder, n)
-        ready = np.full(n, handover, np.int64)
         if s.write_latency.active and n:
-            ready = ready + s.write_latency.draw(self._rng_latency, n)
+            ready = s.write_latency.draw(self._rng_latency, n)  # a new array: shifted in place
+            ready += handover
+        else:
+            ready = np.full(n, handover, np.int64)
         return Batch(gen.astype(np.int64, copy=False), key_idx, et, ready, sizes)
 
     def _arrivals(self, t0: int, t1: int) -> np.ndarray:
