@@ -574,21 +574,22 @@ def _merge_kernel() -> ModuleType | None:
 
 def _merge(k: ModuleType, live: list[SegmentInput], max_events: int) -> _Merged:
     """The next batch from the blocks of ``live`` (each with events left), in one kernel call. O(events)."""
-    meta = np.empty((len(live), 6), np.int64)
+    rows = []
     blocks = []
     col = off = byte = total = key_bytes = 0
-    for j, s in enumerate(live):
+    for s in live:
         block = s.block
         assert block is not None
         blocks.append(block)
         kb = block[3]
-        meta[j] = (col, s.idx, s.n, off, byte, byte + kb)
-        n = s.n
+        n, i = s.n, s.idx
+        rows.append((col, i, n, off, byte, byte + kb))
         col += n
         off += n + 1
         byte += len(block[2])
         key_bytes += kb
-        total += n - s.idx
+        total += n - i
+    meta = np.array(rows, np.int64)
     cols = np.concatenate([b[0] for b in blocks], axis=1)
     offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
     raw = np.concatenate([b[2] for b in blocks])
