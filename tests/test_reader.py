@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -173,7 +174,7 @@ def test_batches_from_several_segments_are_the_same_through_the_merge_kernel(
     events._kernels()  # loaded: the merge kernel is used
     assert reader_module._merge_kernel() is not None
 
-    def batches(group: str, kernel: bool) -> list[tuple[object, ...]]:
+    def batches(group: str, kernel: bool) -> list[tuple[Any, ...]]:
         if not kernel:
             monkeypatch.setattr(reader_module, "_merge_kernel", lambda: None)
         r = ReaderGroup(group, cfg, client, clock).create_reader("r")
