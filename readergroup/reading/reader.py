@@ -34,7 +34,9 @@ lease, resets) is ``reader_membership``.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +71,7 @@ _NO_KEYS = pa.array([], pa.string())  # an empty batch's columns (Arrow arrays a
 _NO_PAYLOADS = pa.array([], pa.binary())
 _NO_I32 = np.empty(0, np.int32)  # an empty batch's numpy columns (no element to change: shared)
 _NO_I64 = np.empty(0, np.int64)
+_STRING, _BINARY = pa.string(), pa.binary()
 
 
 _EVENT = ReadKind.EVENT
@@ -274,24 +277,35 @@ class EventReader(ReaderMembership):
         self._limit = second
         return best is not None
 
-    def _collect(self, max_events: int) -> list[tuple[SegmentInput, int, int]]:
+    def _collect(self, max_events: int) -> list[tuple[SegmentInput, int, int]] | _Merged:
         """Slices ``(segment, start, stop)`` of blocks, oldest event first, up to ``max_events`` events.
 
-        Reads a new block only while the batch is still empty, so a batch is made of
-        already buffered slices (no copying of many blocks into one); ``_batch`` takes
-        them before any block is replaced.
+        Reads a new block only while the batch is still empty (for the exhausted segments,
+        before taking anything), so a batch is made of already buffered slices (no copying
+        of many blocks into one); ``_batch`` takes them before any block is replaced. From
+        several segments, once the kernels are loaded: one kernel call takes the same
+        slices and copies them into the batch's columns (``_batch_kernels.merge``).
         """
+        live: list[SegmentInput] = []
+        for s in self._segs.values():
+            if s.idx >= s.n and (
+                (not s.n and s.at_tail and not s.end_of_segment) or not self._refill(s)
+            ):  # (an empty block at the tail of an open segment: nothing to refill)
+                continue
+            live.append(s)
+        self._cur = None
+        if len(live) > 1:
+            k = _merge_kernel()
+            if k is not None:
+                return _merge(k, live, max_events)
         parts: list[tuple[SegmentInput, int, int]] = []
         left = max_events
-        segs = self._segs.values()
         while left > 0:
             best: SegmentInput | None = None
             best_t = second = INT64_MAX
-            for s in segs:
-                if s.idx >= s.n and (
-                    parts or (not s.n and s.at_tail and not s.end_of_segment) or not self._refill(s)
-                ):
-                    continue  # (an empty block at the tail of an open segment: nothing to refill)
+            for s in live:
+                if s.idx >= s.n:
+                    continue
                 t = s.it.item(s.idx)
                 if best is None or t < best_t:
                     if best is not None:
@@ -308,13 +322,18 @@ class EventReader(ReaderMembership):
             best.idx = stop
             parts.append((best, i, stop))
             left -= stop - i
-        self._cur = None
         return parts
 
     def _batch(
-        self, parts: list[tuple[SegmentInput, int, int]], wm: int | None, checkpoint: str | None
+        self, parts: list[tuple[SegmentInput, int, int]] | _Merged, wm: int | None, checkpoint: str | None
     ) -> EventBatch:
-        if not parts:
+        if isinstance(parts, _Merged):
+            c = parts.cols
+            batch = EventBatch(
+                self._epoch, wm, checkpoint, parts.names, parts.segment_index, c[0], c[1], c[2], c[3],
+                parts.keys, parts.pays,
+            )  # fmt: skip
+        elif not parts:
             return EventBatch(
                 self._epoch,
                 wm,
@@ -328,7 +347,7 @@ class EventReader(ReaderMembership):
                 _NO_KEYS,
                 _NO_PAYLOADS,
             )
-        if len(parts) == 1:
+        elif len(parts) == 1:
             s, a, b = parts[0]
             batch = EventBatch(
                 self._epoch,
@@ -524,6 +543,82 @@ class EventReader(ReaderMembership):
                 gw = st.group_watermark
                 assert self._emitted <= gw, f"emitted watermark {self._emitted} above the group's {gw}"
                 assert self._wm_pending is None or self._wm_pending <= gw
+
+
+class _Merged(NamedTuple):
+    """A batch's columns merged from several blocks by ``_batch_kernels.merge``."""
+
+    names: tuple[str, ...]
+    segment_index: np.ndarray
+    cols: np.ndarray
+    keys: pa.Array
+    pays: pa.Array
+
+
+_MERGE_KERNELS = "readergroup.reading._batch_kernels"
+_FRAME_KERNELS = "readergroup.format._frame_kernels"
+_merge_loaded: list[ModuleType] = []
+
+
+def _merge_kernel() -> ModuleType | None:
+    """The merge kernel once the frame kernels are loaded (numba is then imported), else ``None``."""
+    if _merge_loaded:
+        return _merge_loaded[0]
+    if _FRAME_KERNELS not in sys.modules:
+        return None
+    from . import _batch_kernels
+
+    _merge_loaded.append(_batch_kernels)
+    return _batch_kernels
+
+
+def _merge(k: ModuleType, live: list[SegmentInput], max_events: int) -> _Merged:
+    """The next batch from the blocks of ``live`` (each with events left), in one kernel call. O(events)."""
+    rows = []
+    blocks = []
+    col = off = byte = total = key_bytes = 0
+    for s in live:
+        block = s.block
+        assert block is not None
+        blocks.append(block)
+        kb = block[3]
+        n, i = s.n, s.idx
+        rows.append((col, i, n, off, byte, byte + kb))
+        col += n
+        off += n + 1
+        byte += len(block[2])
+        key_bytes += kb
+        total += n - i
+    meta = np.array(rows, np.int64)
+    cols = np.concatenate([b[0] for b in blocks], axis=1)
+    offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
+    raw = np.concatenate([b[2] for b in blocks])
+    m = min(total, max_events)
+    out_seg = np.empty(m, np.int32)
+    out_cols = np.empty((4, m), np.int64)
+    out_offs = np.empty((2, m + 1), np.int32 if byte < 2**31 else np.int64)
+    out_keys = np.empty(key_bytes, np.uint8)
+    out_pays = np.empty(byte - key_bytes, np.uint8)
+    first = np.empty(len(live), np.int64)
+    ev, kbytes, pbytes, ranked = k.merge(
+        meta, cols, offs, raw, max_events, out_seg, out_cols, out_offs, out_keys, out_pays, first
+    )
+    assert ev == m
+    for s, i in zip(live, meta[:, 1].tolist(), strict=True):
+        s.idx = i
+    wide = out_offs.dtype == np.int64
+    keys = pa.Array.from_buffers(
+        pa.large_string() if wide else _STRING,
+        m,
+        [None, pa.py_buffer(out_offs[0]), pa.py_buffer(out_keys[:kbytes])],
+    )
+    pays = pa.Array.from_buffers(
+        pa.large_binary() if wide else _BINARY,
+        m,
+        [None, pa.py_buffer(out_offs[1]), pa.py_buffer(out_pays[:pbytes])],
+    )
+    names = tuple(live[j].name for j in first[:ranked].tolist())
+    return _Merged(names, out_seg, out_cols, keys, pays)
 
 
 def _check_timeout(reader_id: str, timeout_ms: object) -> None:
