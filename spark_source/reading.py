@@ -9,13 +9,13 @@ works per event in Python:
 - ``decode_events`` turns each read's frames into columns with two numba kernels over
   the raw bytes (writer markers validated and dropped);
 - every event's ingestion time is ``watermark_at(o) + 1`` (``o`` below the length,
-  docs/design.md §1). ``watermark_at`` never decreases with ``o``, so one ``watermarks_at``
-  call asks for every 64th event's offset, and a second only for the events of the
-  blocks whose ends differ (none, when a block's events were appended together);
+  docs/design.md §1): the time of the ingestion run holding ``o`` (``ingestion_runs``,
+  a few runs per append, asked for several reads ahead on the fetch thread), looked up
+  for all of a read's events at once (``times_in_runs``);
 - the columns become one ``pyarrow.RecordBatch`` per read in exactly the schema Spark
   expects (``ARROW_SCHEMA``); the columns every row of the range shares (stream,
   segment, the micro-batch's ``watermark`` and ``event_time_watermark``, kind) are
-  built once per range and sliced.
+  built once or twice per range from whole buffers and sliced.
 
 O(bytes) per range: ~0.1 µs per 57-byte event on one thread here.
 """
