@@ -450,9 +450,7 @@ class _Connection(asyncio.BufferedProtocol):
             if len(p) >= _SMALL:
                 self._flush()
                 assert self.transport is not None
-                # a view: the transport keeps what the socket did not take at once as
-                # ``data[n:]``, a copy of the rest of a bytes object (~2 MiB per large read)
-                self.transport.write(memoryview(p))
+                self.transport.write(p)
             else:
                 self._out.append(p)
                 self._out_n += len(p)
