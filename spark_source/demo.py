@@ -86,7 +86,8 @@ def run_spark_demo(
     """
     from .session import local_session
 
-    spark = spark if spark is not None else local_session("ingestwm-demo", log_level="fatal")
+    # fast_start: one short query, which a JVM that only warms up with C1 finishes sooner (~40 %)
+    spark = spark if spark is not None else local_session("ingestwm-demo", log_level="fatal", fast_start=True)
     df = (
         spark.readStream.format("ingestwm")
         .option("endpoint", endpoint)

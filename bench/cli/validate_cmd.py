@@ -78,4 +78,5 @@ def vars_of(timing: Any) -> dict[str, Any]:
 def _spark_session() -> Any:
     from spark_source.session import local_session
 
-    return local_session("ingestwm-validate")
+    # fast_start: a replay is hundreds of small micro-batches, which C1 runs in less CPU than C2
+    return local_session("ingestwm-validate", fast_start=True)
