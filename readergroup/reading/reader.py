@@ -124,6 +124,7 @@ class EventReader(ReaderMembership):
         self._next_report = INT64_MIN
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
+        self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
