@@ -19,8 +19,9 @@ from bench.cli import cli
 from bench.lab import run_compare
 from bench.sim import ScenarioError, load_scenario, run_scenario, scenario_from_dict, write_result
 from bench.sim.arrivals import EventSource
-from bench.sim.experiment import aggregate, replication_tasks, run_task
+from bench.sim.experiment import aggregate, execute, replication_tasks, run_task
 from bench.sim.replicate import run_replications
+from bench.sim.scenario import scenario_to_dict
 from bench.sim.schema_doc import schema_markdown
 from bench.sim.seeds import Seeds
 from bench.sim.stats import summarise, t_quantile_975
@@ -288,6 +289,18 @@ def test_replications_write_intervals_runs_bands_and_a_manifest(tmp_path: Path) 
     assert m["scenarios"][0]["writers"][0]["workload"]["kind"] == "poisson"  # fully resolved
     assert m["git"] is None or len(m["git"]["commit"]) == 40
     assert m["wall_s"] >= 0 and m["started_utc"].endswith("+00:00")
+
+
+def test_replications_on_worker_processes_give_the_in_process_results() -> None:
+    """The pool's workers (forked from a forkserver with the simulator preloaded) run the same
+    simulations as the calling process, and report their progress through the pool's queue."""
+    sc = scenario_to_dict(load_scenario("random-faults", SMALL_RANDOM))
+    tasks = replication_tasks("simulate", sc, 10, 2)
+    one = execute(tasks, "local", 1, show_progress=False)
+    two = execute(tasks, "local", 2, show_progress=False)
+    assert [r["metrics"] for r in two] == [r["metrics"] for r in one]
+    assert [r["series"] for r in two] == [r["series"] for r in one]
+    assert one[0]["metrics"] != one[1]["metrics"]  # two seeds, two results
 
 
 def test_the_lab_runs_the_simulators_workload_and_its_seed_matters() -> None:

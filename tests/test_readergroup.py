@@ -108,6 +108,40 @@ def test_two_readers_share_the_segments_and_read_every_event_once(
     group._check()
 
 
+def test_a_caught_up_readers_syncs_leave_the_state_alone_until_the_group_changes(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """Syncs with nothing to report append nothing and move no layout (only reports came), and a
+    reader that skipped them still follows the next change: a reader joining, new events."""
+    client.create_stream(S, 4)
+    group = ReaderGroup("g", _config(), client, clock)
+    a = group.create_reader("a")
+    t = Tracker(group)
+    _write(client, clock, 40)
+    t.drain(a)
+    log, model = group.state.segment, group.state.model
+    length, layout = client.get_info(log).length, model.layout
+    for _ in range(5):
+        clock.advance(10)
+        assert len(a.read_batch()) == 0
+    assert client.get_info(log).length == length and group.state.model.layout == layout
+    _write(client, clock, 10, prefix="r")  # reports only: the layout stands still
+    t.drain(a)
+    assert group.state.model.layout == layout and client.get_info(log).length > length
+    b = group.create_reader("b")  # a new member and a rebalance: the layout moves
+    assert group.state.model.layout > layout
+    for _ in range(3):  # nothing new to read: still, a hands half of its segments to b
+        clock.advance(10)
+        a.read_batch()
+        b.read_batch()
+    assert len(group.state.segments_of("a")) == len(group.state.segments_of("b")) == 2
+    _write(client, clock, 40, prefix="f")
+    t.drain(a, b)
+    expected = [f"{p}{i}".encode() for p, n in (("e", 40), ("r", 10), ("f", 40)) for i in range(n)]
+    assert sorted(t.payloads()) == sorted(expected)
+    group._check()
+
+
 def test_a_crashed_readers_segments_are_redelivered_from_its_last_report(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:

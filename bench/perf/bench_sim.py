@@ -19,8 +19,9 @@ Rows (all measured in one run, each run's result checked by ``_check`` before it
 - ``replications``: seeds of the stochastic scenario run by ``bench.sim.experiment.execute``
   (``--replications N --jobs K``) on 1 worker (in-process) and on 2 worker processes,
   same results required: the speed-up 2 workers give (at most 2: on 2 cores, less on a
-  shared machine and for short runs, as each worker process imports the simulator and
-  loads the kernels first, ~2 s of CPU). ``--tiny`` runs both on 1 worker (no pool).
+  shared machine and for short runs, as the pool's forkserver imports the simulator and
+  loads the kernels once before the first worker forks, ~2 s of CPU). ``--tiny`` runs
+  both on 1 worker (no pool).
 
 The kernels (numba) are loaded before anything is timed. ``--tiny`` shrinks the
 topologies (256 x 32 and 512 x 128) so that the smoke test stays short.

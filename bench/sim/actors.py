@@ -351,6 +351,7 @@ class WriterActor:
         for _ in range(64):
             size = self.builder.frame_size if sizes is None else 0
             order: np.ndarray | None = None
+            blob: bytes | memoryview
             built = (
                 self.builder.build_by_segment(key_idx, et, seqs, self._key_seg, len(self._seg_names))
                 if size and self._routed_ok
@@ -375,7 +376,7 @@ class WriterActor:
             names, ranges, append, get = self._seg_names, self._seg_ranges, client.append, counts.get
             for a, b, si in zip(starts, ends, seg_of, strict=True):
                 if size:
-                    data = blob[a * size : b * size]
+                    data = bytes(blob[a * size : b * size])  # (a view of the builder's scratch: copied)
                 else:
                     assert order is not None
                     chunk = order[a:b]

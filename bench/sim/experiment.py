@@ -12,6 +12,9 @@ returns its *metrics*, a flat mapping of numbers:
 
 ``execute`` runs tasks in-process (one task), in a process pool (``jobs`` workers, each
 simulation reporting its simulated time to one progress bar), or one per Spark task.
+The pool's workers fork from a forkserver that imported the simulator and loaded its
+numba kernels once (``worker_preload``; spawned where there is no forkserver), so a
+worker starts in milliseconds rather than paying ~2 s of imports and kernel loading.
 ``aggregate`` turns the runs of one point into mean, sd and a 95 % Student-t interval per
 metric (``bench.sim.stats``).
 """
@@ -187,7 +190,26 @@ def replication_tasks(
 # ---------------------------------------------------------------------- executing
 
 
-def _worker(task: dict[str, Any], q: Any, ident: int, out_dir: str | None) -> dict[str, Any]:
+_progress_queue: list[Any] = []
+"""The worker's end of the progress queue (set by ``_init_worker`` as the process starts)."""
+
+
+def _init_worker(q: Any) -> None:
+    _progress_queue[:] = [q]
+
+
+def _pool_context() -> Any:
+    """Workers forked from a forkserver that imported the simulator and loaded its kernels once
+    (``worker_preload``), where the platform has one; else spawned (each imports them itself)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([f"{__package__}.worker_preload"])
+    return ctx
+
+
+def _worker(task: dict[str, Any], ident: int, out_dir: str | None) -> dict[str, Any]:
+    q = _progress_queue[0]
     last = [0]
 
     def report(t_ms: int) -> None:
@@ -242,11 +264,11 @@ def execute(
                 results.append(run_task(t, report if show_progress else None, d))
                 bar.update(start + int(t["scenario"]["duration_ms"]) / 1000.0 - bar.n)
             return results
-        ctx = multiprocessing.get_context("spawn")
-        with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            q = manager.Queue()
+        ctx = _pool_context()
+        q = ctx.Queue()
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(q,)) as pool:
             futures: dict[Future[dict[str, Any]], int] = {
-                pool.submit(_worker, t, q, i, d): i for i, (t, d) in enumerate(zip(tasks, dirs, strict=True))
+                pool.submit(_worker, t, i, d): i for i, (t, d) in enumerate(zip(tasks, dirs, strict=True))
             }
             out: list[dict[str, Any] | None] = [None] * len(tasks)
             pending = set(futures)
@@ -256,6 +278,7 @@ def execute(
                 for f in done:
                     out[futures[f]] = f.result()
             _drain(q, bar)
+        q.close()
         return [r for r in out if r is not None]
 
 

@@ -177,10 +177,13 @@ class FrameBuilder:
 
     def build_by_segment(
         self, key_idx: np.ndarray, et: np.ndarray, seq: np.ndarray, key_seg: np.ndarray, segments: int
-    ) -> tuple[bytes, list[int], list[int]] | None:
+    ) -> tuple[memoryview, list[int], list[int]] | None:
         """``build`` of the events grouped by segment ``key_seg[key_idx[i]]`` (stable), in one kernel call:
         the frames, and each run's segment and end (in events), ascending by segment; ``None`` if
-        the batch takes the numpy path (small, or keys of several lengths). O(events + segments)."""
+        the batch takes the numpy path (small, or keys of several lengths). O(events + segments).
+
+        The frames are a view of a scratch buffer that the next call overwrites: the caller copies
+        out each segment's run (one copy, not two), before building again."""
         n = len(key_idx)
         k = sim_kernels(n) if self._fast and n else None
         if k is None:
@@ -204,7 +207,7 @@ class FrameBuilder:
             runs[:segments],
             runs[segments:],
         )
-        return out.tobytes(), runs[:count].tolist(), runs[segments : segments + count].tolist()
+        return out.data, runs[:count].tolist(), runs[segments : segments + count].tolist()
 
 
 def readonly(a: np.ndarray) -> np.ndarray:

@@ -106,6 +106,7 @@ class GroupModel:
         self.completions: list[tuple[int, Checkpoint]] = []  # since the owner took them (not part of it)
         self.futures = 0  # entries waiting for predecessors (derived: len(entries) - readable)
         self._least = LeastLoad()  # the fewest segments a reader holds, kept by the handlers
+        self.layout = 0  # updates applied other than reports (not part of the state): see ``apply``
 
     @classmethod
     def initial(
@@ -250,11 +251,18 @@ class GroupModel:
 
     # ------------------------------------------------------------------ apply
     def apply(self, u: Update, token: int) -> bool:
-        """Apply one update (``token``: its log position); ``False`` if it was rejected. Deterministic."""
+        """Apply one update (``token``: its log position); ``False`` if it was rejected. Deterministic.
+
+        Every update but a ``Report`` counts in ``layout``: a report moves the reporter's own
+        segments only, so while ``layout`` stands still nothing changed that a reader's sync
+        plans from but its own positions (membership, assignment, checkpoints, epoch).
+        """
         try:
             handler = _HANDLERS[type(u)]
         except KeyError:
             raise TypeError(f"not a group update: {u!r}") from None
+        if handler is not _REPORT:
+            self.layout += 1
         try:
             handler(self, u, token)
         except ReaderGroupError:
@@ -561,6 +569,7 @@ class GroupModel:
             ), f"completed segment {name} is kept though no entry precedes it"
 
 
+_REPORT = GroupModel._report
 _HANDLERS: dict[type, Any] = {
     AddReader: GroupModel._add,
     RemoveReader: GroupModel._remove,

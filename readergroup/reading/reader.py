@@ -68,8 +68,10 @@ __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
 _new = tuple.__new__
-_NO_KEYS = pa.array([], pa.string())  # an empty batch's columns (Arrow arrays are immutable: shared)
-_NO_PAYLOADS = pa.array([], pa.binary())
+# an empty batch's columns (Arrow arrays are immutable: shared); from buffers, as ``pa.array`` would
+# import pandas (half a second of every process's start, for a type check)
+_NO_KEYS = pa.Array.from_buffers(pa.string(), 0, [None, pa.py_buffer(bytes(4)), pa.py_buffer(b"")])
+_NO_PAYLOADS = pa.Array.from_buffers(pa.binary(), 0, [None, pa.py_buffer(bytes(4)), pa.py_buffer(b"")])
 _NO_I32 = np.empty(0, np.int32)  # an empty batch's numpy columns (no element to change: shared)
 _NO_I64 = np.empty(0, np.int64)
 _STRING, _BINARY = pa.string(), pa.binary()
@@ -122,6 +124,7 @@ class EventReader(ReaderMembership):
         self._next_report = INT64_MIN
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
+        self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0

@@ -24,13 +24,16 @@ from ..errors import (
     ReaderNotInGroupError,
     StaleEpochError,
 )
+from ..group_state.group_updates import Position
 from ..group_state.liveness import Heartbeat
 from ..group_state.state_records import Pending
 from ..group_state.synchronizer import StateSynchronizer
+from ..group_state.update_plans import moved_positions
 from .read_results import EventRead, ReadKind
 from .segment_input import SegmentInput
 
 if TYPE_CHECKING:
+    from ..group_state.group_model import GroupModel
     from ..group_state.state import ReaderGroupState
 
 __all__ = ["ReaderMembership"]
@@ -63,6 +66,7 @@ class ReaderMembership:
     _interval: int
     _need_sync: bool
     _state_moved: bool
+    _quiet: tuple[GroupModel, int, list[Position]] | None
     _closed: bool
     _deleted: bool
     _watermarks: bool
@@ -169,10 +173,22 @@ class ReaderMembership:
             if self._beat is not None and now >= self._beat.next_due:
                 self._keep_alive(now)
             name: str | None = None
+            quiet = False
             for _ in range(8):
                 if st.epoch != self._epoch or not self._online():
                     self._restart()
                 acked, finished = self._positions()
+                q = self._quiet
+                if (
+                    q is not None
+                    and not finished
+                    and not self._state_moved
+                    and self._sync_obj.deleted is None
+                ):
+                    m = st.model
+                    if q[0] is m and q[1] == m.layout and q[2] == acked:
+                        quiet = True  # nothing moved since the last sync left nothing to do: skip this one
+                        break
                 fetch, self._state_moved = self._state_moved, False
                 try:
                     name = st.sync_reader(self.reader_id, self._token, self._epoch, acked, finished, fetch)
@@ -184,7 +200,9 @@ class ReaderMembership:
                     self._group_gone()
                 if st.epoch == self._epoch and self._online():
                     break
-            self._follow(st)
+            if not quiet:
+                self._follow(st)
+                self._quiet = self._settled(st, acked, finished, name)
             if name is not None:
                 marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
             gw = st.event_time_watermark if self._event_time else st.group_watermark
@@ -199,6 +217,33 @@ class ReaderMembership:
         if refresh:
             self._ready_tails(0)  # the next selection reads the tails that moved
         return marker
+
+    def _settled(
+        self, st: ReaderGroupState, acked: list[Position], finished: list[Position], reached: str | None
+    ) -> tuple[GroupModel, int, list[Position]] | None:
+        """After a sync: the replica, its ``layout`` and the positions it reported, if a sync with the
+        same positions would plan nothing (the reader holds what the state assigns it; nothing to
+        report, complete, rebalance or reach); else ``None``. O(k).
+
+        Only reports move the replica while its ``layout`` stands still, and those of other readers
+        touch none of this reader's segments: so until ``layout`` moves or the reader delivers more,
+        its next syncs would append nothing and change nothing (``_sync`` skips them).
+        """
+        m = st.model
+        rid = self.reader_id
+        if (
+            finished
+            or reached is not None
+            or m.epoch != self._epoch
+            or not m.is_member(rid, self._token)
+            or m.is_crossed(rid)
+            or m.pending_checkpoint(rid) is not None
+            or moved_positions(m, rid, acked)
+            or m.release_count(rid)
+            or m.acquire_count(rid)
+        ):
+            return None
+        return m, m.layout, acked
 
     def _group_gone(self) -> NoReturn:
         """The group was deleted: deliver nothing more, ever."""
@@ -221,6 +266,7 @@ class ReaderMembership:
                 "(closed or declared offline)"
             )
         self._segs.clear()
+        self._quiet = None
         self._cur = None
         self._limit = INT64_MAX
         self._epoch = self._state.epoch
