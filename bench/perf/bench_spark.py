@@ -9,14 +9,16 @@ still fell on the first measured round: its (a)/(b) and (d)/(b) were the lowest 
 and the warm-up round 4: with 4, one slow micro-batch of either side (the ceiling's own
 ranged from 634 to 1,031 ms in one query on a quiet machine) moved a round's (d)/(b) by
 up to 0.1, and two runs had rounds at 0.73 and 0.76 beside medians of 0.89 and 0.84; the
-fastest and slowest micro-batch of (b) and (d) are printed. A round runs (a), (b), (d),
-(c), the next one (c), (d), (b), (a): the ceiling (b) runs next to each query compared
-with it, and a load from
-elsewhere that rises or falls over a round favours neither side of a ratio every time (the
-machine is shared: with (c) between (b) and (d), rounds had (d)/(b) of 0.68 and 1.19 in one
-run). The figure of each is ``numInputRows / triggerExecution`` summed over its measured micro-batches
-(Spark's ``processedRowsPerSecond``), the median over the rounds; (a)/(b) and (d)/(b)
-are also printed round by round:
+fastest and slowest micro-batch of (b) and (d) are printed. A round runs (a), half of
+(b), (d), the other half of (b), (c); the next one (c), half of (b), (d), the other half,
+(a): (d) sits between the two halves of the ceiling it is compared with, and (a) next to
+one, so a load from elsewhere that rises or falls over a round weighs on both sides of a
+ratio (the machine is shared: with (c) between (b) and (d), rounds had (d)/(b) of 0.68
+and 1.19 in one run; with (b) only before (d), a run on a loaded machine had rounds of
+0.62 and 1.53 around a median of 0.80). The figure of each is ``numInputRows /
+triggerExecution`` summed over its measured micro-batches (Spark's
+``processedRowsPerSecond``; (b)'s over both halves), the median over the rounds; (a)/(b)
+and (d)/(b) are also printed round by round:
 
 - (a) ``ingestwm``: ``format("ingestwm")`` reading a store served on the loopback
   (2 segments, 32-byte payloads, ``maxEventsPerTrigger`` = rows per batch): the
@@ -310,8 +312,14 @@ def run(size: Size = "full") -> list[Row]:
                 retried(queries(rate_batches)[k])
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
         with RemoteClient(served, timeout_s=120) as remote:
-            for i in range(rounds_n):  # (b) next to both (a) and (d), the order reversed every other round
-                ran = {k: retried(queries(batches)[k]) for k in ("abdc" if i % 2 == 0 else "cdba")}
+            half = max(1, batches // 2)
+            for i in range(rounds_n):  # (b) in two halves, just before and just after (d); (a) next to (b)
+                ran: dict[str, list[dict[str, Any]]] = {"b": []}
+                for k in "ab-d-c" if i % 2 == 0 else "cb-d-a":
+                    if k == "-":
+                        ran["b"] += retried(queries(half)["b"])
+                    else:
+                        ran[k] = retried(queries(batches)[k])
                 rounds.append(tuple(ran[k] for k in "abcd"))
                 check_batch_counts(client, "bench/main", ran["a"])  # before the next round's timing
                 check_batch_counts(remote, _SERVED, ran["d"])
