@@ -90,3 +90,48 @@ def test_pytest_benchmark_collects_and_runs_every_module(tmp_path: Path) -> None
             ran[module] = ran.get(module, 0) + 1
     fast = [n for n in MODULES if not _slow(n)]
     assert all(ran.get(n, 0) >= 1 for n in fast), f"benchmark tests run per module: {ran}"
+
+
+def test_spark_bench_round_check_counts_each_timed_batch_and_refuses_wrong_or_repeated_rows(
+    client: Any,
+) -> None:
+    """``check_batch_counts`` (run after every round of bench_spark): rows == events between the offsets.
+
+    Over the store in this process and over ``RemoteClient`` (the served setup's (d)). A batch
+    that delivered a row too many or too few, or one that read a segment again, fails the round.
+    """
+    import json
+
+    from bench.perf.spark_data import check_batch_counts
+    from readergroup.format.events import encode_event
+
+    client.create_stream("b/s", 2)
+    segs = sorted(s.name for s in client.get_stream("b/s").active_segments)
+    frame = encode_event("k", b"p" * 10, 1)
+    appended = [frame * 30, frame * 20]
+    for seg, data in zip(segs, appended, strict=True):
+        client.append(seg, data)
+
+    def offset(a: int, b: int) -> str:
+        return json.dumps(
+            {"streams": {"b/s": {"positions": {segs[0]: a, segs[1]: b}}}, "v": 1, "watermark": 0}
+        )
+
+    f = len(frame)
+    batches = [
+        {"numInputRows": 15, "sources": [{"startOffset": offset(0, 0), "endOffset": offset(10 * f, 5 * f)}]},
+        {
+            "numInputRows": 35,
+            "sources": [{"startOffset": offset(10 * f, 5 * f), "endOffset": offset(30 * f, 20 * f)}],
+        },
+    ]
+    assert check_batch_counts(client, "b/s", batches) == 50
+    short = [dict(batches[0]), {**batches[1], "numInputRows": 34}]
+    with pytest.raises(AssertionError, match="delivered 34 rows; its offsets hold 35 events"):
+        check_batch_counts(client, "b/s", short)
+    again = [
+        batches[0],
+        {**batches[1], "sources": [{"startOffset": offset(0, 5 * f), "endOffset": offset(30 * f, 20 * f)}]},
+    ]
+    with pytest.raises(AssertionError, match=r"read .* from 0 again"):
+        check_batch_counts(client, "b/s", again)

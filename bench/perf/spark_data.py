@@ -9,10 +9,13 @@
 - ``check_delivery``: a stream read through the ``ingestwm`` source with the timed
   options delivers every event once, every column equal to the per-event decoder and
   ``watermark_at`` (over any client: the store in this process or a served one).
+- ``check_batch_counts``: each timed micro-batch delivered exactly the events between its
+  start and end offsets, and no two overlap (checked after every round, before the next).
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -31,6 +34,7 @@ __all__ = [
     "ceiling_batches",
     "check_ceiling",
     "check_delivery",
+    "check_batch_counts",
     "raise_if_failed",
     "retried",
 ]
@@ -264,6 +268,46 @@ def _all_bytes(client: SegmentStoreClient, segment: str) -> bytes:
         parts.append(data)
         pos += len(data)
     return b"".join(parts)
+
+
+def check_batch_counts(client: SegmentStoreClient, stream: str, progress: list[dict[str, Any]]) -> int:
+    """Each micro-batch in ``progress`` (an ``ingestwm`` query of ``stream``) holds exactly its events.
+
+    ``numInputRows`` must equal the events (writer markers left out) between the batch's
+    start and end offsets, segment by segment, counted by decoding those bytes through
+    ``client``; and no batch may start a segment before the previous one in ``progress``
+    ended it. So every event of the timed ranges came once. Returns the events counted.
+    O(bytes of the batches).
+    """
+    from readergroup.format.frame_batch import decode_events
+    from spark_source.fetching import whole_frame_reads
+
+    def positions(offset: Any) -> tuple[dict[str, int], dict[str, int]]:
+        obj = json.loads(offset) if isinstance(offset, str) else offset
+        s = (obj or {}).get("streams", {}).get(stream, {})
+        return dict(s.get("positions", {})), dict(s.get("starts", {}))
+
+    ended: dict[str, int] = {}
+    total = 0
+    for p in progress:
+        src = p["sources"][0]
+        begin, _ = positions(src["startOffset"])
+        end, starts = positions(src["endOffset"])
+        events = 0
+        for seg, stop in sorted(end.items()):
+            start = begin.get(seg, starts.get(seg, 0))
+            if start < ended.get(seg, 0):
+                raise AssertionError(f"{stream}: a timed micro-batch read {seg!r} from {start} again")
+            for chunk in whole_frame_reads(client, stream, seg, start, stop):
+                events += len(decode_events(chunk.data, chunk.base)[0])
+            ended[seg] = stop
+        if p["numInputRows"] != events:
+            raise AssertionError(
+                f"{stream}: a timed micro-batch delivered {p['numInputRows']} rows; its offsets hold "
+                f"{events} events"
+            )
+        total += events
+    return total
 
 
 def raise_if_failed(q: Any) -> None:
