@@ -196,7 +196,8 @@ def run(size: Size = "full") -> list[Row]:
     try:
         client = EmbeddedClient(store)
         preload(client, "bench/bounded", rows)
-        spark = local_session("ingestwm-bench", log_level="fatal")
+        # --tiny is a smoke run: a JVM that warms up with C1 only starts sooner; figures need C2
+        spark = local_session("ingestwm-bench", log_level="fatal", fast_start=size == "tiny")
         got = (
             spark.read.format("ingestwm")
             .option("endpoint", endpoint)

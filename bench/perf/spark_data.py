@@ -204,17 +204,26 @@ def check_delivery(
 ) -> None:
     """The source's streaming path delivers every event of ``stream`` once, every column right.
 
-    The same options as the timed run (``maxEventsPerTrigger``) with an ``availableNow``
-    trigger into the memory sink; the rows are compared with ``decode_frames`` of each
-    segment and ``watermark_at`` per event, read through ``client``: an ``EmbeddedClient``
-    of the store in this process or a ``RemoteClient`` of a served one.
+    The timed run's path (``maxEventsPerTrigger``, here a quarter of the stream's events, so
+    the check crosses three batch boundaries at every size) with an ``availableNow`` trigger
+    into the memory sink; the rows are compared with ``decode_frames`` of each segment and
+    ``watermark_at`` per event, read through ``client``: an ``EmbeddedClient`` of the store in
+    this process or a ``RemoteClient`` of a served one. ``rows_per_batch`` caps a batch.
     """
+    want = []
+    for s in client.get_stream(stream).active_segments:
+        frames = [f for f in decode_frames(_all_bytes(client, s.name), 0)[0] if f.is_event]
+        times = client.watermarks_at(s.name, [f.offset for f in frames])
+        for f, w in zip(frames, times.tolist(), strict=True):
+            et = None if f.event_time is None else f.event_time * 1000
+            want.append((s.name, f.offset, f.routing_key, f.payload, et, (w + 1) * 1000))
+    per_batch = max(1, min(rows_per_batch, -(-len(want) // 4)))
     df = (
         spark.readStream.format("ingestwm")
         .option("endpoint", endpoint)
         .option("stream", stream)
         .option("startingPosition", "earliest")
-        .option("maxEventsPerTrigger", str(max(1, rows_per_batch // 20)))
+        .option("maxEventsPerTrigger", str(per_batch))
         .load()
         .where("kind = 'event'")
         .selectExpr(
@@ -243,13 +252,6 @@ def check_delivery(
             for r in spark.table("ingestwm_bench_check").collect()
         )
         spark.catalog.dropTempView("ingestwm_bench_check")
-    want = []
-    for s in client.get_stream(stream).active_segments:
-        frames = [f for f in decode_frames(_all_bytes(client, s.name), 0)[0] if f.is_event]
-        times = client.watermarks_at(s.name, [f.offset for f in frames])
-        for f, w in zip(frames, times.tolist(), strict=True):
-            et = None if f.event_time is None else f.event_time * 1000
-            want.append((s.name, f.offset, f.routing_key, f.payload, et, (w + 1) * 1000))
     if got != sorted(want):
         raise AssertionError(
             f"the source delivered {len(got)} rows of {stream!r}, not its {len(want)} events as written"
