@@ -118,6 +118,15 @@ def test_spark_agrees_with_the_model_on_every_batch_of_a_shipped_scenario(name: 
     assert v.late_model == v.late_engine and v.windows_model == v.windows_engine
 
 
+def _once(name: str, key: str, at_ms: int, skew_ms: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "keys": [key],
+        "workload": {"kind": "schedule", "events": [{"at_ms": at_ms, "key": key}]},
+        "event_time_skew_ms": skew_ms,
+    }
+
+
 SPARSE = {  # two segments, B stops early (idle): a small case for the lab model's unit tests
     "name": "flink-sparse",
     "duration_ms": 12000,
@@ -141,6 +150,11 @@ SPARSE = {  # two segments, B stops early (idle): a small case for the lab model
             },
             "event_time_skew_ms": -1500,
         },
+        # a turn at tick 8 (4000 ms): B's segment leads (C), then both move in the same tick (D, E);
+        # A's emit (slot 0) lifts the combined watermark to B's 3999 first, which fires [2000, 4000)
+        _once("C", "k0", 3000, 1500),
+        _once("D", "k1", 4000, 1000),
+        _once("E", "k0", 4000, 1500),
     ],
     "readers": [{"name": "reader"}],
     "strategies": {"flink_bound_ms": 500, "flink_idle_timeout_ms": 2000, "flink_interval_ms": 500},
@@ -186,7 +200,17 @@ def test_the_flink_model_is_the_union_of_per_segment_sources_flink_runs() -> Non
     s = sparse.spans[min(sparse.spans)][0]
     # B's last event is in release 10 (t=5000): idle at the emit 10 + 2000 / 500 + 2 = 16, where
     # A alone holds the minimum (the lab's ticks are 500 ms)
-    assert [((c - s) // 500, wm - s) for c, wm in sparse.emitted if c - s > 5000] == [(16, 6999), (17, 7999)]
+    assert [((c - s) // 500, wm - s) for c, wm in sparse.emitted if c - s > 5000] == [
+        (11, 4999),
+        (16, 6999),
+        (17, 7999),
+    ]
+    # tick 8, one channel at a time as Flink's valve takes them: A's emit (slot 0) first, the
+    # combined watermark passes 3999 (B's) on its way to 4499, and [2000, 4000) fires there
+    assert sparse.slots == {n: i for i, n in enumerate(sorted(sparse.slots))}
+    assert [wm - s for c, wm in sparse.emitted if c - s == 8 * 500] == [3999, 4499]
+    fired = {(f[1] - s, wm - s) for f, wm in zip(sparse.pipeline.firings, sparse.fired_at, strict=True)}
+    assert (2000, 3999) in fired
 
 
 def _unavailable(why: str) -> NoReturn:
@@ -228,4 +252,4 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
         assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
         assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine)
-    assert [(v.late_engine, v.windows_engine) for v in verdicts] == [(0, 5), (24, 4)]
+    assert [(v.late_engine, v.windows_engine) for v in verdicts] == [(2, 5), (24, 4)]

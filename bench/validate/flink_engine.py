@@ -87,7 +87,8 @@ class FlinkReplay:
     fired (at ``+inf``) included;
     ``max_slip_ms``: the latest a step woke or a bundle reached the operator after the
     union, after its wall time; ``window_late``: events Flink's window operator itself found late (the
-    late filter before it should leave none).
+    late filter before it should leave none); ``moves``: every value the combined watermark
+    took at the late filter (the warm-up's and the end of input's included).
     """
 
     arrivals: dict[tuple[int, int], tuple[int, bool]]
@@ -97,6 +98,14 @@ class FlinkReplay:
     timing: FlinkTiming
     window_late: int = 0
     slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind, "arrival", ...: the latest it was)
+    slots: int = 1  # the sources' emits of one tick are staggered over this many places
+    moves: tuple[int, ...] = ()  # every value the combined watermark took at the late filter, in order
+
+    @property
+    def emit_slip_ms(self) -> float:
+        """How late a wait (right before a periodic emit) or an end (``+inf``) may wake: half the gap
+        between two slots' emits, ``P / (4 * slots)``; later, two emits may swap at the union."""
+        return self.timing.pace_ms / (4 * self.slots)
 
     @property
     def late(self) -> int:
@@ -104,13 +113,17 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        """Every step woke within a quarter pace; every bundle was taken by the combining operator
-        within half a pace (before the emits that follow it, sent half a pace after it)."""
+        """Every bundle and mark woke within a quarter pace, every wait and end within
+        ``emit_slip_ms`` (the sources' emits reach the union in slot order); every bundle was
+        taken by the combining operator within half a pace (before the first emit after it)
+        and, in a release where a source ends, within a quarter (before that ``+inf``)."""
         slips = dict(self.slips_ms)
-        steps = max((v for k, v in slips.items() if k in ("wait", "bundle", "mark", "end")), default=0.0)
+        records = max((v for k, v in slips.items() if k in ("bundle", "mark")), default=0.0)
+        emits = max((v for k, v in slips.items() if k in ("wait", "end")), default=0.0)
         pace = self.timing.pace_ms
         return (
-            steps * 4 <= pace
+            records * 4 <= pace
+            and emits <= self.emit_slip_ms
             and slips.get("arrival", 0.0) * 2 <= pace
             and slips.get("end arrival", 0.0) * 4 <= pace
         )
@@ -147,6 +160,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
     for clock, segment, et in st.redelivered:
         bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([-1, -1, et, 1])
     splits: list[dict[str, Any]] = []
+    slots = max(st.slots.values(), default=0) + 1
     for name in sorted(bundles):
         if name not in st.spans:
             raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
@@ -164,7 +178,10 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         # first one takes long: the wait after it slipped), far enough back to leave
         # inactivity and idleness as they were
         timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
-        timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in range(k0, last + 1)]
+        # its waits end at its slot's place in the second half of the tick: the sources' emits
+        # then reach the union one at a time, in the model's order (slot by slot)
+        at = 0.5 + (st.slots[name] + 0.5) / (2 * slots)
+        timeline += [(k + at, [WAIT, k + at, []]) for k in range(k0, last + 1)]
         timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
         timeline.append((last + 1.25, [END, last + 1.25, []]))
         steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
@@ -178,6 +195,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         "lead_s": timing.start_margin_s - k0 * timing.pace_ms / 1000,
         "end_ms": (end_tick + 0.25) * timing.pace_ms,
         "end_releases": sorted({int(s["last"]) + 1 for s in splits}),
+        "slots": slots,
         "splits": splits,
     }
 
@@ -254,6 +272,7 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
     first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
     arrival = 0.0
     window_late = 0
+    moves: list[int] = []
     pace = timing.pace_ms
     for rec in doc["records"]:
         if rec[1] != j:
@@ -267,13 +286,23 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
             fired.append((int(rec[2]), int(rec[3]), int(rec[4])))
         elif rec[0] == "wlate":
             window_late += int(rec[4])
+        elif rec[0] == "move":
+            moves.append(int(rec[2]))
     slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
     if first_over:
         slips["first slip at tick"] = float(first_over[0][0])
     slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter"))
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
     return FlinkReplay(
-        arrivals, sorted(fired), round(slip, 1), str(doc["version"]), timing, window_late, kinds
+        arrivals,
+        sorted(fired),
+        round(slip, 1),
+        str(doc["version"]),
+        timing,
+        window_late,
+        kinds,
+        int(spec.get("slots", 1)),
+        tuple(sorted(moves)),
     )
 
 

@@ -8,7 +8,8 @@ document: every bundle's arrival at the late filter (the watermark it met there,
 late flag of each of its events, when it arrived), every window fired (with the
 watermark that fired it and when), how late each pacer woke and each bundle reached
 the operator after the union (a key selector; separately for the releases in which a
-source ends), and Flink's version.
+source ends), every move of the combined watermark at the late filter (an event-time
+timer one above it, re-armed at each move), and Flink's version.
 
 The job, per split: ``from_source(NumberSequenceSource)`` → ``Pace``, a Python flat-map
 in a task of its own (its mailbox thread takes one record at a time) that turns step
@@ -42,6 +43,7 @@ __all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME"]
 
 WAIT, BUNDLE, MARK, END, EVENT, PRIME = 0, 1, 2, 3, 4, 5
 _PAST = -(2**62)
+_MAX = 2**63 - 1
 
 
 def _t0(path: str, lead_s: float, ready: tuple[int, int] | None = None) -> float:
@@ -176,11 +178,23 @@ def main(spec_path: str, out_path: str) -> None:
 
         def open(self, runtime_context: Any) -> None:
             self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+            self.armed = False
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Any:
+            """Every move of the combined watermark (a timer one above it, re-armed at each move)."""
+            wm = ctx.timer_service().current_watermark()
+            if wm < _MAX:
+                ctx.timer_service().register_event_time_timer(wm + 1)
+            at = round((time.time() - self.t0) * 1000, 3)
+            yield self.tag, json.dumps(["move", self.j, wm, at])
 
         def process_element(self, value: Any, ctx: Any) -> Any:
+            wm = ctx.timer_service().current_watermark()
+            if not self.armed:  # the first record (a prime): from here on, every move is logged
+                self.armed = True
+                ctx.timer_service().register_event_time_timer(wm + 1)
             if value[0] != BUNDLE:
                 return
-            wm = ctx.timer_service().current_watermark()
             at = round((time.time() - self.t0) * 1000, 3)
             judged, on_time = [], []
             for writer, seq, et, dup in json.loads(value[4]):

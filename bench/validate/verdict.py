@@ -120,8 +120,10 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         d = _diff(wm, got[0])
         wm_equal += d == 0
         max_diff = max(max_diff, d)
-    at_clock = dict(st.emitted)  # the combined watermark after each tick that moved it
-    model_fired = sorted({(s, c, at_clock.get(t, 0)) for t, s, _, c in st.pipeline.firings})
+    # each window with the combined watermark that fired it (an intermediate one of its tick:
+    # Flink's valve takes the sources' emits one channel at a time)
+    fired = zip(st.pipeline.firings, st.fired_at, strict=True)
+    model_fired = sorted({(s, c, wm) for (_, s, _, c), wm in fired})
     # the end of input fires every window left at +inf in Flink; the lab's run just stops
     starts = {f[0] for f in model_fired}
     engine_fired = [f for f in replay.fired if f[2] < _MAX_WM or f[0] in starts]
@@ -144,10 +146,26 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     other = len(st.arrivals) - missing - wm_equal - one_none
     if other:
         notes.append(f"{other} events met another watermark in Flink")
+    # every move of the combined watermark, the intermediate ones within a tick included: the
+    # model's must be Flink's (after Flink's warm-up at "none yet"; the end of input adds more)
+    model_moves = [wm for _, wm in st.emitted]
+    engine_moves = [wm for wm in replay.moves if wm > _NO_WATERMARK]
+    if engine_moves[: len(model_moves)] != model_moves:
+        i = next(
+            (i for i, (a, b) in enumerate(zip(model_moves, engine_moves, strict=False)) if a != b),
+            min(len(model_moves), len(engine_moves)),
+        )
+        model_at = model_moves[i] if i < len(model_moves) else None
+        engine_at = engine_moves[i] if i < len(engine_moves) else None
+        notes.append(
+            f"the combined watermark moved {len(model_moves)} times in the model, and Flink's moves "
+            f"differ from move {i} (model {model_at}, Flink {engine_at})"
+        )
     if not replay.in_regime:
         notes.append(
-            f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms: "
-            f"allowed a quarter for steps and for arrivals where a source ends, a half for other arrivals)"
+            f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms, "
+            f"{replay.slots} emit slots: allowed {replay.emit_slip_ms:g} ms for waits and ends, a quarter "
+            f"pace for bundles, marks and arrivals where a source ends, a half for other arrivals)"
         )
     exact = not notes and wm_equal == len(st.arrivals)
     return Verdict(
