@@ -11,9 +11,13 @@ mailbox thread between two records. The regime in which the two agree exactly
 
 - each split's source is a sequence of steps (``flink_job``): *bundle* ``k`` at ``T_k``
   (the release's events in one record: Flink's emit cannot see half of it), *wait*
-  ``k`` until ``T_k + P / 2`` (Flink's emit ``k`` happens right after it), so every
-  emit sees whole releases, and all splits' emits ``k-1`` reach the late filter half
-  a pace before any event of release ``k`` and emits ``k`` half a pace after;
+  ``k`` until ``T_k + P / 2 + (s + 1/2) d`` (Flink's emit ``k`` happens right after
+  it), where ``s`` is the split's *slot* (``FlinkStrategy.slots``: no two unfinished
+  splits share one) and ``d = P / (2 m)`` for ``m`` slots, so every emit sees whole
+  releases, all splits' emits ``k-1`` reach the late filter before any event of
+  release ``k``, and the emits of one tick leave one at a time, slot by slot, ``d``
+  apart: Flink's union (its input gate queues channels in the order their data
+  arrived) then takes them in the model's order, one channel at a time;
 - Flink's emit interval is ``3 P / 4``: longer than a bundle step, so no emit follows a
   bundle, and shorter than the gap between two waits, so one follows every wait;
 - idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
@@ -33,8 +37,9 @@ mailbox thread between two records. The regime in which the two agree exactly
   last step (chained, it followed an unpaced round trip to the job's coordinator).
 
 Every step records how late it woke, and every bundle when it reached the operator
-after the union (where the sources' watermarks are combined); more than a quarter pace
-means the run left the regime, and the comparison says so.
+after the union (where the sources' watermarks are combined); a wait or an end more
+than ``d / 2`` late (two slots' emits could swap), a bundle or a mark more than a quarter
+pace, means the run left the regime (``FlinkReplay.in_regime``), and the comparison says so.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
-from .flink_job import BUNDLE, END, MARK, PRIME, WAIT
+from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
@@ -114,11 +119,12 @@ class FlinkReplay:
     @property
     def in_regime(self) -> bool:
         """Every bundle and mark woke within a quarter pace, every wait and end within
-        ``emit_slip_ms`` (the sources' emits reach the union in slot order); every bundle was
+        ``emit_slip_ms`` (the sources' emits reach the union in slot order; a quarter pace for
+        the waits before a split's mark: idle, it emits nothing then); every bundle was
         taken by the combining operator within half a pace (before the first emit after it)
         and, in a release where a source ends, within a quarter (before that ``+inf``)."""
         slips = dict(self.slips_ms)
-        records = max((v for k, v in slips.items() if k in ("bundle", "mark")), default=0.0)
+        records = max((v for k, v in slips.items() if k in ("bundle", "mark", "idle wait")), default=0.0)
         emits = max((v for k, v in slips.items() if k in ("wait", "end")), default=0.0)
         pace = self.timing.pace_ms
         return (
@@ -267,7 +273,13 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
     """Scenario ``j`` of the job's output as a ``FlinkReplay`` (a bundle's slip: arrival - its tick)."""
     arrivals: dict[tuple[int, int], tuple[int, bool]] = {}
     fired: list[tuple[int, int, int]] = []
-    names = {str(WAIT): "wait", str(BUNDLE): "bundle", str(MARK): "mark", str(END): "end"}
+    names = {
+        str(WAIT): "wait",
+        str(BUNDLE): "bundle",
+        str(MARK): "mark",
+        str(END): "end",
+        str(IDLE_WAIT): "idle wait",
+    }
     slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
     first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
     arrival = 0.0
