@@ -226,11 +226,13 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     """One Flink job (one mini-cluster) replays flink-sparse and flink-scaling; both exact.
 
     Exact: every event met the model's watermark at Flink's late filter and was late in
-    both or neither, every window fired with the same count at the same watermark, and
-    no step of the replay slipped more than a quarter pace (docs/engines.md). Between
-    them: idleness, a segment that finishes (+inf) and one that joins unaligned (the +inf
-    must reach the union after its tick's events and before the successor's first
-    watermark). A run a loaded machine pushed out of the regime is repeated once at four
+    both or neither, every window fired with the same count at the same watermark, the
+    combined watermark took the model's values in the model's order, and the replay stayed
+    in the regime (docs/engines.md). Between them: idleness, a segment that finishes (+inf)
+    and one that joins unaligned (the +inf must reach the union after its tick's events
+    and before the successor's first watermark), and a tick in which both segments' emits
+    move the combined watermark (the union must take them in slot order: a window fires at
+    the intermediate value). A run a loaded machine pushed out of the regime is repeated once at four
     times the pace; out of it again, the test fails in CI and is skipped with the slips
     elsewhere.
     (The shipped scenarios, hundreds of ticks each: ``ingestwm validate --engine flink``.)
