@@ -64,6 +64,17 @@ def check_wait_requests(requests: object) -> list[WaitRequest]:
         )
     out: list[WaitRequest] = []
     for i, r in enumerate(requests):
+        if type(r) is tuple and len(r) == 3:  # the common case, checked as below: kept as it is
+            name, offset, wm = r
+            if (
+                type(name) is str
+                and type(offset) is int
+                and offset >= 0
+                and type(wm) is int
+                and INT64_MIN <= wm <= INT64_MAX
+            ):
+                out.append(r)
+                continue
         ok = isinstance(r, (tuple, list)) and len(r) == 3
         if ok:
             name, offset, wm = r

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.lab import (
+    LabResult,
     LabScenarioError,
     format_table,
     lab_scenario_from_dict,
@@ -19,7 +20,11 @@ from bench.lab import (
     run_compare,
     write_outputs,
 )
+from bench.lab.compared_strategies import SparkStrategy
+from bench.sim.engine import run_scenario
 from bench.sim.failure_schedule import failure_stream, timeline
+from bench.sim.result import SimResult
+from bench.sim.scenario import scenario_from_dict
 from bench.sim.seeds import Seeds
 
 S = 1_000_000
@@ -292,3 +297,72 @@ def test_the_readme_shows_what_compare_prints() -> None:
     assert result.exit_code == 0, result.output
     table = [line for line in result.output.splitlines() if line.strip()]
     assert table and all(line in readme for line in table), "README's `ingestwm compare iot-sensors` is stale"
+
+
+def _lab_and_sim(d: dict[str, object]) -> tuple[LabResult, SimResult]:
+    """The lab's and the simulator's runs of one scenario."""
+    return run_compare(lab_scenario_from_dict(d)), run_scenario(scenario_from_dict(d))
+
+
+def test_a_store_outage_holds_every_strategys_writes_and_reads_and_loses_nothing() -> None:
+    """``faults`` in the lab: the store is down from 1 s to 2.5 s (as in the simulator): nothing is
+    written or read meanwhile in any strategy; afterwards the held events arrive, each once."""
+    d = _false_assertions([{"name": "reader"}])
+    d["faults"] = {"store_restart_at_ms": [1000], "store_downtime_ms": 1500}
+    result = run_compare(lab_scenario_from_dict(d))
+    assert result.outages == ((1000, 2500),)
+    for row in result.rows:
+        assert row["delivered"] - row["duplicates"] == row["events"] == result.events_written > 200, row
+    spark = result.strategies["spark"]
+    assert isinstance(spark, SparkStrategy)
+    # a batch holds what was read since the trigger before (every 1 s): none from 1 s to 2.5 s,
+    # then the 1.5 s held back with what came after
+    rows = {b.t_ms: len(b.rows) for b in spark.batches}
+    assert rows[2000] == 0 and rows[3000] > 2 * rows[1000] > 80, rows
+    for name, series in result.series.items():  # nothing read: buffers and watermarks stand still
+        during = [(wm, held) for t, wm, held, _ in series if (2000 if name == "spark" else 1100) <= t < 2500]
+        assert len(set(during)) == 1, (name, during)
+
+
+def test_random_store_outages_are_the_simulators_for_the_same_seed() -> None:
+    d = _false_assertions([{"name": "reader"}])
+    d["faults"] = {"store_mtbf_ms": 1200, "store_downtime_ms": 300}
+    lab, sim = _lab_and_sim(d)
+    assert (
+        lab.outages and [{"start_ms": a, "end_ms": b} for a, b in lab.outages] == sim.summary["store_outages"]
+    )
+    other = run_compare(lab_scenario_from_dict({**d, "seed": 14}))
+    assert other.outages and other.outages != lab.outages
+
+
+def test_auto_scaling_scales_the_lab_as_the_simulator_when_load_says_so() -> None:
+    """``scaling.mode: auto`` in the lab: the rates the writers make split hot segments at the
+    simulator's times, and every strategy still delivers every event once across the scalings."""
+    d = _false_assertions([{"name": "reader"}])
+    d["scaling"] = {"mode": "auto", "every_ms": 1000, "target_rate_per_s": 20, "min_segments": 2}
+    lab, sim = _lab_and_sim(d)
+    sim_times = [ev["t_ms"] for ev in sim.recorder.scale_events]
+    assert sim_times and sorted(set(lab.scale_events_ms)) == sorted(set(sim_times))
+    for row in lab.rows:
+        assert row["delivered"] - row["duplicates"] == row["events"] == lab.events_written, row
+    with pytest.raises(LabScenarioError, match=r"scaling\.at_ms: must be a multiple of strategies\.tick_ms"):
+        lab_scenario_from_dict({**d, "scaling": {"mode": "split", "at_ms": [1050]}})
+
+
+def test_processing_time_slows_every_strategys_reader_alike() -> None:
+    """``processing`` in the lab: at 20 ms an event a reader takes five events a tick while six
+    arrive, so every strategy falls behind alike, and catches up once writes stop."""
+    fast = _false_assertions([{"name": "reader"}])
+    for w in fast["writers"]:  # type: ignore[attr-defined]
+        w["stop_ms"] = 2000
+    slow = {**fast, "readers": [{"name": "reader", "processing": {"kind": "fixed", "ms": 20}}]}
+    a, b = run_compare(lab_scenario_from_dict(fast)), run_compare(lab_scenario_from_dict(slow))
+    assert a.events_written == b.events_written > 100
+    for name in a.series:
+        rb = b.row(name)
+        assert rb["delivered"] - rb["duplicates"] == rb["events"] == b.events_written, rb
+    spark_a, spark_b = a.strategies["spark"], b.strategies["spark"]
+    assert isinstance(spark_a, SparkStrategy) and isinstance(spark_b, SparkStrategy)
+    rows_by = [{b.t_ms: len(b.rows) for b in s.batches} for s in (spark_a, spark_b)]
+    assert max(rows_by[1].values()) <= 5 * 10  # a Spark trigger spans 10 ticks: at most 5 a tick
+    assert max(b.t_ms for b in spark_b.batches if b.rows) > max(b.t_ms for b in spark_a.batches if b.rows)

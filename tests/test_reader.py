@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -10,7 +11,9 @@ import pytest
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import InvalidReadError, ReaderNotInGroupError
+from readergroup.format import events
 from readergroup.format.events import KIND_IDLE, KIND_WATERMARK, NO_EVENT_TIME, encode_event
+from readergroup.reading import reader as reader_module
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventRead, EventReader, ReadKind
 from readergroup.writing.writer import EventWriter
@@ -154,6 +157,51 @@ def test_the_batch_api_returns_the_same_events_as_columns(
     for seg in {r[0] for r in rows}:  # segment order is kept within each segment
         offs = [r[1] for r in rows if r[0] == seg]
         assert offs == sorted(offs)
+
+
+def test_batches_from_several_segments_are_the_same_through_the_merge_kernel(
+    clock: ManualClock, client: SegmentStoreClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``read_batch`` merges blocks of several segments in one kernel call once the kernels are
+    loaded: the same batches (slices, order, columns, watermarks) as its Python path."""
+    client.create_stream(STREAM, 3)
+    segs = [s.name for s in client.get_stream(STREAM).active_segments]
+    for i in range(240):  # ingestion times interleave across the segments, some shared
+        clock.advance(i % 3)
+        et = None if i % 5 == 0 else 1_000 + i
+        client.append(segs[(i * 7) % 3], encode_event(f"k\u00e9{i % 11}", f"p{i}".encode() * (i % 4), et))
+    cfg = ReaderGroupConfig((STREAM,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=0)
+    events._kernels()  # loaded: the merge kernel is used
+    assert reader_module._merge_kernel() is not None
+
+    def batches(group: str, kernel: bool) -> list[tuple[Any, ...]]:
+        if not kernel:
+            monkeypatch.setattr(reader_module, "_merge_kernel", lambda: None)
+        r = ReaderGroup(group, cfg, client, clock).create_reader("r")
+        out = []
+        for _ in range(100):
+            b = r.read_batch(max_events=37)
+            if not len(b) and b.watermark is None:
+                break
+            out.append(
+                (
+                    b.watermark,
+                    b.segments,
+                    b.segment_index.dtype,
+                    b.segment_index.tolist(),
+                    *(c.tolist() for c in (b.offset, b.length, b.event_time, b.ingestion_time)),
+                    b.routing_key.type,
+                    b.routing_key.to_pylist(),
+                    b.payload.type,
+                    b.payload.to_pylist(),
+                )
+            )
+        monkeypatch.undo()
+        return out
+
+    merged = batches("merged", kernel=True)
+    assert sum(len(b[3]) for b in merged) == 240 and max(len(b[1]) for b in merged) == 3
+    assert merged == batches("python", kernel=False)
 
 
 def test_frames_split_across_reads_and_frames_larger_than_the_read_buffer(

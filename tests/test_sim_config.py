@@ -151,3 +151,50 @@ def test_frame_builder_writes_the_events_wire_format(keys: list[str]) -> None:
     w, s = payload_ids(cols["payload"].slice(2, 5))
     assert w.tolist() == [7] * 5
     assert s.tolist() == [12, 13, 10, 11, 12]
+
+
+def test_the_simulators_kernels_give_the_same_outputs_as_its_numpy_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writers frame batches by segment, the recorder counts them and readers merge blocks in numba
+    kernels once loaded: the same bytes written as without them (stochastic, several segments)."""
+    from bench.sim import recorder, run_scenario, workloads, write_result
+    from readergroup.format import events
+    from readergroup.reading import reader
+
+    spec = {
+        **BASE,
+        "duration_ms": 1_000,
+        "stream": {"name": "k/s", "segments": 6},
+        "writers": [
+            {
+                "name": "w",
+                "count": 2,
+                "key_count": 40,
+                "tick_ms": 100,
+                "workload": {"kind": "poisson", "rate_per_s": 4_000},
+                "disorder": {"kind": "lognormal", "ms": 20},
+                "write_latency": {"kind": "exponential", "ms": 50},
+            }
+        ],
+        "readers": [{"name": "r", "count": 2, "poll_ms": 250}],
+        "group": {"max_event_time_lag_ms": 5},  # events late by event time are counted
+        "metrics": {"sample_ms": 500, "plots": False},
+    }
+    events._kernels()
+    outs = []
+    for kernels in (True, False):
+        if kernels:  # every batch through the kernels
+            monkeypatch.setattr(workloads, "_KERNEL_MIN_EVENTS", 1)
+            monkeypatch.setattr(workloads, "_KERNEL_LOADED_MIN_EVENTS", 1)
+            assert workloads.sim_kernels(1) is not None and reader._merge_kernel() is not None
+        else:
+            for module in (workloads, recorder):
+                monkeypatch.setattr(module, "sim_kernels", lambda n: None)
+            monkeypatch.setattr(reader, "_merge_kernel", lambda: None)
+        out = tmp_path / str(kernels)
+        write_result(run_scenario(scenario_from_dict(spec)), out)
+        outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name != "manifest.json"})
+        monkeypatch.undo()
+    assert outs[0] == outs[1] and {"summary.json", "series.csv"} <= set(outs[0])
+    assert b'"late_event_time": 0,' not in outs[0]["summary.json"]

@@ -74,7 +74,8 @@ def read_rows(client: Any, stream: str, seg: str, begin: int, end: int, **kw: An
     assert all(b.schema.equals(ARROW_SCHEMA) and b.num_rows > 0 for b in batches)
     table = pa.Table.from_batches(batches, ARROW_SCHEMA)
     ints = [pa.field(f.name, pa.int64()) if pa.types.is_timestamp(f.type) else f for f in ARROW_SCHEMA]
-    return table.cast(pa.schema(ints)).to_pylist()
+    rows: list[dict[str, Any]] = table.cast(pa.schema(ints)).to_pylist()
+    return rows
 
 
 def fill(
@@ -142,6 +143,52 @@ def test_read_range_asks_again_for_runs_answered_in_parts(
         got = read_rows(c, "s/a", "s/a/0", 0, length, ahead=ahead, chunk_bytes=1 << 16)
         assert len({r["ingestion_time"] for r in got}) == 40
         assert got == expected_rows(c, "s/a", "s/a/0", 0, length)
+
+
+def test_a_range_asks_for_ingestion_runs_once_per_few_reads() -> None:
+    """Runs are asked for ``RUNS_AHEAD_READS`` reads ahead and cut per read: the same times, fewer calls."""
+    from spark_source.fetching import RUNS_AHEAD_READS, _RunsWindow
+
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        for i in range(60):  # short frames, each append at its own millisecond
+            clock.advance(1)
+            c.append("s/a/0", b"".join(encode_event(f"k{j}", bytes(j % 40), i) for j in range(20)))
+        c.create_segment("s/a/1")
+        fill(clock, c, "s/a/1", np.random.default_rng(5), 8)  # frames longer than the reads too
+        calls = {"read": 0, "ingestion_runs": 0}
+
+        def counting(name: str) -> Any:
+            real = getattr(c, name)
+
+            def counted(*args: Any) -> Any:
+                calls[name] += 1
+                return real(*args)
+
+            return counted
+
+        for name in calls:
+            setattr(c, name, counting(name))
+        length = c.get_info("s/a/0").length
+        got = read_rows(c, "s/a", "s/a/0", 0, length, ahead=0, chunk_bytes=1 << 10)
+        assert got == expected_rows(c, "s/a", "s/a/0", 0, length)
+        assert calls["read"] >= 8 * RUNS_AHEAD_READS
+        assert calls["ingestion_runs"] <= calls["read"] // RUNS_AHEAD_READS + 2, calls
+        length = c.get_info("s/a/1").length
+        window = _RunsWindow(c, "s/a/1", length, 1 << 16)
+        ends = [f.end_offset for f in decode_frames(c.read("s/a/1", 0, length).data)[0]]
+        for a, b in zip([0, *ends[:-1]][::7], ends[6::7], strict=False):
+            runs = window.runs(a, b)
+            window._check()
+            assert runs[0, 0] >= a and runs[0, -1] >= b - 1 and (runs.shape[1] == 1 or runs[0, -2] < b - 1)
+            offsets = np.arange(a, b, dtype=np.int64)
+            want = ingestion_times(c, "s/a/1", offsets).tolist()
+            assert (
+                want
+                == np.repeat(runs[1], np.diff(np.searchsorted(offsets, runs[0], "right"), prepend=0)).tolist()
+            )
 
 
 def test_read_range_over_the_wire() -> None:

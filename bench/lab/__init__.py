@@ -8,6 +8,7 @@ workload's randomness comes from the scenario's seed).
 
 - ``lab_scenario``: the lab's view of the one scenario language (``bench.sim.scenario``):
   which scenarios it can run, the strategies' resolved knobs.
+- ``lab_autoscale``: ``scaling.mode: auto`` in the lab (the writers' rates, the simulator's plan).
 - ``lab_run``: what ``ingestwm compare`` does (overrides, seed, replications, manifest).
 - ``compared_strategies``: the four strategies and the shared pipeline.
 - ``compare``: ``run_compare`` and the per-strategy summary row.

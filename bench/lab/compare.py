@@ -3,21 +3,29 @@
 The workload is the simulator's (``bench.sim.arrivals.EventSource``: the same scenario
 and seed give the same events, event times and hand-over times). Every lab tick
 (``strategies.tick_ms``) in this order: the clock moves to the tick's time; the stream
-scales if due (the simulator's fixed scale events); each writer writes the events that
-reached the store by then (in the order they arrived), then (if due) asserts its
-watermark, commits its transaction, or marks itself idle; the store's watermark
-advancer runs every ``polling_period_ms``; readers join, crash, go offline and
-restart, leave, stall and resume as their failure schedule says (``bench.sim.failure_schedule``, played on
-time: with ``mtbf_ms``, the simulator's random crash times for the same seed); every
-live reader of every strategy's reader group reads until nothing is left (or its
-rate budget is spent); each strategy's periodic hook runs; every ``metrics.sample_ms``
-a sample is taken. The same scenario and seed give the same numbers: all randomness
-comes from per-component generators spawned from the seed.
+scales if due (the simulator's fixed scale events, or with ``scaling.mode: auto`` its
+load-driven plan over the rates the writers made, ``bench.sim.actors.auto_plan``); unless
+the store is down (``faults``: the simulator's outages for the same seed), each writer
+writes the events that reached the store by then (in the order they arrived), then (if
+due) asserts its watermark, commits its transaction, or marks itself idle, and the
+store's watermark advancer runs every ``polling_period_ms``; readers join, crash, go
+offline and restart, leave, stall and resume as their failure schedule says
+(``bench.sim.failure_schedule``, played on time: with ``mtbf_ms``, the simulator's random
+crash times for the same seed); unless the store is down, every live reader of every
+strategy's reader group that is not busy reads until nothing is left, its rate budget is
+spent, or the ``processing`` time of what it read fills the tick (it is then busy until
+that time has passed, as the simulator's reader is); each strategy's periodic hook runs
+(also while the store is down: engines keep their clocks); every ``metrics.sample_ms`` a
+sample is taken. The same scenario and seed give the same numbers: all randomness comes
+from per-component generators spawned from the seed. Times between ticks take effect at
+the next tick (an outage from 1,050 ms is seen from tick 1,100); scale times must be
+multiples of the tick (``lab_ready``).
 
 Each strategy has its own reader group (same readers, same schedule: one timeline per
-reader instance for all of them), so a slow or crashed reader hurts every strategy
-alike; events are identified by (writer index, sequence number) in their payload, and
-redelivered ones are counted as duplicates.
+reader instance for all of them; a reader's ``n``-th event takes the same processing
+time in every strategy), so a slow or crashed reader hurts every strategy alike; events
+are identified by (writer index, sequence number) in their payload, and redelivered ones
+are counted as duplicates.
 """
 
 from __future__ import annotations
@@ -28,8 +36,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from readergroup import EventWriter, TransactionalEventWriter, WriterConfig
 from readergroup.config import ReaderGroupConfig
+from readergroup.format.routing import key_hash
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventReader, ReadKind
 from readergroup.writing.transaction import Transaction
@@ -37,11 +48,12 @@ from segmentstore import Clock, ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
-from ..sim.actors import instance_names, scale_plan, scale_times
+from ..sim.actors import instance_names, scale_plan, scale_times, store_outages
 from ..sim.arrivals import EventSource
 from ..sim.failure_schedule import Transition, failure_stream, timeline
 from ..sim.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
 from ..sim.seeds import Seeds
+from ..sim.writer_spec import DelaySpec
 from .compared_strategies import (
     FlinkStrategy,
     IngestionStrategy,
@@ -50,6 +62,7 @@ from .compared_strategies import (
     SparkStrategy,
     Strategy,
 )
+from .lab_autoscale import AutoScaler, LoadMeter
 from .lab_scenario import LabStrategies, lab_ready, lab_strategies
 from .plugins import PluginStrategy
 
@@ -64,7 +77,9 @@ class LabResult:
 
     ``series[name]`` holds ``(t_ms, watermark | None, buffered events, buffered bytes)``;
     ``strategies[name]`` is the strategy itself, with what it recorded (the Spark model's
-    micro-batches, the Flink model's per-split inputs and emissions: ``ingestwm validate``).
+    micro-batches, the Flink model's per-split inputs and emissions: ``ingestwm validate``);
+    ``scale_events_ms`` the times the stream scaled (fixed or by load), ``outages`` the
+    store's outages ``[start, end)`` (ms since the start).
     """
 
     scenario: Scenario
@@ -72,6 +87,8 @@ class LabResult:
     series: dict[str, list[tuple[int, int | None, int, int]]]
     events_written: int
     strategies: dict[str, Strategy] = dataclasses.field(default_factory=dict)
+    scale_events_ms: tuple[int, ...] = ()
+    outages: tuple[tuple[int, int], ...] = ()
 
     def row(self, strategy: str) -> dict[str, Any]:
         for r in self.rows:
@@ -92,12 +109,16 @@ class _Writer:
         client: EmbeddedClient,
         clock: ManualClock,
         seeds: Seeds,
+        meter: LoadMeter | None = None,
     ) -> None:
         self.spec = spec
         self.index = index
         self.start = sc.start_time_ms
         self.source = EventSource(spec, name, sc.start_time_ms, sc.duration_ms, seeds)
         self.keys = self.source.keys
+        self.meter = meter
+        self.hashes = [key_hash(k) for k in self.keys] if meter is not None else []
+        self.joined = False  # a transactional writer joined (at its first tick with the store up)
         self.pending: list[
             tuple[int, int, int, int]
         ] = []  # (ready, order, event time, key index), sizes apart
@@ -160,7 +181,8 @@ class _Writer:
             self._write(et, k, size)
         cadence = t - s.start_ms if started else t  # before its start a writer follows the run's clock
         if self.txw is not None:
-            if t == 0 and s.assert_every_ms is not None:
+            if not self.joined and s.assert_every_ms is not None:
+                self.joined = True
                 self._join(active)
             elif s.commit_interval_ms is not None and cadence > 0 and cadence % s.commit_interval_ms == 0:
                 self._commit(t, active)
@@ -195,6 +217,8 @@ class _Writer:
         seq = self.count
         self.count += 1
         key = self.keys[k]
+        if self.meter is not None:
+            self.meter.count(self.hashes[k])
         pad = self.pad if size == self.spec.payload_bytes else bytes(size - 8)
         payload = self.index.to_bytes(4, "little") + seq.to_bytes(4, "little") + pad
         if self.writer is not None:
@@ -230,7 +254,9 @@ class _Writer:
 
 class _Readers:
     """One reader spec instance in every strategy's group: its failure timeline (one for all the
-    strategies, so each sees the same joins, crashes, offlines and restarts), its rate budget."""
+    strategies, so each sees the same joins, crashes, offlines and restarts), its rate budget,
+    its processing times (one generator per strategy from the simulator's stream for this
+    reader: its ``n``-th event takes as long in every strategy)."""
 
     def __init__(
         self,
@@ -239,6 +265,7 @@ class _Readers:
         groups: list[ReaderGroup],
         tick_ms: int,
         plan: tuple[Transition, ...],
+        seeds: Seeds,
     ) -> None:
         self.spec = spec
         self.rid = rid
@@ -249,8 +276,11 @@ class _Readers:
         self.readers: list[EventReader] | None = None  # while it is online, its reader in every group
         self.budget = [0.0] * len(groups)
         self.stalled = False  # in a no-ack stall
+        active = spec.processing.active
+        self.rngs = [seeds.rng(f"readers.{rid}.processing") for _ in groups] if active else []
+        self.free_at = [0] * len(groups)  # busy processing until then, per strategy
 
-    def step(self, t: int, strategies: list[Strategy]) -> None:
+    def step(self, t: int, strategies: list[Strategy], store_up: bool = True) -> None:
         s, plan = self.spec, self.plan
         while self._next < len(plan) and plan[self._next].t_ms <= t:
             kind = plan[self._next].kind
@@ -258,6 +288,7 @@ class _Readers:
             if kind == "join" or kind == "restart":
                 self.readers = [g.create_reader(self.rid) for g in self.groups]
                 self.budget = [0.0] * len(self.groups)
+                self.free_at = [0] * len(self.groups)
             elif kind == "crash":
                 self.readers = None
             elif kind == "offline":
@@ -271,24 +302,49 @@ class _Readers:
                 self.stalled = kind == "stall"
             else:
                 raise AssertionError(f"reader {self.rid}: unknown transition {kind!r}")
-        if self.readers is None or self.stalled:
+        if self.readers is None or self.stalled or not store_up:
             return
         for i, (reader, strat) in enumerate(zip(self.readers, strategies, strict=True)):
+            if t < self.free_at[i]:
+                continue  # still processing what it read
             if s.rate_per_s is not None:
                 cap = max(1.0, s.rate_per_s)
                 self.budget[i] = min(self.budget[i] + s.rate_per_s * self.tick / 1000.0, cap)
-            _drain(reader, strat, self.budget, i, s.rate_per_s is not None, strat.clock.now())
+            busy = _drain(
+                reader,
+                strat,
+                self.budget,
+                i,
+                s.rate_per_s is not None,
+                strat.clock.now(),
+                (s.processing, self.rngs[i], self.tick) if self.rngs else None,
+            )
+            self.free_at[i] = t + busy
 
 
 def _drain(
-    reader: EventReader, strat: Strategy, budget: list[float], i: int, limited: bool, now: int
-) -> None:
+    reader: EventReader,
+    strat: Strategy,
+    budget: list[float],
+    i: int,
+    limited: bool,
+    now: int,
+    processing: tuple[DelaySpec, np.random.Generator, int] | None = None,
+) -> int:
+    """Read into ``strat`` until nothing is left, the budget is spent or (with ``processing``:
+    the delay spec, its generator, the tick) the events' processing time fills the tick;
+    returns that processing time (ms)."""
     stream_of: dict[str, str] = {}
+    busy = 0
     while not limited or budget[i] >= 1.0:
+        if processing is not None and busy >= processing[2]:
+            return busy
         r = reader.read_next_event(0)
         if r.kind is ReadKind.EMPTY:
-            return
+            return busy
         if r.kind is ReadKind.EVENT:
+            if processing is not None:
+                busy += int(processing[0].draw(processing[1], 1)[0])
             if limited:
                 budget[i] -= 1.0
             seg = r.segment or ""
@@ -312,14 +368,16 @@ def _drain(
         elif r.kind is ReadKind.WATERMARK:
             assert r.watermark is not None
             strat.on_watermark(r.watermark)
+    return busy
 
 
-def _scale(client: EmbeddedClient, stream: str, mode: str, k: int) -> None:
-    """The ``k``-th fixed scale event of ``mode`` (as the simulator's scaler does it)."""
+def _scale(client: EmbeddedClient, stream: str, mode: str, k: int) -> bool:
+    """The ``k``-th fixed scale event of ``mode`` (as the simulator's scaler does it); whether it scaled."""
     segs = sorted(client.get_stream(stream).active_segments, key=lambda s: s.key_low)
     seal, ranges = scale_plan(mode, k, segs)
     if seal:
         client.scale_stream(stream, seal, ranges)
+    return bool(seal)
 
 
 def make_strategies(
@@ -373,14 +431,21 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
             for st in strategies
         ]
         end = sc.duration_ms
+        auto = sc.scaling.mode == "auto"
+        meter = LoadMeter(client, sc.stream.name) if auto else None
+        scaler = AutoScaler(sc.scaling, end, client, meter) if meter is not None else None
         instances = [(w, name) for w in sc.writers for name in instance_names(w.name, w.count)]
-        writers = [_Writer(w, i, name, sc, client, clock, seeds) for i, (w, name) in enumerate(instances)]
+        writers = [
+            _Writer(w, i, name, sc, client, clock, seeds, meter) for i, (w, name) in enumerate(instances)
+        ]
         readers = [
-            _Readers(spec, name, groups, tick, timeline(spec, seeds.rng(failure_stream(name)), end))
+            _Readers(spec, name, groups, tick, timeline(spec, seeds.rng(failure_stream(name)), end), seeds)
             for spec in sc.readers
             for name in instance_names(spec.name, spec.count)
         ]
-        scale_at = {t: k for k, t in enumerate(scale_times(sc.scaling, sc.duration_ms))}
+        scale_at = {} if auto else {t: k for k, t in enumerate(scale_times(sc.scaling, sc.duration_ms))}
+        scaled: list[int] = []
+        outages = store_outages(sc, seeds)
         series: dict[str, list[tuple[int, int | None, int, int]]] = {st.name: [] for st in strategies}
         report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
         for t in range(0, sc.duration_ms + 1, tick):
@@ -388,14 +453,18 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
                 progress(t)
             clock.set(sc.start_time_ms + t)
             k = scale_at.get(t)
-            if k is not None:
-                _scale(client, sc.stream.name, sc.scaling.mode, k)
-            for w in writers:
-                w.step(t)
-            if t % sc.store.polling_period_ms == 0:
-                store.advance_idle_watermarks()
+            if k is not None and _scale(client, sc.stream.name, sc.scaling.mode, k):
+                scaled.append(t)
+            if scaler is not None and scaler.step(t):
+                scaled.append(t)
+            up = not any(a <= t < b for a, b in outages)
+            if up:
+                for w in writers:
+                    w.step(t)
+                if t % sc.store.polling_period_ms == 0:
+                    store.advance_idle_watermarks()
             for r in readers:
-                r.step(t, strategies)
+                r.step(t, strategies, up)
             for st, g in zip(strategies, groups, strict=True):
                 st.on_tick(t, g.segments())
             if t % sc.metrics.sample_ms == 0:
@@ -409,7 +478,15 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
                     )
         truth = [e for w in writers for e in w.truth]
         rows = tuple(summarise(st, truth, series[st.name], sc) for st in strategies)
-        return LabResult(sc, rows, series, len(truth), {st.name: st for st in strategies})
+        return LabResult(
+            sc,
+            rows,
+            series,
+            len(truth),
+            {st.name: st for st in strategies},
+            tuple(scaled),
+            tuple(outages),
+        )
     finally:
         store.close()
 

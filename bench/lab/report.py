@@ -13,8 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from segmentstore.limits import INT64_MAX
+
 from .. import figures
-from ..sim.actors import scale_times
 from .compare import LabResult
 
 __all__ = ["COLUMNS", "format_table", "write_outputs", "plot"]
@@ -100,6 +101,10 @@ def write_outputs(result: LabResult, out_dir: Path, plots: bool = True, fmt: str
         "rows": list(result.rows),
         "series": {k: [list(s) for s in v] for k, v in result.series.items()},
     }
+    if result.scenario.scaling.mode == "auto":  # load-driven: the scenario does not say when
+        doc["scale_events_ms"] = list(result.scale_events_ms)
+    if result.outages:
+        doc["store_outages"] = [{"start_ms": a, "end_ms": b} for a, b in result.outages]
     paths[1].write_text(json.dumps(doc, indent=1) + "\n")
     if plots:
         paths.append(plot(result, out_dir / f"compare.{fmt}"))
@@ -123,7 +128,11 @@ def plot(result: LabResult, path: Path) -> Path:
     start = sc.start_time_ms
     for i, name in enumerate(names):
         style = {"color": figures.colour(i), "linestyle": figures.linestyle(i), "label": name}
-        pts = [(t / 1000, (start + t - wm) / 1000) for t, wm, _, _ in result.series[name] if wm is not None]
+        pts = [  # a watermark at +inf (event time ended) has no lag: left out, as in the table
+            (t / 1000, (start + t - wm) / 1000)
+            for t, wm, _, _ in result.series[name]
+            if wm is not None and wm < INT64_MAX
+        ]
         ax[0][0].plot([p[0] for p in pts], [p[1] for p in pts], **style)
         ax[0][1].plot(
             [t / 1000 for t, *_ in result.series[name]], [b for _, _, b, _ in result.series[name]], **style
@@ -132,10 +141,12 @@ def plot(result: LabResult, path: Path) -> Path:
         title="watermark lag (now - watermark)", xlabel="time since start (s)", ylabel="watermark lag (s)"
     )
     ax[0][1].set(title="reordering buffer", xlabel="time since start (s)", ylabel="events held (count)")
-    marks = [t / 1000 for t in scale_times(sc.scaling, sc.duration_ms)]
-    if marks:
-        for a in (ax[0][0], ax[0][1]):
+    marks = [t / 1000 for t in result.scale_events_ms]
+    for a in (ax[0][0], ax[0][1]):
+        if marks:
             figures.mark_scaling(a, marks, "scale")
+        for k, (down, up) in enumerate(result.outages):
+            a.axvspan(down / 1000, up / 1000, color="0.6", alpha=0.2, label="store down" if k == 0 else None)
     x = list(range(len(names)))
     late = [r["late_fraction"] for r in result.rows]
     comp = [r["completeness"] for r in result.rows]

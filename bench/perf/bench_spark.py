@@ -5,8 +5,13 @@ micro-batches of the same number of rows (10^6; ``--quick`` uses 2 * 10^5 and sa
 over 2 partitions, after one warm-up micro-batch, in five rounds of the four, after a whole
 unmeasured round of (a), (b) and (d) (with one micro-batch each instead, the JVM's warm-up
 still fell on the first measured round: its (a)/(b) and (d)/(b) were the lowest of the run,
-0.79 and 0.72 against 0.85-1.05). A round runs (a), (b), (d), (c), the next one (c), (d),
-(b), (a): the ceiling (b) runs next to each query compared with it, and a load from
+0.79 and 0.72 against 0.85-1.05). (a), (b) and (d) measure 8 micro-batches a round, (c)
+and the warm-up round 4: with 4, one slow micro-batch of either side (the ceiling's own
+ranged from 634 to 1,031 ms in one query on a quiet machine) moved a round's (d)/(b) by
+up to 0.1, and two runs had rounds at 0.73 and 0.76 beside medians of 0.89 and 0.84; the
+fastest and slowest micro-batch of (b) and (d) are printed. A round runs (a), (b), (d),
+(c), the next one (c), (d), (b), (a): the ceiling (b) runs next to each query compared
+with it, and a load from
 elsewhere that rises or falls over a round favours neither side of a ratio every time (the
 machine is shared: with (c) between (b) and (d), rounds had (d)/(b) of 0.68 and 1.19 in one
 run). The figure of each is ``numInputRows / triggerExecution`` summed over its measured micro-batches
@@ -257,7 +262,8 @@ def run(size: Size = "full") -> list[Row]:
     from spark_source.session import local_session
 
     rows_per_batch = sized(size, 20_000, 200_000, 1_000_000)
-    batches = sized(size, 1, 2, 4)
+    batches = sized(size, 1, 2, 8)  # (a), (b), (d): measured micro-batches per round
+    rate_batches = sized(size, 1, 2, 4)  # (c): one availableNow query each; also the warm-up round's
     rounds_n = sized(size, 1, _ROUNDS, _ROUNDS)
     events = rows_per_batch * (batches + 2)  # a warm-up batch, the measured ones, and slack
     note = f" (--{size}; the goal is stated at 1,000,000)" if size != "full" else ""
@@ -284,18 +290,21 @@ def run(size: Size = "full") -> list[Row]:
         segments = [seg.name for seg in client.get_stream("bench/main").active_segments]
         check_ceiling(client, "bench/main", segments)
         spark.dataSource.register(ceiling_source(rows_per_batch, "bench/main", segments))
-        queries: dict[str, Callable[[], list[dict[str, Any]]]] = {
-            "a": lambda: _ingestwm(spark, endpoint, "bench/main", rows_per_batch, batches),
-            "b": lambda: _ceiling(spark, rows_per_batch, batches),
-            "c": lambda: _rate_micro_batch(spark, rows_per_batch, batches),
-            "d": lambda: _ingestwm(spark, served, _SERVED, rows_per_batch, batches),
-        }
+
+        def queries(n: int) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+            return {
+                "a": lambda: _ingestwm(spark, endpoint, "bench/main", rows_per_batch, n),
+                "b": lambda: _ceiling(spark, rows_per_batch, n),
+                "c": lambda: _rate_micro_batch(spark, rows_per_batch, rate_batches),
+                "d": lambda: _ingestwm(spark, served, _SERVED, rows_per_batch, n),
+            }
+
         if size != "tiny":  # a whole round unmeasured: the JVM's and the workers' warm-up
             for k in "abd":  # would land on the first round (its (a)/(b) and (d)/(b) were the lowest)
-                retried(queries[k])
+                retried(queries(rate_batches)[k])
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
         for i in range(rounds_n):  # (b) next to both (a) and (d), the order reversed every other round
-            ran = {k: retried(queries[k]) for k in ("abdc" if i % 2 == 0 else "cdba")}
+            ran = {k: retried(queries(batches)[k]) for k in ("abdc" if i % 2 == 0 else "cdba")}
             rounds.append(tuple(ran[k] for k in "abcd"))
         split = _read_split(endpoint, client, "bench/main")
         with RemoteClient(served, timeout_s=120) as remote:
@@ -319,6 +328,7 @@ def run(size: Size = "full") -> list[Row]:
     (a_exec, a_driver), (b_exec, b_driver), (d_exec, d_driver) = (
         _phases([p for one in rounds for p in one[i]]) for i in (0, 1, 3)
     )
+    batch_ms = [[p["durationMs"]["triggerExecution"] for one in rounds for p in one[i]] for i in range(4)]
     phases = ("fetch", "decode", "ingestion", "arrow")
     per_row_us = {k: split[k] * 1e6 for k in phases}
     one_thread = 1e6 / sum(per_row_us.values())
@@ -345,6 +355,14 @@ def run(size: Size = "full") -> list[Row]:
             + " (the goal: >= 0.8 in each)",
             min(d_over_b),
             "x (lowest)",
+        ),
+        *(
+            row(
+                f"{w} micro-batch ms, median (fastest {min(t):,.0f}, slowest {max(t):,.0f})",
+                statistics.median(t),
+                "ms",
+            )
+            for w, t in (("(b)", batch_ms[1]), ("(d)", batch_ms[3]))
         ),
         *(row(f"(d) layout: {k}", v, "") for k, v in layout.items()),
         row("(a) per micro-batch: tasks (addBatch)", a_exec, "ms", "(b) tasks (addBatch)", a_exec / b_exec),

@@ -6,7 +6,8 @@ same scenarios through its watermark strategies.
   ``schema_doc``: the schema as Markdown (``ingestwm scenario schema``).
 - ``seeds``: one generator per component, spawned from the seed by name.
 - ``arrivals``: a writer's events (arrival processes, traces, disorder, drift, latency),
-  shared with the lab; ``workloads``: rate integrals and vectorised framing.
+  shared with the lab; ``workloads``: rate integrals and vectorised framing;
+  ``_sim_kernels``: numba kernels of the writers' framing and the recorder's counts.
 - ``actors`` / ``readers``: the world and its SimPy processes (writers, transactions,
   scaling, the watermark advancer, readers with joins, leaves, crashes and stalls).
 - ``pipeline``: ``flink_compat``'s event-time reordering and windows after the readers.

@@ -192,6 +192,7 @@ class WriterActor:
         self._seg_names: list[str] = []
         self._seg_ranges: list[tuple[float, float]] = []
         self._key_seg = np.empty(0, np.int64)
+        self._routed_ok = True
         self._epoch = 0
         self._route()
         # events handed over but not yet in the store (write latency, store outages)
@@ -336,32 +337,47 @@ class WriterActor:
         self._seg_ranges = [(s.key_low, s.key_high) for s in segs]
         self._epoch = self.world.scale_epoch
         self._key_seg = np.searchsorted(lows, self._hashes, side="right") - 1
+        self._routed_ok = not len(self._key_seg) or int(self._key_seg.min()) >= 0  # kernel: every key has one
 
     def _append(
         self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None = None
     ) -> None:
-        """One append per segment; events of a segment sealed meanwhile are re-routed, in order."""
+        """One append per segment; events of a segment sealed meanwhile are re-routed, in order.
+
+        Counts the events per key range for the auto scaler (only it reads them, as ``_count``)."""
         client = self.world.client
         counts = self.world.segment_events
+        auto = self.world.scenario.scaling.mode == "auto"
         for _ in range(64):
-            segi = self._key_seg[key_idx]
-            # stable, so each key keeps its order; fewer than 2^16 segments sort as uint16 (radix, O(n))
-            order = np.argsort(
-                segi.astype(np.uint16) if len(self._seg_names) <= 1 << 16 else segi, kind="stable"
-            )
-            sorted_seg = segi[order]
-            cut_list = (np.flatnonzero(np.diff(sorted_seg)) + 1).tolist()
-            starts = [0, *cut_list]
-            ends = [*cut_list, len(order)]
-            seg_of = sorted_seg[starts].tolist()  # the segment of each run
             size = self.builder.frame_size if sizes is None else 0
-            blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
-            retry: list[np.ndarray] = []
+            order: np.ndarray | None = None
+            built = (
+                self.builder.build_by_segment(key_idx, et, seqs, self._key_seg, len(self._seg_names))
+                if size and self._routed_ok
+                else None
+            )
+            if built is not None:  # one kernel call: grouped by segment (stably) and framed
+                blob, seg_of, ends = built
+                starts = [0, *ends[:-1]]
+            else:
+                segi = self._key_seg[key_idx]
+                # stable, so each key keeps its order; fewer than 2^16 segments sort as uint16 (radix, O(n))
+                order = np.argsort(
+                    segi.astype(np.uint16) if len(self._seg_names) <= 1 << 16 else segi, kind="stable"
+                )
+                sorted_seg = segi[order]
+                cut_list = (np.flatnonzero(np.diff(sorted_seg)) + 1).tolist()
+                starts = [0, *cut_list]
+                ends = [*cut_list, len(order)]
+                seg_of = sorted_seg[starts].tolist()  # the segment of each run
+                blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
+            retry: list[tuple[int, int]] = []
             names, ranges, append, get = self._seg_names, self._seg_ranges, client.append, counts.get
             for a, b, si in zip(starts, ends, seg_of, strict=True):
                 if size:
                     data = blob[a * size : b * size]
                 else:
+                    assert order is not None
                     chunk = order[a:b]
                     data = self.builder.build(
                         key_idx[chunk], et[chunk], seqs[chunk], None if sizes is None else sizes[chunk]
@@ -369,17 +385,21 @@ class WriterActor:
                 try:
                     append(names[si], data)
                 except SegmentSealedError:
-                    retry.append(order[a:b])
+                    retry.append((a, b))
                 else:
-                    r = ranges[si]
-                    counts[r] = get(r, 0) + (b - a)
+                    if auto:
+                        r = ranges[si]
+                        counts[r] = get(r, 0) + (b - a)
             if not retry:
                 return
+            if order is None:  # the kernel's grouping, as numpy's stable sort gives it
+                order = np.argsort(self._key_seg[key_idx], kind="stable")
+            retry_idx = [order[a:b] for a, b in retry]
             before = self._seg_names
             self._route()
             if self._seg_names == before:
                 raise SimulationError(f"writer {self.name!r}: segments of {self.world.stream!r} are sealed")
-            sel = np.sort(np.concatenate(retry))
+            sel = np.sort(np.concatenate(retry_idx))
             key_idx, et, seqs = key_idx[sel], et[sel], seqs[sel]
             sizes = None if sizes is None else sizes[sel]
         raise SimulationError(f"writer {self.name!r}: could not route an append after 64 scalings")

@@ -137,6 +137,15 @@ def read_trace(path: str, where: str) -> tuple[np.ndarray, list[str], np.ndarray
     return t[order], [keys[i] for i in order.tolist()], et, size
 
 
+def _sort_window(times: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """``np.sort(times)`` of int64 times in ``[t0, t1)``, by counting if the window is short. O(n + span)."""
+    n, span = len(times), t1 - t0
+    if not n or span > 4 * n + 1_024:
+        return np.sort(times)
+    counts = np.bincount(times - t0, minlength=span)
+    return np.repeat(np.arange(t0, t0 + len(counts), dtype=np.int64), counts)
+
+
 class EventSource:
     """The events of one writer instance, window by window. Deterministic given the seed."""
 
@@ -286,9 +295,11 @@ class EventSource:
         s = self.spec
         if s.disorder.active and n:
             et = et - s.disorder.draw(self._rng_disorder, n)
-        ready = np.full(n, handover, np.int64)
         if s.write_latency.active and n:
-            ready = ready + s.write_latency.draw(self._rng_latency, n)
+            ready = s.write_latency.draw(self._rng_latency, n)  # a new array: shifted in place
+            ready += handover
+        else:
+            ready = np.full(n, handover, np.int64)
         return Batch(gen.astype(np.int64, copy=False), key_idx, et, ready, sizes)
 
     def _arrivals(self, t0: int, t1: int) -> np.ndarray:
@@ -298,7 +309,7 @@ class EventSource:
         if wl.kind == "poisson":
             lam = expected_events(wl, rel0, rel1)
             n = self._cap(int(self._rng_arrivals.poisson(lam)))
-            return np.sort(self._uniform(t0, t1, n))
+            return _sort_window(self._uniform(t0, t1, n), t0, t1)
         if wl.kind == "mmpp":
             parts = []
             t = float(t0)
@@ -321,7 +332,9 @@ class EventSource:
 
     def _uniform(self, t0: float, t1: float, n: int) -> np.ndarray:
         x = self._rng_arrivals.uniform(t0, t1, size=n)
-        return np.minimum(np.floor(x), math.ceil(t1) - 1).astype(np.int64)
+        np.floor(x, out=x)  # in place: no temporaries (each a fresh allocation of n floats)
+        np.minimum(x, math.ceil(t1) - 1, out=x)
+        return x.astype(np.int64)
 
     def _sojourn(self, burst: bool) -> float:
         wl = self.spec.workload

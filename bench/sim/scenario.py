@@ -155,7 +155,8 @@ class ReaderSpec:
     join) and restarts — joins again under its name — ``restart_ms`` after it was
     declared offline. The simulator's readers (in-process or processes) and the lab's
     follow these times alike (``bench.sim.failure_schedule``), leaves and ``noack`` stalls
-    included; the lab does not model ``processing``.
+    included; the lab's reader reads every ``strategies.tick_ms`` instead of every
+    ``poll_ms``, its ``n``-th event taking the same ``processing`` time in every strategy.
     """
 
     name: str = spec_field(doc="its name (instances: name-0, name-1, ...)")

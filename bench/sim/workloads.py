@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -29,10 +31,31 @@ __all__ = [
     "FrameBuilder",
     "payload_ids",
     "ID_BYTES",
+    "sim_kernels",
+    "readonly",
 ]
 
 ID_BYTES = 8
 """Bytes at the start of each payload: writer index (u32) and sequence number (u32)."""
+
+_KERNELS_MODULE = f"{__package__}._sim_kernels"
+_KERNEL_MIN_EVENTS = 2_048
+"""Batches this large go through the numba kernels (``_sim_kernels``) even before they are loaded."""
+_KERNEL_LOADED_MIN_EVENTS = 16
+"""Once loaded, batches this large go through them (the same bytes and numbers as numpy's path)."""
+_loaded: list[ModuleType] = []
+
+
+def sim_kernels(n: int) -> ModuleType | None:
+    """The simulator's kernels if a batch of ``n`` events should use them (importing them if so)."""
+    if _loaded:
+        return _loaded[0] if n >= _KERNEL_LOADED_MIN_EVENTS else None
+    if n >= _KERNEL_MIN_EVENTS or (n >= _KERNEL_LOADED_MIN_EVENTS and _KERNELS_MODULE in sys.modules):
+        from . import _sim_kernels
+
+        _loaded.append(_sim_kernels)
+        return _sim_kernels
+    return None
 
 
 def _overlap(t0: float, t1: float, period: float, on: float) -> float:
@@ -87,6 +110,7 @@ class FrameBuilder:
         "_key_mat",
         "_keys",
         "_payload_bytes",
+        "_scratch",
         "_template",
         "writer",
     )
@@ -101,6 +125,7 @@ class FrameBuilder:
         self._key_len = len(encoded[0]) if encoded else 0
         self._fast = bool(encoded) and all(len(k) == self._key_len for k in encoded)
         self._frame_len = HEADER_SIZE + self._key_len + payload_bytes
+        self._scratch = np.empty(0, np.uint8)  # build_by_segment's frames before they are copied out
         if self._fast:
             self._key_mat = np.frombuffer(b"".join(encoded), np.uint8).reshape(len(encoded), self._key_len)
             head = encode_event(self._keys[0], bytes(payload_bytes), 0, KIND_EVENT)[:HEADER_SIZE]
@@ -150,6 +175,44 @@ class FrameBuilder:
         buf[:, p0 : p0 + ID_BYTES] = ids.view(np.uint8).reshape(n, ID_BYTES)
         return buf.tobytes()
 
+    def build_by_segment(
+        self, key_idx: np.ndarray, et: np.ndarray, seq: np.ndarray, key_seg: np.ndarray, segments: int
+    ) -> tuple[bytes, list[int], list[int]] | None:
+        """``build`` of the events grouped by segment ``key_seg[key_idx[i]]`` (stable), in one kernel call:
+        the frames, and each run's segment and end (in events), ascending by segment; ``None`` if
+        the batch takes the numpy path (small, or keys of several lengths). O(events + segments)."""
+        n = len(key_idx)
+        k = sim_kernels(n) if self._fast and n else None
+        if k is None:
+            return None
+        size = n * self._frame_len
+        if len(self._scratch) < size:  # reused: fresh pages would cost more than framing them
+            self._scratch = np.empty(max(size, 2 * len(self._scratch)), np.uint8)
+        out = self._scratch[:size]
+        runs = np.empty(2 * segments, np.int64)
+        count = k.frames_by_segment(
+            key_idx,
+            et,
+            seq,
+            key_seg,
+            segments,
+            self._template,
+            self._key_mat,
+            self.writer,
+            self._frame_len,
+            out,
+            runs[:segments],
+            runs[segments:],
+        )
+        return out.tobytes(), runs[:count].tolist(), runs[segments : segments + count].tolist()
+
+
+def readonly(a: np.ndarray) -> np.ndarray:
+    """``a``, marked read-only: a kernel sees one array type whichever buffer it views (Arrow's are
+    read-only, numpy's writable), so it is compiled once, in the warm-up."""
+    a.flags.writeable = False
+    return a
+
 
 def payload_ids(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """Writer indexes and sequence numbers from the first 8 bytes of each payload (vectorised). O(n)."""
@@ -159,6 +222,14 @@ def payload_ids(payloads: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         return e, e
     bufs = payloads.buffers()
     off_dtype = np.int64 if pa.types.is_large_binary(payloads.type) else np.int32
+    k = sim_kernels(n)
+    if k is not None:
+        ids = np.empty(2 * n, np.int64)
+        if bufs[2] is not None and k.payload_ids(
+            readonly(np.frombuffer(bufs[1], off_dtype)), payloads.offset, n,
+            readonly(np.frombuffer(bufs[2], np.uint8)), ids[:n], ids[n:],
+        ):  # fmt: skip
+            return ids[:n], ids[n:]
     offsets = np.frombuffer(bufs[1], off_dtype)[payloads.offset : payloads.offset + n + 1].astype(np.int64)
     data = np.frombuffer(bufs[2], np.uint8)
     lens = np.diff(offsets)

@@ -136,7 +136,7 @@ class DelaySpec:
             x = rng.exponential(self.ms, size=n)
         else:
             x = rng.lognormal(math.log(self.ms), self.sigma, size=n)
-        return np.floor(x).astype(np.int64)
+        return np.floor(x, out=x).astype(np.int64)
 
 
 WHEN_IDLE = ("heartbeat", "mark_idle", "silent")

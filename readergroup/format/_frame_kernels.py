@@ -30,6 +30,7 @@ __all__ = [
     "walk",
     "decode_sizes",
     "decode",
+    "decode_events",
     "measure_events",
     "fill_events",
     "encode_frames",
@@ -250,12 +251,54 @@ def decode(
 
 
 @_jit
-def measure_events(buf: Any) -> tuple[int, int, int, int, int, int]:
+def decode_events(buf: Any, base: int, cols: Any, offs: Any, raw: Any, key_bytes: int) -> int:
+    """The events of ``buf`` (``count`` of them, sized by ``decode_sizes(buf, True)``) as a reader's block.
+
+    ``cols`` (4 x count int64): each event's segment offset (``base`` + its start), frame
+    length and event time (row 3 is left to the caller); ``offs`` (2 x count + 1, int32 or
+    int64): Arrow offsets of the keys and of the payloads; ``raw``: the key bytes
+    (``key_bytes`` of them), then the payload bytes. Returns the index of the first event
+    whose routing key is not valid UTF-8, or -1. O(bytes).
+    """
+    count = cols.shape[1]
+    offs[0, 0] = 0
+    offs[1, 0] = 0
+    ko: Any = np.int64(0)
+    po: Any = np.int64(key_bytes)
+    pos: Any = np.int64(0)
+    i = 0
+    bad = -1
+    while i < count:
+        rest = _u32(buf, pos)
+        size = 4 + rest
+        if buf[pos + 4] == 0:
+            klen = _u16(buf, pos + 13)
+            plen = size - _HEADER - klen
+            cols[0, i] = base + pos
+            cols[1, i] = size
+            cols[2, i] = _i64(buf, pos + 5)
+            if bad < 0 and not _utf8_ok(buf, pos + _HEADER, klen):
+                bad = i
+            _copy(raw, ko, buf, pos + _HEADER, klen)
+            _copy(raw, po, buf, pos + _HEADER + klen, plen)
+            ko += klen
+            po += plen
+            offs[0, i + 1] = ko
+            offs[1, i + 1] = po - key_bytes
+            i += 1
+        pos += size
+    return bad
+
+
+@_jit
+def measure_events(buf: Any, check_event_keys: bool = True) -> tuple[int, int, int, int, int, int]:
     """Validate the complete frames of ``buf`` in order, as ``decode_frames`` does, and size the events.
 
     Returns (events, key bytes, payload bytes, bytes consumed, status, offset of the
     bad frame or -1); ``status`` is ``OK``, ``BAD_HEADER`` or ``BAD_KEY`` (keys of
-    writer markers are checked too). O(frames + key bytes).
+    writer markers are checked too). ``check_event_keys=False`` leaves the UTF-8 of
+    the events' keys unchecked (the caller checks them in bulk, ``decode_events``: the
+    per-key check is most of this kernel's time). O(frames + key bytes).
     """
     n = buf.size
     pos = 0
@@ -270,7 +313,7 @@ def measure_events(buf: Any) -> tuple[int, int, int, int, int, int]:
             return events, key_bytes, payload_bytes, pos, BAD_HEADER, pos
         if pos + 4 + rest > n:
             break
-        if not _utf8_ok(buf, pos + _HEADER, klen):
+        if (check_event_keys or kind != 0) and not _utf8_ok(buf, pos + _HEADER, klen):
             return events, key_bytes, payload_bytes, pos, BAD_KEY, pos
         if kind == 0:
             events += 1

@@ -44,6 +44,9 @@ __all__ = [
     "frame_length",
     "decode_frames",
     "decode_columns",
+    "decode_event_block",
+    "block_arrays",
+    "EventBlock",
     "frame_ends_of",
 ]
 
@@ -66,6 +69,8 @@ _NUMBA_MIN_BYTES = 32 * 1024
 _NUMBA_LOADED_MIN_BYTES = 256
 """Once the kernels are imported (by anyone), they decode buffers from this size on (Python: ~1 us/frame)."""
 _KERNELS_MODULE = f"{__package__}._frame_kernels"
+_STRING, _BINARY = pa.string(), pa.binary()
+_NO_BYTES = np.empty(0, np.uint8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +252,68 @@ def decode_columns(
     return _columns(base_offset, starts, lengths, kinds, times, keys, payloads), int(consumed)
 
 
+EventBlock = tuple[np.ndarray, np.ndarray, np.ndarray, int]
+"""``decode_event_block``'s columns: ``cols`` (4 x n int64: offset, length, event time, a row for
+the caller), ``offs`` (2 x n + 1: Arrow offsets of the keys and of the payloads, int32 below
+2 GiB), ``raw`` (the key bytes, then the payload bytes) and the number of key bytes."""
+
+
+def decode_event_block(buf: bytes | bytearray | memoryview, base_offset: int = 0) -> tuple[EventBlock, int]:
+    """``decode_columns(buf, base_offset, events_only=True)`` as numpy columns (no Arrow arrays):
+    a reader's block. The same events, the same errors; the bytes consumed. O(len(buf)).
+
+    ``block_arrays`` makes the Arrow string/binary arrays of the keys and payloads.
+    """
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    if arr.size < 2**31 and _use_kernels(arr.size):
+        k = _loaded[0] if _loaded else _kernels()
+        count, key_bytes, pay_bytes, consumed, bad = k.decode_sizes(arr, True)
+        if bad >= 0:
+            rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
+            raise _bad(base_offset + bad, rest, kind, klen)
+        cols = np.empty((4, count), np.int64)
+        offs = np.empty((2, count + 1), np.int32)
+        raw = np.empty(key_bytes + pay_bytes, np.uint8)
+        if k.decode_events(arr, base_offset, cols, offs, raw, key_bytes) >= 0:
+            raise _bad_key(base_offset)
+        return (cols, offs, raw, key_bytes), int(consumed)
+    c, consumed = decode_columns(buf, base_offset, events_only=True)
+    n = len(c["offset"])
+    cols = np.empty((4, n), np.int64)
+    cols[0], cols[1], cols[2] = c["offset"], c["length"], c["event_time"]
+    keys, pays = c["routing_key"], c["payload"]
+    wide = pa.types.is_large_string(keys.type) or pa.types.is_large_binary(pays.type)
+    offs = np.empty((2, n + 1), np.int64 if wide else np.int32)
+    parts = []
+    for row, a in enumerate((keys, pays)):
+        _, ob, db = a.buffers()
+        o = np.frombuffer(ob, offs.dtype)[a.offset : a.offset + n + 1]
+        offs[row] = o - o[0]
+        parts.append(np.frombuffer(db, np.uint8)[o[0] : o[-1]] if db is not None and n else _NO_BYTES)
+    return (cols, offs, np.concatenate(parts), len(parts[0])), consumed
+
+
+def block_arrays(block: EventBlock, start: int = 0, stop: int | None = None) -> tuple[pa.Array, pa.Array]:
+    """The routing keys (string) and payloads (binary) of events ``[start, stop)`` of ``block``. O(1)."""
+    _, offs, raw, key_bytes = block
+    n = offs.shape[1] - 1
+    stop = n if stop is None else stop
+    wide = offs.dtype == np.int64
+    kt, pt = (pa.large_string(), pa.large_binary()) if wide else (_STRING, _BINARY)
+    data = pa.py_buffer(raw)
+    keys = pa.Array.from_buffers(
+        kt, stop - start, [None, pa.py_buffer(offs[0]), data.slice(0, key_bytes)], offset=start
+    )
+    pays = pa.Array.from_buffers(
+        pt, stop - start, [None, pa.py_buffer(offs[1]), data.slice(key_bytes)], offset=start
+    )
+    return keys, pays
+
+
+def _bad_key(base_offset: int) -> FrameFormatError:
+    return FrameFormatError(f"a routing key in the frames at offset {base_offset} is not valid UTF-8")
+
+
 # ---------------------------------------------------------------------- internals
 def _decode_kernel(arr: np.ndarray, base_offset: int, events_only: bool) -> tuple[dict[str, Any], int]:
     """``decode_columns`` through two kernel calls (the same columns as the step-by-step path)."""
@@ -275,9 +342,7 @@ def _columns(
         try:
             keys.validate(full=True)
         except pa.ArrowInvalid:
-            raise FrameFormatError(
-                f"a routing key in the frames at offset {base_offset} is not valid UTF-8"
-            ) from None
+            raise _bad_key(base_offset) from None
     return {
         "offset": starts + base_offset,
         "length": lengths,

@@ -74,7 +74,9 @@ def decode_events(buf: bytes | bytearray | memoryview, base_offset: int = 0) -> 
 
     A partial frame at the end is left for the next read. Raises ``FrameFormatError``
     at the first malformed frame, as ``decode_frames``. O(len(buf)); ~10 ns per
-    57-byte frame through the kernels.
+    57-byte frame through the kernels: the headers are validated frame by frame, the
+    events' routing keys in one pass over their bytes (all ASCII is valid UTF-8; a
+    buffer with another byte in a key has each key checked as the codec would).
     """
     return _decode(buf, base_offset, len(buf) >= _KERNEL_MIN_BYTES)
 
@@ -128,11 +130,10 @@ def _decode(buf: bytes | bytearray | memoryview, base_offset: int, kernels: bool
         return columns, consumed
     k = _kernels()
     arr = np.frombuffer(buf, dtype=np.uint8)
-    n, key_bytes, payload_bytes, consumed, status, at = k.measure_events(arr)
-    if status != k.OK:  # decode_frames raises the same error, with its message, at the same frame
-        bad_end = at + HEADER_SIZE if status == k.BAD_HEADER else at + 4 + _rest(arr, at)
-        decode_frames(arr[:bad_end].tobytes(), base_offset)
-        raise FrameFormatError(f"frame at offset {base_offset + at}: malformed")  # not reached
+    # events' keys are checked for UTF-8 in bulk below (all ASCII: valid), markers' keys here
+    n, key_bytes, payload_bytes, consumed, status, _ = k.measure_events(arr, False)
+    if status != k.OK:  # an event's key before the bad header may be the first error
+        _raise_if_malformed(k, arr, base_offset)
     (key_type, key_off), (payload_type, payload_off) = _types(key_bytes), _types(payload_bytes, binary=True)
     offsets = np.empty(n, np.int64)
     times = np.empty(n, np.int64)
@@ -143,11 +144,23 @@ def _decode(buf: bytes | bytearray | memoryview, base_offset: int, kernels: bool
     k.fill_events(
         arr, consumed, base_offset, offsets, times, key_offsets, key_data, payload_offsets, payload_data
     )
+    if key_bytes and int(key_data.max()) >= 0x80:  # a key that is not ASCII: each one checked as UTF-8
+        _raise_if_malformed(k, arr, base_offset)
     keys = pa.Array.from_buffers(key_type, n, [None, pa.py_buffer(key_offsets), pa.py_buffer(key_data)])
     payloads = pa.Array.from_buffers(
         payload_type, n, [None, pa.py_buffer(payload_offsets), pa.py_buffer(payload_data)]
     )
     return EventColumns(offsets, times, keys, payloads), int(consumed)
+
+
+def _raise_if_malformed(k: ModuleType, arr: np.ndarray, base_offset: int) -> None:
+    """Raise the first malformed frame's error, as ``decode_frames`` does (same message, same frame);
+    return if every frame (every key checked as UTF-8) is well-formed. O(len(arr))."""
+    *_, status, at = k.measure_events(arr, True)
+    if status != k.OK:
+        bad_end = at + HEADER_SIZE if status == k.BAD_HEADER else at + 4 + _rest(arr, at)
+        decode_frames(arr[:bad_end].tobytes(), base_offset)
+        raise FrameFormatError(f"frame at offset {base_offset + at}: malformed")  # not reached
 
 
 def _types(total: int, binary: bool = False) -> tuple[pa.DataType, type]:

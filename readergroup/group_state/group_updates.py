@@ -332,12 +332,14 @@ def decode_update(o: Any) -> Update:
 
 
 # ---------------------------------------------------------------------- frames
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""``json.dumps(..., separators=(",", ":"), allow_nan=False)`` without making an encoder per batch."""
+
+
 def encode_batch(group_id: str, origin: str, seq: int, updates: Sequence[Update]) -> bytes:
     """One frame holding ``updates``. O(size)."""
-    payload = json.dumps(
-        {"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]},
-        separators=(",", ":"),
-        allow_nan=False,
+    payload = _JSON.encode(
+        {"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]}
     ).encode()
     return _HEADER.pack(_MAGIC, FORMAT_VERSION, len(payload), zlib.crc32(payload)) + payload
 

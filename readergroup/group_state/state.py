@@ -498,7 +498,14 @@ class ReaderGroupState:
             return [InitiateCheckpoint(name, m.epoch)]
 
         with self.lock:
-            applied = self._update(fn)
+            try:
+                applied = self._update(fn)
+            except (MaxCheckpointsExceededError, DuplicateCheckpointError):
+                # refused on this replica's view, which may be behind the log (checkpoints completed
+                # or a reset in another process): refuse only what the latest state refuses
+                if self.refresh() == 0:
+                    raise
+                applied = self._update(fn)
             assert applied is not None and applied.ok
             fut = self._checkpoints.add(applied.offset, epoch, name)  # its token: alone in its batch
             self._settle()  # with no reader online it is complete already

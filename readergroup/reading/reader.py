@@ -52,6 +52,9 @@ from ..errors import (
 )
 from ..format.events import NO_EVENT_TIME
 from ..group_state.checkpoint import ReaderPosition, SegmentPosition
+from .block_merge import Merged as _Merged
+from .block_merge import merge_blocks as _merge
+from .block_merge import merge_kernel as _merge_kernel
 from .frontier import event_time_watermark
 from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
 from .reader_membership import ReaderMembership
@@ -69,6 +72,7 @@ _NO_KEYS = pa.array([], pa.string())  # an empty batch's columns (Arrow arrays a
 _NO_PAYLOADS = pa.array([], pa.binary())
 _NO_I32 = np.empty(0, np.int32)  # an empty batch's numpy columns (no element to change: shared)
 _NO_I64 = np.empty(0, np.int64)
+_STRING, _BINARY = pa.string(), pa.binary()
 
 
 _EVENT = ReadKind.EVENT
@@ -274,24 +278,35 @@ class EventReader(ReaderMembership):
         self._limit = second
         return best is not None
 
-    def _collect(self, max_events: int) -> list[tuple[SegmentInput, int, int]]:
+    def _collect(self, max_events: int) -> list[tuple[SegmentInput, int, int]] | _Merged:
         """Slices ``(segment, start, stop)`` of blocks, oldest event first, up to ``max_events`` events.
 
-        Reads a new block only while the batch is still empty, so a batch is made of
-        already buffered slices (no copying of many blocks into one); ``_batch`` takes
-        them before any block is replaced.
+        Reads a new block only while the batch is still empty (for the exhausted segments,
+        before taking anything), so a batch is made of already buffered slices (no copying
+        of many blocks into one); ``_batch`` takes them before any block is replaced. From
+        several segments, once the kernels are loaded: one kernel call takes the same
+        slices and copies them into the batch's columns (``_batch_kernels.merge``).
         """
+        live: list[SegmentInput] = []
+        for s in self._segs.values():
+            if s.idx >= s.n and (
+                (not s.n and s.at_tail and not s.end_of_segment) or not self._refill(s)
+            ):  # (an empty block at the tail of an open segment: nothing to refill)
+                continue
+            live.append(s)
+        self._cur = None
+        if len(live) > 1:
+            k = _merge_kernel()
+            if k is not None:
+                return _merge(k, live, max_events)
         parts: list[tuple[SegmentInput, int, int]] = []
         left = max_events
-        segs = self._segs.values()
         while left > 0:
             best: SegmentInput | None = None
             best_t = second = INT64_MAX
-            for s in segs:
-                if s.idx >= s.n and (
-                    parts or (not s.n and s.at_tail and not s.end_of_segment) or not self._refill(s)
-                ):
-                    continue  # (an empty block at the tail of an open segment: nothing to refill)
+            for s in live:
+                if s.idx >= s.n:
+                    continue
                 t = s.it.item(s.idx)
                 if best is None or t < best_t:
                     if best is not None:
@@ -308,13 +323,18 @@ class EventReader(ReaderMembership):
             best.idx = stop
             parts.append((best, i, stop))
             left -= stop - i
-        self._cur = None
         return parts
 
     def _batch(
-        self, parts: list[tuple[SegmentInput, int, int]], wm: int | None, checkpoint: str | None
+        self, parts: list[tuple[SegmentInput, int, int]] | _Merged, wm: int | None, checkpoint: str | None
     ) -> EventBatch:
-        if not parts:
+        if isinstance(parts, _Merged):
+            c = parts.cols
+            batch = EventBatch(
+                self._epoch, wm, checkpoint, parts.names, parts.segment_index, c[0], c[1], c[2], c[3],
+                parts.keys, parts.pays,
+            )  # fmt: skip
+        elif not parts:
             return EventBatch(
                 self._epoch,
                 wm,
@@ -328,7 +348,7 @@ class EventReader(ReaderMembership):
                 _NO_KEYS,
                 _NO_PAYLOADS,
             )
-        if len(parts) == 1:
+        elif len(parts) == 1:
             s, a, b = parts[0]
             batch = EventBatch(
                 self._epoch,

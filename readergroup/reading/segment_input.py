@@ -22,7 +22,7 @@ from segmentstore import SegmentTruncatedError, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
-from ..format.events import NO_EVENT_TIME, decode_columns, frame_length
+from ..format.events import NO_EVENT_TIME, EventBlock, block_arrays, decode_event_block, frame_length
 
 __all__ = ["SegmentInput"]
 
@@ -38,9 +38,12 @@ class SegmentInput:
     """
 
     __slots__ = (
+        "_keys",
+        "_pays",
         "at_tail",
         "base_pos",
         "base_wm",
+        "block",
         "end_of_segment",
         "et",
         "etl",
@@ -49,7 +52,6 @@ class SegmentInput:
         "idx",
         "it",
         "itl",
-        "keys",
         "lengths",
         "lists",
         "n",
@@ -57,7 +59,6 @@ class SegmentInput:
         "nxt_pos",
         "nxt_wm",
         "off",
-        "pays",
         "seg",
     )
 
@@ -76,11 +77,26 @@ class SegmentInput:
         self.n = 0
         self.idx = 0
         self.off = self.lengths = self.et = self.it = self.nxt_pos = self.nxt_wm = _EMPTY_I64
-        self.keys: Any = None
-        self.pays: Any = None
+        self.block: EventBlock | None = None  # the decoded block (off, lengths, et, it are its rows)
+        self._keys: Any = None
+        self._pays: Any = None
         self.lists: tuple[list[Any], ...] | None = None
         self.itl: list[int] = []
         self.etl: list[int | None] = []
+
+    @property
+    def keys(self) -> Any:
+        """The block's routing keys (an Arrow string array, made on first use), or ``None``."""
+        if self._keys is None and self.block is not None:
+            self._keys, self._pays = block_arrays(self.block)
+        return self._keys
+
+    @property
+    def pays(self) -> Any:
+        """The block's payloads (an Arrow binary array, made on first use), or ``None``."""
+        if self._pays is None and self.block is not None:
+            self._keys, self._pays = block_arrays(self.block)
+        return self._pays
 
     @property
     def finished(self) -> bool:
@@ -135,16 +151,17 @@ class SegmentInput:
                 self.final_wm = self.base_wm
             return 0
         read = len(data)
-        cols, consumed = decode_columns(data, r.offset, events_only=True)
+        block, consumed = decode_event_block(data, r.offset)
         if consumed == 0:  # one frame is longer than the block: read exactly that frame
             need = frame_length(data) or 0
             r = client.read(name, self.fetch, max(need, len(data) + 1), 0)
             data = r.data
             read += len(data)
-            cols, consumed = decode_columns(data, r.offset, events_only=True)
+            block, consumed = decode_event_block(data, r.offset)
         end = r.offset + consumed
         whole = end == r.offset + len(data)
-        offs: np.ndarray = cols["offset"]
+        cols = block[0]
+        offs: np.ndarray = cols[0]
         n = len(offs)
         self.fetch = end
         self.at_tail = r.at_tail and whole
@@ -157,9 +174,10 @@ class SegmentInput:
             nxt_wm[-1] = r.watermark if whole else int(w[n])
             nxt_pos[:-1] = offs[1:]
             nxt_pos[-1] = end
-            self.off, self.lengths, self.et, self.it = offs, cols["length"], cols["event_time"], w[:n] + 1
+            np.add(w[:n], 1, out=cols[3])
+            self.off, self.lengths, self.et, self.it = cols
             self.nxt_pos, self.nxt_wm = nxt_pos, nxt_wm
-            self.keys, self.pays = cols["routing_key"], cols["payload"]
+            self.block, self._keys, self._pays = block, None, None
             self.n, self.idx, self.lists = n, 0, None
         else:  # writer markers only
             self.base_pos = end

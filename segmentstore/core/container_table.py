@@ -14,7 +14,7 @@ durability and eviction).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from ..attributes import CREATION_TIME, LAST_WRITE_TIME, is_core_attribute
@@ -96,6 +96,12 @@ class ContainerTable:
         if use:
             seg.last_used = self._processor.last_timestamp
         return seg
+
+    def use(self, segments: Iterable[Segment]) -> None:
+        """See ``read_index.SegmentTable.use``. O(k)."""
+        ts = self._processor.last_timestamp
+        for seg in segments:
+            seg.last_used = ts
 
     def _miss(self, name: str) -> Segment:
         """Reactivate an evicted segment, or raise ``SegmentNotFoundError`` (saying why, if it knows)."""

@@ -52,6 +52,10 @@ class SegmentTable(Protocol):
         """Every segment in the active set. Lock held."""
         ...
 
+    def use(self, segments: Iterable[Segment]) -> None:
+        """Count a use of each of ``segments`` (as ``segment(name)`` does). Lock held."""
+        ...
+
 
 def tail_read(seg: Segment, offset: int) -> SegmentRead:
     """A zero-length read at (or beyond) the tail carrying the tail watermark. O(1)."""
@@ -256,22 +260,28 @@ class ReadIndex:
         """
         reqs = check_wait_requests(requests)
         with self._lock:
-            ready = self._ready(reqs)
-            if not ready:
-                for name, _, _ in reqs:
-                    self._table.segment(name)
+            segs: list[Segment] = []
+            ready = self._ready(reqs, segs)
+            if not ready:  # every request's segment was found (a missing one is ready): use them
+                self._table.use(segs)
         return ready
 
-    def _ready(self, reqs: list[WaitRequest]) -> tuple[int, ...]:
-        """Indexes of the requests whose read would return something new (under the lock). O(k)."""
+    def _ready(self, reqs: list[WaitRequest], found: list[Segment] | None = None) -> tuple[int, ...]:
+        """Indexes of the requests whose read would return something new (under the lock). O(k).
+
+        ``found`` collects the segments looked up, in request order.
+        """
         out = []
+        segment = self._table.segment
         for i, (name, offset, wm) in enumerate(reqs):
             try:
-                seg = self._table.segment(name, use=False)
+                seg = segment(name, use=False)
             except SegmentNotFoundError:
                 out.append(i)
                 continue
-            if offset < seg.start_offset or offset < seg.length or seg.sealed or seg.tail_watermark() > wm:
+            if found is not None:
+                found.append(seg)
+            if offset < seg.length or seg.sealed or seg.last_write_time - 1 > wm or offset < seg.start_offset:
                 out.append(i)
         return tuple(out)
 
@@ -371,7 +381,10 @@ class ReadIndex:
         arr = arr.astype(np.int64, copy=False)
         with self._lock:
             seg = self._table.segment(name, use=False)
-            if arr.size:
-                self._check_position(seg, int(arr.min()), "offset")
-                self._check_position(seg, int(arr.max()), "offset")
-            return seg.windex.watermarks_at(arr)
+            try:  # the index checks every offset against its range, which is the segment's
+                return seg.windex.watermarks_at(arr)
+            except ValueError:
+                if arr.size:  # the segment's errors for an offset outside it (the lowest first)
+                    self._check_position(seg, int(arr.min()), "offset")
+                    self._check_position(seg, int(arr.max()), "offset")
+                raise

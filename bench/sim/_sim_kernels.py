@@ -1,0 +1,158 @@
+"""Numba kernels of the simulator's hot paths; imported lazily, on first bulk use (docs/design.md §7).
+
+Like ``readergroup.format._frame_kernels`` (whose frame layout and ``_copy`` they use):
+each kernel does a whole batch in one call, writes into arrays the caller allocated with
+numpy (a returned array costs ~30 us to box), and is compiled with ``cache=True,
+nogil=True`` (loaded from numba's cache after the first run; compiling takes about a
+second). ``bench.sim.workloads`` calls them only for batches large enough to repay the
+call, or once they are loaded; both paths give the same bytes and numbers.
+
+- ``frames_by_segment``: a writer's batch framed and grouped by segment (a stable
+  counting sort), so one append per segment takes a contiguous slice.
+- ``payload_ids``: writer indexes and sequence numbers from the first 8 bytes of each
+  payload of an Arrow binary array.
+- ``account``: the recorder's counters of one batch (``Recorder.on_batch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from readergroup.format._frame_kernels import _copy
+
+__all__ = ["frames_by_segment", "payload_ids", "account"]
+
+_HEADER = 15
+
+
+@numba.njit(cache=True, nogil=True)
+def frames_by_segment(
+    key_idx: Any,
+    et: Any,
+    seqs: Any,
+    key_seg: Any,
+    nseg: int,
+    template: Any,
+    key_mat: Any,
+    writer: int,
+    frame_len: int,
+    out: Any,
+    run_seg: Any,
+    run_end: Any,
+) -> int:
+    """Frame event i (key ``key_idx[i]``, time ``et[i]``, number ``seqs[i]``) into ``out`` grouped by
+    segment ``key_seg[key_idx[i]]`` (ascending, each segment's events in batch order).
+
+    ``out`` has ``len(key_idx) * frame_len`` bytes; ``template`` is the 15-byte header
+    (its event time is overwritten); ``key_mat`` holds each key's UTF-8 bytes (all of one
+    length); the payload is ``writer`` and ``seqs[i]`` as little-endian u32, then zeros.
+    Writes the runs' segments and end indexes (in events) to ``run_seg``/``run_end``
+    (``nseg`` entries each) and returns how many runs. O(events + segments).
+    """
+    n = key_idx.size
+    starts = np.zeros(nseg + 1, np.int64)
+    for i in range(n):
+        starts[key_seg[key_idx[i]] + 1] += 1
+    runs = 0
+    for s in range(nseg):
+        c = starts[s + 1]
+        starts[s + 1] += starts[s]
+        if c:
+            run_seg[runs] = s
+            run_end[runs] = starts[s + 1]
+            runs += 1
+    kl = key_mat.shape[1]
+    keys = key_mat.reshape(-1)
+    w = np.int64(writer)
+    p0 = _HEADER + kl
+    for i in range(n):
+        k = np.int64(key_idx[i])
+        s = key_seg[k]
+        j = starts[s]
+        starts[s] = j + 1
+        p = j * frame_len
+        _copy(out, p, template, np.int64(0), np.int64(_HEADER))
+        t = np.uint64(et[i])
+        for b in range(8):
+            out[p + 5 + b] = (t >> np.uint64(8 * b)) & np.uint64(0xFF)
+        _copy(out, p + _HEADER, keys, k * kl, np.int64(kl))
+        q = p + p0
+        sq = np.int64(seqs[i])
+        for b in range(4):
+            out[q + b] = (w >> (8 * b)) & 0xFF
+            out[q + 4 + b] = (sq >> (8 * b)) & 0xFF
+        for b in range(q + 8, p + frame_len):
+            out[b] = 0
+    return runs
+
+
+@numba.njit(cache=True, nogil=True)
+def payload_ids(offsets: Any, start: int, n: int, data: Any, writers: Any, seqs: Any) -> bool:
+    """Writer index (u32) and sequence number (u32) of payload i at ``data[offsets[start + i]:]``.
+
+    Returns False (writing nothing more) at the first payload shorter than 8 bytes. O(n).
+    """
+    for i in range(n):
+        a = np.int64(offsets[start + i])
+        if np.int64(offsets[start + i + 1]) - a < 8:
+            return False
+        w = np.int64(0)
+        s = np.int64(0)
+        for b in range(4):
+            w |= np.int64(data[a + b]) << (8 * b)
+            s |= np.int64(data[a + 4 + b]) << (8 * b)
+        writers[i] = w
+        seqs[i] = s
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def account(
+    offsets: Any,
+    start: int,
+    n: int,
+    data: Any,
+    it: Any,
+    et: Any,
+    late: bool,
+    gw: int,
+    etw: int,
+    no_time: int,
+    delivered: Any,
+    late_i: Any,
+    late_e: Any,
+    seen: Any,
+    writers: Any,
+    seqs: Any,
+) -> int:
+    """Count a batch of n events: per writer, delivered and (if ``late``) late by ingestion time
+    (``it <= gw``) and by event time (``et != no_time and et <= etw``); mark each sequence number
+    seen. Returns how many were seen before this batch, or -1 (changing nothing) if a payload is
+    shorter than 8 bytes or an id is outside the counters. Writes the ids to ``writers``/``seqs``.
+    """
+    nw = delivered.size
+    ns = seen.size
+    if not payload_ids(offsets, start, n, data, writers, seqs):
+        return -1
+    for i in range(n):
+        if writers[i] >= nw or seqs[i] >= ns:
+            return -1
+    dup = 0
+    for i in range(n):
+        if seen[seqs[i]]:
+            dup += 1
+    for i in range(n):
+        w = writers[i]
+        delivered[w] += 1
+        if late:
+            if it[i] <= gw:
+                late_i[w] += 1
+            e = et[i]
+            if e != no_time and e <= etw:
+                late_e[w] += 1
+    for i in range(n):
+        seen[seqs[i]] = True
+    return dup

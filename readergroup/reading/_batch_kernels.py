@@ -1,0 +1,117 @@
+"""Numba kernel of ``EventReader.read_batch``: a batch merged from several segments' blocks in one call.
+
+Imported lazily, once the frame kernels are (``readergroup.format._frame_kernels``, whose
+conventions it follows: outputs allocated by the caller, ``cache=True, nogil=True``).
+``merge`` does what the reader's Python path does slice by slice (``EventReader._collect``
+then ``_batch``): the same slices in the same order, so the same batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from ..format._frame_kernels import _copy
+
+__all__ = ["merge"]
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+@numba.njit(cache=True, nogil=True)
+def merge(
+    meta: Any,
+    cols: Any,
+    offs: Any,
+    raw: Any,
+    max_events: int,
+    out_seg: Any,
+    out_cols: Any,
+    out_offs: Any,
+    out_keys: Any,
+    out_pays: Any,
+    first: Any,
+) -> tuple[Any, Any, Any, Any]:
+    """Merge the buffered events of k blocks into one batch, oldest ingestion time first.
+
+    ``meta`` (k x 6 int64), per block in the reader's segment order: its first column in
+    ``cols``/``offs``' concatenation, the next event to deliver (updated), its events, its
+    first offsets column, where its key bytes and its payload bytes start in ``raw``.
+    ``cols``: rows offset, length, event time, ingestion time (non-decreasing per block).
+    Repeatedly takes the block with the oldest next event (the first on a tie) up to and
+    including the events no newer than the second oldest block's next one (at least
+    one), at most ``max_events`` in all. Writes the events' columns and keys and payloads
+    (Arrow offsets in ``out_offs``), each event's block as its index in ``first`` (the
+    blocks in order of their first slice). Returns (events, key bytes, payload bytes,
+    blocks in ``first``). O(events + slices x k).
+    """
+    k = meta.shape[0]
+    rank = np.full(k, -1, np.int64)
+    ranked = 0
+    left = max_events
+    m = 0
+    ko = np.int64(0)
+    po = np.int64(0)
+    out_offs[0, 0] = 0
+    out_offs[1, 0] = 0
+    while left > 0:
+        best = -1
+        best_t = _INT64_MAX
+        second = _INT64_MAX
+        for j in range(k):
+            if meta[j, 1] >= meta[j, 2]:
+                continue
+            t = cols[3, meta[j, 0] + meta[j, 1]]
+            if best < 0 or t < best_t:
+                if best >= 0:
+                    second = best_t
+                best = j
+                best_t = t
+            elif t < second:
+                second = t
+        if best < 0:
+            break
+        base = meta[best, 0]
+        i = meta[best, 1]
+        stop = min(meta[best, 2], i + left)
+        if second != _INT64_MAX:  # numpy's searchsorted(it[i:stop], second, side="right")
+            lo = i
+            hi = stop
+            while lo < hi:
+                mid = lo + ((hi - lo) >> 1)
+                if cols[3, base + mid] <= second:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            stop = min(stop, i + max(1, lo - i))
+        if rank[best] < 0:
+            rank[best] = ranked
+            first[ranked] = best
+            ranked += 1
+        r = rank[best]
+        ob = meta[best, 3]
+        kb = meta[best, 4]
+        pb = meta[best, 5]
+        for e in range(i, stop):
+            c = base + e
+            out_seg[m] = r
+            out_cols[0, m] = cols[0, c]
+            out_cols[1, m] = cols[1, c]
+            out_cols[2, m] = cols[2, c]
+            out_cols[3, m] = cols[3, c]
+            k0 = np.int64(offs[0, ob + e])
+            klen = np.int64(offs[0, ob + e + 1]) - k0
+            p0 = np.int64(offs[1, ob + e])
+            plen = np.int64(offs[1, ob + e + 1]) - p0
+            _copy(out_keys, ko, raw, kb + k0, klen)
+            _copy(out_pays, po, raw, pb + p0, plen)
+            ko += klen
+            po += plen
+            m += 1
+            out_offs[0, m] = ko
+            out_offs[1, m] = po
+        meta[best, 1] = stop
+        left -= stop - i
+    return m, ko, po, ranked

@@ -1,0 +1,98 @@
+"""Merging the blocks of several segments into one batch in one numba kernel call.
+
+``EventReader.read_batch`` takes the next batch from the blocks of the segments with
+events left; once the frame kernels are loaded (numba imported), ``merge_kernel`` gives
+``_batch_kernels`` and ``merge_blocks`` runs it (the same slices in the same order as the
+reader's Python path). O(events) per batch.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from .segment_input import SegmentInput
+
+__all__ = ["Merged", "merge_kernel", "merge_blocks"]
+
+_STRING, _BINARY = pa.string(), pa.binary()
+
+
+class Merged(NamedTuple):
+    """A batch's columns merged from several blocks by ``_batch_kernels.merge``."""
+
+    names: tuple[str, ...]
+    segment_index: np.ndarray
+    cols: np.ndarray
+    keys: pa.Array
+    pays: pa.Array
+
+
+_MERGE_KERNELS = "readergroup.reading._batch_kernels"
+_FRAME_KERNELS = "readergroup.format._frame_kernels"
+_merge_loaded: list[ModuleType] = []
+
+
+def merge_kernel() -> ModuleType | None:
+    """The merge kernel once the frame kernels are loaded (numba is then imported), else ``None``."""
+    if _merge_loaded:
+        return _merge_loaded[0]
+    if _FRAME_KERNELS not in sys.modules:
+        return None
+    from . import _batch_kernels
+
+    _merge_loaded.append(_batch_kernels)
+    return _batch_kernels
+
+
+def merge_blocks(k: ModuleType, live: list[SegmentInput], max_events: int) -> Merged:
+    """The next batch from the blocks of ``live`` (each with events left), in one kernel call. O(events)."""
+    rows = []
+    blocks = []
+    col = off = byte = total = key_bytes = 0
+    for s in live:
+        block = s.block
+        assert block is not None
+        blocks.append(block)
+        kb = block[3]
+        n, i = s.n, s.idx
+        rows.append((col, i, n, off, byte, byte + kb))
+        col += n
+        off += n + 1
+        byte += len(block[2])
+        key_bytes += kb
+        total += n - i
+    meta = np.array(rows, np.int64)
+    cols = np.concatenate([b[0] for b in blocks], axis=1)
+    offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
+    raw = np.concatenate([b[2] for b in blocks])
+    m = min(total, max_events)
+    out_seg = np.empty(m, np.int32)
+    out_cols = np.empty((4, m), np.int64)
+    out_offs = np.empty((2, m + 1), np.int32 if byte < 2**31 else np.int64)
+    out_keys = np.empty(key_bytes, np.uint8)
+    out_pays = np.empty(byte - key_bytes, np.uint8)
+    first = np.empty(len(live), np.int64)
+    ev, kbytes, pbytes, ranked = k.merge(
+        meta, cols, offs, raw, max_events, out_seg, out_cols, out_offs, out_keys, out_pays, first
+    )
+    assert ev == m
+    for s, i in zip(live, meta[:, 1].tolist(), strict=True):
+        s.idx = i
+    wide = out_offs.dtype == np.int64
+    keys = pa.Array.from_buffers(
+        pa.large_string() if wide else _STRING,
+        m,
+        [None, pa.py_buffer(out_offs[0]), pa.py_buffer(out_keys[:kbytes])],
+    )
+    pays = pa.Array.from_buffers(
+        pa.large_binary() if wide else _BINARY,
+        m,
+        [None, pa.py_buffer(out_offs[1]), pa.py_buffer(out_pays[:pbytes])],
+    )
+    names = tuple(live[j].name for j in first[:ranked].tolist())
+    return Merged(names, out_seg, out_cols, keys, pays)
