@@ -26,7 +26,7 @@ from bench.cli import cli
 from bench.lab import LabScenarioError, lab_scenario_from_dict, lab_scenarios, load_lab_scenario, run_compare
 from bench.lab.compared_strategies import FlinkStrategy
 from bench.validate import FlinkTiming
-from bench.validate.flink_engine import replay_flink_many
+from bench.validate.flink_engine import FlinkReplay, replay_flink_many
 from bench.validate.run import validate_spark
 from bench.validate.verdict import flink_verdict
 
@@ -211,6 +211,54 @@ def test_the_flink_model_is_the_union_of_per_segment_sources_flink_runs() -> Non
     assert [wm - s for c, wm in sparse.emitted if c - s == 8 * 500] == [3999, 4499]
     fired = {(f[1] - s, wm - s) for f, wm in zip(sparse.pipeline.firings, sparse.fired_at, strict=True)}
     assert (2000, 3999) in fired
+
+
+def test_the_flink_verdict_tells_a_difference_in_the_regime_from_a_replay_out_of_it() -> None:
+    """In the regime a disagreement is a difference; out of it (an emit sent too late to keep its
+    slot's order or its release) the verdict says so, whatever was compared, and says when all agreed.
+
+    The replays here are made from the model itself (what Flink did, if it did what the model did);
+    the Flink test below runs the real job."""
+    r = run_compare(lab_scenario_from_dict(SPARSE))
+    st = r.strategies["flink"]
+    assert isinstance(st, FlinkStrategy)
+    timing = FlinkTiming(pace_ms=200)
+    step, start = 500, r.scenario.start_time_ms
+    emits = [(-(-(c - start) // step), wm) for c, wm in st.emitted]  # (tick, value)
+    releases = sorted({-(-(c - start) // step) for c, *_ in st.arrivals})
+
+    def replay(slip: float, moves: list[tuple[int, int]], move_late_ms: float = -60.0) -> FlinkReplay:
+        return FlinkReplay(
+            arrivals={(w, q): (wm, late) for _, _, w, q, _, wm, late in st.arrivals},
+            fired=[(f[1], f[3], wm) for f, wm in zip(st.pipeline.firings, st.fired_at, strict=True)],
+            max_slip_ms=slip,
+            version="2.3.0",
+            timing=timing,
+            slips_ms=(("bundle", 3.0), ("emit", slip), ("end", 1.0)),
+            slots=2,
+            moves=(-(2**63), *(wm for _, wm in moves)),
+            # each move reaches the late filter at its tick's next release, plus move_late_ms
+            move_at_ms=(0.0, *((k + 1) * 200 + move_late_ms for k, _ in moves)),
+            release_at_ms=tuple((k, k * 200 + 10.0) for k in releases),
+        )
+
+    allowed = 200 / (2 * 3)  # P / (2 (slots + 1)): two slots' waits apart, the last one's margin
+    assert replay(0.0, emits).emit_slip_ms == allowed
+    exact = flink_verdict(r, replay(allowed - 1, emits))
+    assert exact.verdict == "exact", exact.note
+    assert "every move reached the late filter >= 70.0 ms before the next release" in exact.note
+    # an emit sent later than the next slot's wait: out of the regime, though everything agreed
+    out = flink_verdict(r, replay(allowed + 1, emits))
+    assert out.verdict == "out of regime" and "everything compared agreed" in out.note, out.note
+    # the two emits of tick 8 the other way round (3999 never a value of its own): in the regime
+    # that is a difference (the model's order is the measured one), out of it not a verdict on the model
+    swapped = [(k, wm) for k, wm in emits if wm != start + 3999]
+    assert len(swapped) == len(emits) - 1
+    assert flink_verdict(r, replay(allowed - 1, swapped)).verdict == "differs"
+    assert flink_verdict(r, replay(allowed + 1, swapped)).verdict == "out of regime"
+    # a move that reached the late filter after the next release's first bundle is named
+    late_move = flink_verdict(r, replay(allowed - 1, emits, move_late_ms=15.0))
+    assert late_move.verdict == "differs" and "5.0 ms after release" in late_move.note, late_move.note
 
 
 def _unavailable(why: str) -> NoReturn:

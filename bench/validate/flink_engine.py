@@ -59,7 +59,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
-from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, WAIT
+from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, SEND, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
@@ -105,12 +105,16 @@ class FlinkReplay:
     slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind, "arrival", ...: the latest it was)
     slots: int = 1  # the sources' emits of one tick are staggered over this many places
     moves: tuple[int, ...] = ()  # every value the combined watermark took at the late filter, in order
+    move_at_ms: tuple[float, ...] = ()  # when each of them reached the late filter (ms after tick 0)
+    release_at_ms: tuple[tuple[int, float], ...] = ()  # per release: its first bundle at the late filter
 
     @property
     def emit_slip_ms(self) -> float:
-        """How late a wait (right before a periodic emit) or an end (``+inf``) may wake: half the gap
-        between two slots' emits, ``P / (4 * slots)``; later, two emits may swap at the union."""
-        return self.timing.pace_ms / (4 * self.slots)
+        """How late a periodic emit may have been sent (and an end woken), after its wait's wall time:
+        the gap between two slots' waits, ``P / (2 (slots + 1))``. Sent later, the emit may reach the
+        union after the next slot's (their order would be left to chance) or, for the last slot,
+        after the next release's bundles; an end may let its slot's next emit go first."""
+        return self.timing.pace_ms / (2 * (self.slots + 1))
 
     @property
     def late(self) -> int:
@@ -118,14 +122,17 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        """Every bundle and mark woke within a quarter pace, every wait and end within
-        ``emit_slip_ms`` (the sources' emits reach the union in slot order; a quarter pace for
-        the waits before a split's mark: idle, it emits nothing then); every bundle was
-        taken by the combining operator within half a pace (before the first emit after it)
-        and, in a release where a source ends, within a quarter (before that ``+inf``)."""
+        """Every bundle and mark woke within a quarter pace, every end within ``emit_slip_ms``,
+        and every periodic emit from a split's mark on was sent within ``emit_slip_ms`` of its
+        wait's wall time (``emit``: the next step's call into the pacer bounds the send; so the
+        emits of a tick reach the union in slot order, the last one before the next release);
+        the waits before a split's mark (idle, it emits nothing then) woke within a quarter
+        pace; every bundle was taken by the combining operator within half a pace (before the
+        first emit after it) and, in a release where a source ends, within a quarter (before
+        that ``+inf``)."""
         slips = dict(self.slips_ms)
         records = max((v for k, v in slips.items() if k in ("bundle", "mark", "idle wait")), default=0.0)
-        emits = max((v for k, v in slips.items() if k in ("wait", "end")), default=0.0)
+        emits = max((v for k, v in slips.items() if k in ("emit", "end")), default=0.0)
         pace = self.timing.pace_ms
         return (
             records * 4 <= pace
@@ -186,7 +193,9 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
         # its waits end at its slot's place in the second half of the tick: the sources' emits
         # then reach the union one at a time, in the model's order (slot by slot)
-        at = 0.5 + (st.slots[name] + 0.5) / (2 * slots)
+        # (at (s + 1) P / (2 (m + 1)) after the half pace: the last leaves as much before the next
+        # release as two slots leave between them and the first after the ends at a quarter pace)
+        at = 0.5 + (st.slots[name] + 1) / (2 * (slots + 1))
         timeline += [(k + at, [WAIT, k + at, []]) for k in range(k0, last + 1)]
         timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
         timeline.append((last + 1.25, [END, last + 1.25, []]))
@@ -279,12 +288,14 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         str(MARK): "mark",
         str(END): "end",
         str(IDLE_WAIT): "idle wait",
+        str(SEND): "emit",
     }
     slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
     first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
     arrival = 0.0
     window_late = 0
-    moves: list[int] = []
+    moves: list[tuple[float, int]] = []
+    first_at: dict[int, float] = {}
     pace = timing.pace_ms
     for rec in doc["records"]:
         if rec[1] != j:
@@ -292,6 +303,7 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         if rec[0] == "arr":
             _, _j, _split, release, wm, at, judged = rec
             arrival = max(arrival, float(at) - release * pace)
+            first_at[int(release)] = min(first_at.get(int(release), float(at)), float(at))
             for writer, seq, _et, late in judged:
                 arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
         elif rec[0] == "win":
@@ -299,11 +311,11 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         elif rec[0] == "wlate":
             window_late += int(rec[4])
         elif rec[0] == "move":
-            moves.append(int(rec[2]))
+            moves.append((float(rec[3]), int(rec[2])))
     slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
     if first_over:
         slips["first slip at tick"] = float(first_over[0][0])
-    slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter"))
+    slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter", "wait"))
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
     return FlinkReplay(
         arrivals,
@@ -314,7 +326,9 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         window_late,
         kinds,
         int(spec.get("slots", 1)),
-        tuple(sorted(moves)),
+        tuple(wm for _, wm in sorted(moves)),
+        tuple(at for at, _ in sorted(moves)),
+        tuple(sorted(first_at.items())),
     )
 
 

@@ -39,10 +39,14 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME", "IDLE_WAIT"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME", "IDLE_WAIT", "SEND"]
 
 WAIT, BUNDLE, MARK, END, EVENT, PRIME = 0, 1, 2, 3, 4, 5
 IDLE_WAIT = 6  # not a step: how late the waits before a split's mark woke (it emits nothing then)
+# not a step: the latest a wait's periodic emit can have been sent, after the wait's wall time. Flink
+# runs the emit (a timer due during the wait) in the task's mailbox after the wait's record and
+# before the next record, so the next step's call into the pacer bounds the emit's send from above
+SEND = 7
 _PAST = -(2**62)
 _MAX = 2**63 - 1
 
@@ -116,10 +120,18 @@ def main(spec_path: str, out_path: str) -> None:
             self.steps, self.mark = split["steps"], int(split["first"]) - 1
             me = globals_.index((self.j, self.index))
             self.t0 = _t0(spec["sync_file"], spec["lead_s"], (me, len(globals_)))
-            self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0, IDLE_WAIT: 0.0}
+            self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0, IDLE_WAIT: 0.0, SEND: 0.0}
             self.over: list[list[float]] = []  # (tick, ms) of the first steps that slipped a quarter pace
+            self.sends: list[list[float]] = []  # per wait from the mark on: tick, woke and sent by (ms late)
+            self.pending: tuple[float, float, float] | None = None  # the last wait: tick, wall time, woke
 
         def flat_map(self, value: Any) -> Any:
+            entered = time.time()
+            if self.pending is not None:  # the wait before this step: its emit was sent by now
+                w_tick, w_target, w_woke = self.pending
+                self.pending = None
+                self.max_slip[SEND] = max(self.max_slip[SEND], entered - w_target)
+                self.sends.append([w_tick, round(w_woke * 1000, 3), round((entered - w_target) * 1000, 3)])
             kind, tick, events = self.steps[int(value)]
             target = self.t0 + tick * pace
             delay = target - time.time()
@@ -131,6 +143,8 @@ def main(spec_path: str, out_path: str) -> None:
                 # those waits only need to keep the emit timer after them (a quarter pace)
                 slot = IDLE_WAIT if kind == WAIT and tick < self.mark else kind
                 self.max_slip[slot] = max(self.max_slip[slot], slip)
+                if slot == WAIT:
+                    self.pending = (tick, target, slip)
                 if slip * 4 > pace and len(self.over) < 20:
                     self.over.append([tick, round(slip * 1000, 1)])
             if kind == BUNDLE:
@@ -144,7 +158,7 @@ def main(spec_path: str, out_path: str) -> None:
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
                 doc = {str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}
-                json.dump(dict(doc, over=self.over), f)
+                json.dump(dict(doc, over=self.over, sends=self.sends), f)
 
     class RecordTime(TimestampAssigner):  # type: ignore[misc]
         def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
@@ -296,6 +310,7 @@ def main(spec_path: str, out_path: str) -> None:
             lines.append(json.loads(line))
     slips: list[dict[str, float]] = [{} for _ in scenarios]
     over: list[list[Any]] = [[] for _ in scenarios]
+    sends: list[dict[int, Any]] = [{} for _ in scenarios]  # per scenario, per split: its waits' sends
     for j in range(len(scenarios)):
         try:
             with open(os.path.join(sync_dir, f"arrival-{j}.json")) as f:
@@ -308,12 +323,15 @@ def main(spec_path: str, out_path: str) -> None:
                 for k, v in json.load(f).items():
                     if k == "over":
                         over[j].extend(v)
+                    elif k == "sends":
+                        sends[j][i] = v
                     else:
                         slips[j][k] = max(slips[j].get(k, 0.0), float(v))
         except FileNotFoundError:
             slips[j]["missing"] = 1.0
     with open(out_path, "w") as f:
-        json.dump({"version": flink_version, "records": lines, "slips_ms": slips, "over": over}, f)
+        doc = {"version": flink_version, "records": lines, "slips_ms": slips, "over": over, "sends": sends}
+        json.dump(doc, f)
 
 
 if __name__ == "__main__":

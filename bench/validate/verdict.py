@@ -7,7 +7,9 @@
 - ``flink``: event by event, the watermark the event met at the late filter and
   whether it was late, and the windows fired before the end of input (start, count, the
   watermark that fired it).
-  Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``).
+  Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``);
+  a replay out of the regime is ``out of regime`` whatever it found (the note says what
+  differed, if anything, and the slips), one in it that disagrees ``differs``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from dataclasses import dataclass
 
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy, SparkStrategy
+from ..lab.lab_scenario import lab_strategies
 from .flink_engine import FlinkReplay
 from .spark_engine import SparkReplay
 
-__all__ = ["Verdict", "spark_verdict", "flink_verdict", "not_run"]
+__all__ = ["Verdict", "spark_verdict", "flink_verdict", "not_run", "OUT_OF_REGIME"]
 
-EXACT, DIFFERS, NOT_RUN = "exact", "differs", "not run"
+EXACT, DIFFERS, NOT_RUN, OUT_OF_REGIME = "exact", "differs", "not run", "out of regime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,13 +164,25 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
             f"the combined watermark moved {len(model_moves)} times in the model, and Flink's moves "
             f"differ from move {i} (model {model_at}, Flink {engine_at})"
         )
+    margin = _move_margin(result, replay, st)
+    if margin is not None and margin[0] > 0:
+        notes.append(
+            f"a move of the combined watermark at tick {margin[1]} reached the late filter "
+            f"{margin[0]:.1f} ms after release {margin[1] + 1}'s first bundle"
+        )
+    agreed = not notes and wm_equal == len(st.arrivals)
     if not replay.in_regime:
         notes.append(
             f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms, "
-            f"{replay.slots} emit slots: allowed {replay.emit_slip_ms:g} ms for waits and ends, a quarter "
+            f"{replay.slots} emit slots: allowed {replay.emit_slip_ms:g} ms for emits and ends, a quarter "
             f"pace for bundles, marks and arrivals where a source ends, a half for other arrivals)"
+            + ("; everything compared agreed" if agreed else "")
         )
-    exact = not notes and wm_equal == len(st.arrivals)
+    exact = agreed and replay.in_regime
+    verdict = EXACT if exact else (DIFFERS if replay.in_regime else OUT_OF_REGIME)
+    ok = f"{len(st.arrivals)} events, each met the same watermark"
+    if margin is not None:
+        ok += f"; every move reached the late filter >= {-margin[0]:.1f} ms before the next release"
     return Verdict(
         result.scenario.name,
         "flink",
@@ -179,6 +194,31 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         wm_checked=len(st.arrivals),
         wm_equal=wm_equal,
         wm_max_diff_ms=max_diff,
-        verdict=EXACT if exact else DIFFERS,
-        note="; ".join(notes) or f"{len(st.arrivals)} events, each met the same watermark",
+        verdict=verdict,
+        note="; ".join(notes) or ok,
     )
+
+
+def _move_margin(result: LabResult, replay: FlinkReplay, st: FlinkStrategy) -> tuple[float, int] | None:
+    """The latest a move of the combined watermark reached Flink's late filter after the first
+    bundle of the release after its tick (ms, negative: before it), and that tick; over the
+    moves that are the model's (their tick is known), None if none can be placed.
+
+    Informative: in the regime every emit was sent before the next release's bundles and the
+    way from the union to the late filter is one queue, so this stays below 0; a move after
+    that bundle makes its events meet another watermark, which the comparison counts."""
+    if not replay.move_at_ms:
+        return None
+    step = lab_strategies(result.scenario).flink_interval_ms
+    start = result.scenario.start_time_ms
+    engine = [(at, wm) for at, wm in zip(replay.move_at_ms, replay.moves, strict=True) if wm > _NO_WATERMARK]
+    first = dict(replay.release_at_ms)
+    worst: tuple[float, int] | None = None
+    for (clock, wm), (at, got) in zip(st.emitted, engine, strict=False):
+        if wm != got:
+            break
+        tick = -(-(clock - start) // step)
+        nxt = first.get(tick + 1)
+        if nxt is not None and (worst is None or at - nxt > worst[0]):
+            worst = (at - nxt, tick)
+    return worst
