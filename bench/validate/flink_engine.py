@@ -272,7 +272,8 @@ def replay_flink_many(
         with open(out_path) as f:
             doc = json.load(f)
         if os.environ.get("INGESTWM_FLINK_DEBUG"):
-            shutil.copytree(work, os.environ["INGESTWM_FLINK_DEBUG"], dirs_exist_ok=True)
+            keep = os.path.join(os.environ["INGESTWM_FLINK_DEBUG"], "+".join(s["name"] for s in specs))
+            shutil.copytree(work, keep, dirs_exist_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
