@@ -11,13 +11,14 @@ mailbox thread between two records. The regime in which the two agree exactly
 
 - each split's source is a sequence of steps (``flink_job``): *bundle* ``k`` at ``T_k``
   (the release's events in one record: Flink's emit cannot see half of it), *wait*
-  ``k`` until ``T_k + P / 2 + (s + 1/2) d`` (Flink's emit ``k`` happens right after
+  ``k`` until ``T_k + P / 2 + (s + 1) g`` (Flink's emit ``k`` happens right after
   it), where ``s`` is the split's *slot* (``FlinkStrategy.slots``: no two unfinished
-  splits share one) and ``d = P / (2 m)`` for ``m`` slots, so every emit sees whole
-  releases, all splits' emits ``k-1`` reach the late filter before any event of
-  release ``k``, and the emits of one tick leave one at a time, slot by slot, ``d``
-  apart: Flink's union (its input gate queues channels in the order their data
-  arrived) then takes them in the model's order, one channel at a time;
+  splits share one) and ``g = P / (2 (m + 1))`` for ``m`` slots, so every emit sees
+  whole releases, and the emits of one tick leave one at a time, slot by slot, ``g``
+  apart, the last ``g`` before the next release: sent within ``g`` (the pacer's next
+  call bounds the send), all splits' emits ``k-1`` reach the late filter before any
+  event of release ``k``, and Flink's union (its input gate queues channels in the
+  order their data arrived) takes a tick's emits in the model's order;
 - Flink's emit interval is ``3 P / 4``: longer than a bundle step, so no emit follows a
   bundle, and shorter than the gap between two waits, so one follows every wait;
 - idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
@@ -36,10 +37,12 @@ mailbox thread between two records. The regime in which the two agree exactly
   pacer runs in a task of its own, so the source's end waits in its input behind the
   last step (chained, it followed an unpaced round trip to the job's coordinator).
 
-Every step records how late it woke, and every bundle when it reached the operator
-after the union (where the sources' watermarks are combined); a wait or an end more
-than ``d / 2`` late (two slots' emits could swap), a bundle or a mark more than a quarter
-pace, means the run left the regime (``FlinkReplay.in_regime``), and the comparison says so.
+Every step records how late it woke, every wait by when its emit was sent, and every
+bundle when it reached the operator after the union (where the sources' watermarks are
+combined); an emit sent or an end woken more than ``g`` late (two slots' emits could
+swap, or the last slot's follow the next release), a bundle or a mark more than a
+quarter pace, means the run left the regime (``FlinkReplay.in_regime``), and the
+verdict says so.
 """
 
 from __future__ import annotations
