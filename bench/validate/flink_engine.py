@@ -62,7 +62,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
-from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, SEND, WAIT
+from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, SEND, TIMER, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
@@ -113,11 +113,9 @@ class FlinkReplay:
 
     @property
     def emit_slip_ms(self) -> float:
-        """How late a periodic emit may have been sent (and an end woken), after its wait's wall time:
-        the gap between two slots' waits, ``P / (2 (slots + 1))``. Sent later, the emit may reach the
-        union after the next slot's (their order would be left to chance) or, for the last slot,
-        after the next release's bundles; an end may let its slot's next emit go first."""
-        return self.timing.pace_ms / (2 * (self.slots + 1))
+        """How late an end may wake: an eighth of a pace (its split's next emit comes due an
+        eighth after it at the earliest); later, that emit may go before the ``+inf``."""
+        return self.timing.pace_ms / 8
 
     @property
     def late(self) -> int:
@@ -125,21 +123,20 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        """Every bundle and mark woke within a quarter pace, every end within ``emit_slip_ms``,
-        and every periodic emit from a split's mark on was sent within ``emit_slip_ms`` of its
-        wait's wall time (``emit``: the next step's call into the pacer bounds the send; so the
-        emits of a tick reach the union in slot order, the last one before the next release);
-        the waits before a split's mark (idle, it emits nothing then) woke within a quarter
-        pace; every bundle was taken by the combining operator within half a pace (before the
-        first emit after it) and, in a release where a source ends, within a quarter (before
-        that ``+inf``)."""
+        """Every bundle and mark woke within a quarter pace (the relay's wait for the last emit of
+        the tick before included), every end within ``emit_slip_ms``, the waits before a split's
+        mark (idle, it emits nothing then) within a quarter; the emit timer came due after the
+        step before each wait and before the wait's end (``timer`` <= 0: one emit per wait); every
+        bundle was taken by the combining operator within half a pace (before the first emit
+        after it) and, in a release where a source ends, within a quarter (before that ``+inf``).
+        The order of a tick's emits and the next release needs no timing: the relay sees to it."""
         slips = dict(self.slips_ms)
         records = max((v for k, v in slips.items() if k in ("bundle", "mark", "idle wait")), default=0.0)
-        emits = max((v for k, v in slips.items() if k in ("emit", "end")), default=0.0)
         pace = self.timing.pace_ms
         return (
             records * 4 <= pace
-            and emits <= self.emit_slip_ms
+            and slips.get("end", 0.0) <= self.emit_slip_ms
+            and slips.get("timer", -1.0) <= 0
             and slips.get("arrival", 0.0) * 2 <= pace
             and slips.get("end arrival", 0.0) * 4 <= pace
         )
@@ -177,10 +174,21 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([-1, -1, et, 1])
     splits: list[dict[str, Any]] = []
     slots = max(st.slots.values(), default=0) + 1
-    for name in sorted(bundles):
+    names = sorted(bundles)
+    for name in names:
         if name not in st.spans:
             raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
-        first, last = (tick(c) for c in st.spans[name])
+    spans = {name: (tick(st.spans[name][0]), tick(st.spans[name][1])) for name in names}
+    # the relay: at each tick, the splits that emit (from the tick of their mark to their last), by
+    # slot; each one's wait ends only once the one before has sent its emit, and every bundle of the
+    # next release waits for the last one's: the union takes the emits in the model's order, and
+    # all of them before the next release, whatever each emit's own way to the union took
+    chain: dict[int, list[int]] = {}
+    for i, name in sorted(enumerate(names), key=lambda x: st.slots[x[1]]):
+        for k in range(spans[name][0] - 1, spans[name][1] + 1):
+            chain.setdefault(k, []).append(i)
+    for i, name in enumerate(names):
+        first, last = spans[name]
         by_tick = bundles[name]
         if min(by_tick, default=first) < first or max(by_tick, default=last) > last + 1:
             raise EngineRunError(
@@ -194,13 +202,17 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         # first one takes long: the wait after it slipped), far enough back to leave
         # inactivity and idleness as they were
         timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
-        # its waits end at its slot's place in the second half of the tick: the sources' emits
-        # then reach the union one at a time, in the model's order (slot by slot)
-        # (at (s + 1) P / (2 (m + 1)) after the half pace: the last leaves as much before the next
-        # release as two slots leave between them and the first after the ends at a quarter pace)
-        at = 0.5 + (st.slots[name] + 1) / (2 * (slots + 1))
-        timeline += [(k + at, [WAIT, k + at, []]) for k in range(k0, last + 1)]
-        timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
+        # its waits end 5/8 into the tick (an eighth after the half: a source that ends at a
+        # quarter has an eighth before its next emit comes due) or, from its mark on, once the
+        # split of the slot before it at that tick has sent its emit (the relay, above)
+        at = 0.625
+        for k in range(k0, last + 1):
+            ahead = chain.get(k, [])
+            before = ahead[ahead.index(i) - 1] if i in ahead and ahead.index(i) > 0 else None
+            timeline.append((k + at, [WAIT, k + at, [], None if before is None else [before, k]]))
+        for k, evs in by_tick.items():
+            last_of = chain.get(k - 1, [])
+            timeline.append((k, [BUNDLE, k, evs, [last_of[-1], k - 1] if last_of else None]))
         timeline.append((last + 1.25, [END, last + 1.25, []]))
         steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
         splits.append({"name": name, "first": first, "last": last, "steps": steps})
@@ -293,6 +305,7 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         str(END): "end",
         str(IDLE_WAIT): "idle wait",
         str(SEND): "emit",
+        str(TIMER): "timer",
     }
     slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
     first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
@@ -319,7 +332,8 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
     slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
     if first_over:
         slips["first slip at tick"] = float(first_over[0][0])
-    slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter", "wait"))
+    timed = ("bundle", "mark", "idle wait", "end", "arrival", "end arrival")
+    slip = max((v for k, v in slips.items() if k in timed), default=0.0)
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
     return FlinkReplay(
         arrivals,

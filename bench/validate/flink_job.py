@@ -34,12 +34,13 @@ than a bundle step and shorter than a wait, so it emits once per wait (docs/engi
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
 from typing import Any
 
-__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME", "IDLE_WAIT", "SEND"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME", "IDLE_WAIT", "SEND", "TIMER"]
 
 WAIT, BUNDLE, MARK, END, EVENT, PRIME = 0, 1, 2, 3, 4, 5
 IDLE_WAIT = 6  # not a step: how late the waits before a split's mark woke (it emits nothing then)
@@ -47,6 +48,11 @@ IDLE_WAIT = 6  # not a step: how late the waits before a split's mark woke (it e
 # runs the emit (a timer due during the wait) in the task's mailbox after the wait's record and
 # before the next record, so the next step's call into the pacer bounds the emit's send from above
 SEND = 7
+# not a step: the emit timer's margin (ms, <= 0 in the regime): due after the step before each wait
+# (the call of the wait came first) and by the wait's end (the call after the wait before, plus
+# the interval, came before the wait woke), so that exactly one emit follows each wait
+TIMER = 8
+_SPIN_S = 0.0005  # how often a step after another split's emit looks for that emit's sign
 _PAST = -(2**62)
 _MAX = 2**63 - 1
 
@@ -121,23 +127,47 @@ def main(spec_path: str, out_path: str) -> None:
             me = globals_.index((self.j, self.index))
             self.t0 = _t0(spec["sync_file"], spec["lead_s"], (me, len(globals_)))
             self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0, IDLE_WAIT: 0.0, SEND: 0.0}
+            self.max_slip[TIMER] = -pace
             self.over: list[list[float]] = []  # (tick, ms) of the first steps that slipped a quarter pace
             self.sends: list[list[float]] = []  # per wait from the mark on: tick, woke and sent by (ms late)
             self.pending: tuple[float, float, float] | None = None  # the last wait: tick, wall time, woke
+            self.last_wait: tuple[float, float] | None = None  # the last wait's wake, the call after it
+            self.after_wait = False
+            self.interval = spec["interval_ms"] / 1000.0
 
         def flat_map(self, value: Any) -> Any:
             entered = time.time()
+            if self.after_wait and self.last_wait is not None:  # the call after a wait: its emit was sent
+                self.last_wait = (self.last_wait[0], entered)
+            self.after_wait = False
             if self.pending is not None:  # the wait before this step: its emit was sent by now
                 w_tick, w_target, w_woke = self.pending
                 self.pending = None
+                # its sign for the splits whose steps come after this emit (the next slot's wait,
+                # the next release's bundles): the emit was sent before this call
+                open(os.path.join(sync_dir, f"sent-{self.j}-{self.index}-{math.floor(w_tick)}"), "w").close()
                 self.max_slip[SEND] = max(self.max_slip[SEND], entered - w_target)
                 self.sends.append([w_tick, round(w_woke * 1000, 3), round((entered - w_target) * 1000, 3)])
-            kind, tick, events = self.steps[int(value)]
+            kind, tick, events, *rest = self.steps[int(value)]
+            after = rest[0] if rest else None
             target = self.t0 + tick * pace
             delay = target - time.time()
             if delay > 0:
                 time.sleep(delay)
-            slip = time.time() - target
+            if after is not None:  # after another split's emit (the slots' relay): wait for its sign
+                sign = os.path.join(sync_dir, f"sent-{self.j}-{after[0]}-{after[1]}")
+                give_up = target + 2 * pace
+                while not os.path.exists(sign) and time.time() < give_up:
+                    time.sleep(_SPIN_S)
+            woke = time.time()
+            slip = woke - target
+            if kind == WAIT:
+                if int(value) >= 3 and self.last_wait is not None:
+                    prev_woke, prev_next = self.last_wait
+                    margin = max(entered - (prev_woke + self.interval), prev_next + self.interval - woke)
+                    self.max_slip[TIMER] = max(self.max_slip[TIMER], margin)
+                self.last_wait = (woke, woke)
+                self.after_wait = True
             if int(value) >= 3:  # the prime and the first two waits are warm-up
                 # before its mark the split is idle (after the prime) and its emits send nothing:
                 # those waits only need to keep the emit timer after them (a quarter pace)
@@ -145,7 +175,7 @@ def main(spec_path: str, out_path: str) -> None:
                 self.max_slip[slot] = max(self.max_slip[slot], slip)
                 if slot == WAIT:
                     self.pending = (tick, target, slip)
-                if slip * 4 > pace and len(self.over) < 20:
+                if kind != WAIT and slip * 4 > pace and len(self.over) < 20:
                     self.over.append([tick, round(slip * 1000, 1)])
             if kind == BUNDLE:
                 top = max(e[2] for e in events)

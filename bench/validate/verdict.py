@@ -174,8 +174,8 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     if not replay.in_regime:
         notes.append(
             f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms, "
-            f"{replay.slots} emit slots: allowed {replay.emit_slip_ms:g} ms for emits and ends, a quarter "
-            f"pace for bundles, marks and arrivals where a source ends, a half for other arrivals)"
+            f"{replay.slots} emit slots: allowed {replay.emit_slip_ms:g} ms for ends, a quarter pace for "
+            f"bundles, marks and arrivals where a source ends, a half for other arrivals, timer <= 0)"
             + ("; everything compared agreed" if agreed else "")
         )
     exact = agreed and replay.in_regime
