@@ -214,50 +214,70 @@ def test_the_flink_model_is_the_union_of_per_segment_sources_flink_runs() -> Non
 
 
 def test_the_flink_verdict_tells_a_difference_in_the_regime_from_a_replay_out_of_it() -> None:
-    """In the regime a disagreement is a difference; out of it (a release that woke too late for
-    the emits around it) the verdict says so, whatever was compared, and says when all agreed.
+    """In the regime a disagreement is a difference; out of it the verdict says so, whatever was
+    compared (and says when all agreed): a release that woke late, a move of the combined
+    watermark after the next release at the late filter, or, where the moves differ, emits not
+    surely sent in slot order (another order at the union would explain it).
 
     The replays here are made from the model itself (what Flink did, if it did what the model did);
     the Flink test below runs the real job."""
     r = run_compare(lab_scenario_from_dict(SPARSE))
     st = r.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
-    timing = FlinkTiming(pace_ms=200)
-    step, start = 500, r.scenario.start_time_ms
+    step, start, pace = 500, r.scenario.start_time_ms, 200
     emits = [(-(-(c - start) // step), wm) for c, wm in st.emitted]  # (tick, value)
     releases = sorted({-(-(c - start) // step) for c, *_ in st.arrivals})
 
-    def replay(slip: float, moves: list[tuple[int, int]], move_late_ms: float = -60.0) -> FlinkReplay:
+    def replay(
+        slip: float, moves: list[tuple[int, int]], move_late_ms: float = -60.0, sent_ms: float = 5.0
+    ) -> FlinkReplay:
+        # the two slots' waits at 100 + 33 and 100 + 67 ms into each tick (g = 200 / 6), each called
+        # 50 ms before its tick's half, its emit surely sent sent_ms after it woke
+        windows = [
+            (
+                k,
+                s,
+                s,
+                k * pace + 50.0,
+                k * pace + 100 + (s + 1) * pace / 6,
+                k * pace + 100 + (s + 1) * pace / 6 + sent_ms,
+            )
+            for k in range(25)
+            for s in (0, 1)
+        ]
         return FlinkReplay(
             arrivals={(w, q): (wm, late) for _, _, w, q, _, wm, late in st.arrivals},
             fired=[(f[1], f[3], wm) for f, wm in zip(st.pipeline.firings, st.fired_at, strict=True)],
             max_slip_ms=slip,
             version="2.3.0",
-            timing=timing,
-            slips_ms=(("bundle", slip), ("emit", 30.0), ("end", 1.0), ("timer", -40.0)),
+            timing=FlinkTiming(pace_ms=pace),
+            slips_ms=(("bundle", slip), ("end", 1.0)),
             slots=2,
             moves=(-(2**63), *(wm for _, wm in moves)),
+            emit_windows=tuple(windows),
             # each move reaches the late filter at its tick's next release, plus move_late_ms
-            move_at_ms=(0.0, *((k + 1) * 200 + move_late_ms for k, _ in moves)),
-            release_at_ms=tuple((k, k * 200 + 10.0) for k in releases),
+            move_at_ms=(0.0, *((k + 1) * pace + move_late_ms for k, _ in moves)),
+            release_at_ms=tuple((k, k * pace + 10.0) for k in releases),
         )
 
-    allowed = 200 / 4  # a release must wake within a quarter pace
+    allowed = pace / 4  # a release must wake within a quarter pace
     exact = flink_verdict(r, replay(allowed - 1, emits))
     assert exact.verdict == "exact", exact.note
     assert "every move reached the late filter >= 70.0 ms before the next release" in exact.note
     # a release a quarter pace late: out of the regime, though everything agreed
     out = flink_verdict(r, replay(allowed + 1, emits))
     assert out.verdict == "out of regime" and "everything compared agreed" in out.note, out.note
-    # the two emits of tick 8 the other way round (3999 never a value of its own): in the regime
-    # that is a difference (the model's order is the measured one), out of it not a verdict on the model
+    # a move that reached the late filter after the next release's first bundle: out of the regime
+    late_move = flink_verdict(r, replay(allowed - 1, emits, move_late_ms=15.0))
+    assert late_move.verdict == "out of regime" and "5.0 ms after release" in late_move.note, late_move.note
+    # the two emits of tick 8 the other way round (3999 never a value of its own): a difference of
+    # the model's if they were surely sent in slot order; if slot 0's could have left after slot
+    # 1's wait, another order at the union explains it: out of the regime
     swapped = [(k, wm) for k, wm in emits if wm != start + 3999]
     assert len(swapped) == len(emits) - 1
     assert flink_verdict(r, replay(allowed - 1, swapped)).verdict == "differs"
-    assert flink_verdict(r, replay(allowed + 1, swapped)).verdict == "out of regime"
-    # a move that reached the late filter after the next release's first bundle is named
-    late_move = flink_verdict(r, replay(allowed - 1, emits, move_late_ms=15.0))
-    assert late_move.verdict == "differs" and "5.0 ms after release" in late_move.note, late_move.note
+    unsure = flink_verdict(r, replay(allowed - 1, swapped, sent_ms=40.0))
+    assert unsure.verdict == "out of regime" and "not surely sent in slot order" in unsure.note, unsure.note
 
 
 def _unavailable(why: str) -> NoReturn:

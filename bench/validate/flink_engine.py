@@ -108,14 +108,48 @@ class FlinkReplay:
     slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind, "arrival", ...: the latest it was)
     slots: int = 1  # the sources' emits of one tick are staggered over this many places
     moves: tuple[int, ...] = ()  # every value the combined watermark took at the late filter, in order
+    # per periodic emit from a split's mark on: tick, slot, split, when its wait was called, when it
+    # woke, when the emit was surely sent (the pacer's next call), in ms after tick 0
+    emit_windows: tuple[tuple[int, int, int, float, float, float], ...] = ()
     move_at_ms: tuple[float, ...] = ()  # when each of them reached the late filter (ms after tick 0)
     release_at_ms: tuple[tuple[int, float], ...] = ()  # per release: its first bundle at the late filter
 
     @property
     def emit_slip_ms(self) -> float:
-        """How late an end may wake: an eighth of a pace (its split's next emit comes due an
-        eighth after it at the earliest); later, that emit may go before the ``+inf``."""
-        return self.timing.pace_ms / 8
+        """The gap ``g = P / (2 (slots + 1))`` between two slots' waits (and after the last one): how
+        late an end may wake (its split's next emit comes due ``g`` after it at the earliest)."""
+        return self.timing.pace_ms / (2 * (self.slots + 1))
+
+    def order_slip_ms(self, through_tick: int) -> tuple[float, int | None, str]:
+        """Whether, up to ``through_tick``, every periodic emit surely ran right after its wait and
+        the emits of each tick were surely sent in slot order: the worst margin in ms (<= 0: sure),
+        its tick and what it was.
+
+        ``order``: an emit known sent (the pacer's next call) after the next slot's wait woke
+        (that one's emit comes after it); ``timer``: the emit timer, ``3P/4`` after the split's
+        emit before, could have come due before the wait's call (after the step before it) or
+        after the wait woke (the emit would follow the next step)."""
+        worst: tuple[float, int | None, str] = (-float(self.timing.pace_ms), None, "order")
+        interval = self.timing.interval_ms
+        by_tick: dict[int, list[tuple[int, float, float]]] = {}
+        last: dict[int, tuple[float, float]] = {}  # per split: its last wait's wake and send
+        for k, slot, split, called, woke, sent in sorted(self.emit_windows, key=lambda e: (e[2], e[0])):
+            if k > through_tick:
+                continue
+            by_tick.setdefault(k, []).append((slot, woke, sent))
+            if split in last:
+                before_woke, before_sent = last[split]
+                margin = max(called - (before_woke + interval), before_sent + interval - woke)
+                if margin > worst[0]:
+                    worst = (margin, k, "timer")
+            last[split] = (woke, sent)
+        for k, emits in by_tick.items():
+            sent_by = -float("inf")
+            for _slot, woke, sent in sorted(emits):
+                if sent_by - woke > worst[0]:
+                    worst = (sent_by - woke, k, "order")
+                sent_by = max(sent_by, sent)
+        return worst
 
     @property
     def late(self) -> int:
@@ -123,20 +157,20 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        """Every bundle and mark woke within a quarter pace (the relay's wait for the last emit of
-        the tick before included), every end within ``emit_slip_ms``, the waits before a split's
-        mark (idle, it emits nothing then) within a quarter; the emit timer came due after the
-        step before each wait and before the wait's end (``timer`` <= 0: one emit per wait); every
-        bundle was taken by the combining operator within half a pace (before the first emit
-        after it) and, in a release where a source ends, within a quarter (before that ``+inf``).
-        The order of a tick's emits and the next release needs no timing: the relay sees to it."""
+        """Every bundle and mark woke within a quarter pace, every end within ``emit_slip_ms``, the
+        waits before a split's mark (idle, it emits nothing then) within a quarter; the emit
+        timer came due after the step before each wait and before the wait's end (``timer`` <= 0:
+        one emit per wait, right after it); every bundle was taken by the combining operator
+        within half a pace (before the first emit after it) and, in a release where a source
+        ends, within a quarter (before that ``+inf``). What needs the model to be judged (every
+        move of the combined watermark at the late filter before the next release; the order of
+        a tick's emits where the moves differ) is in ``verdict.flink_verdict``."""
         slips = dict(self.slips_ms)
         records = max((v for k, v in slips.items() if k in ("bundle", "mark", "idle wait")), default=0.0)
         pace = self.timing.pace_ms
         return (
             records * 4 <= pace
             and slips.get("end", 0.0) <= self.emit_slip_ms
-            and slips.get("timer", -1.0) <= 0
             and slips.get("arrival", 0.0) * 2 <= pace
             and slips.get("end arrival", 0.0) * 4 <= pace
         )
@@ -174,21 +208,10 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([-1, -1, et, 1])
     splits: list[dict[str, Any]] = []
     slots = max(st.slots.values(), default=0) + 1
-    names = sorted(bundles)
-    for name in names:
+    for name in sorted(bundles):
         if name not in st.spans:
             raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
-    spans = {name: (tick(st.spans[name][0]), tick(st.spans[name][1])) for name in names}
-    # the relay: at each tick, the splits that emit (from the tick of their mark to their last), by
-    # slot; each one's wait ends only once the one before has sent its emit, and every bundle of the
-    # next release waits for the last one's: the union takes the emits in the model's order, and
-    # all of them before the next release, whatever each emit's own way to the union took
-    chain: dict[int, list[int]] = {}
-    for i, name in sorted(enumerate(names), key=lambda x: st.slots[x[1]]):
-        for k in range(spans[name][0] - 1, spans[name][1] + 1):
-            chain.setdefault(k, []).append(i)
-    for i, name in enumerate(names):
-        first, last = spans[name]
+        first, last = (tick(c) for c in st.spans[name])
         by_tick = bundles[name]
         if min(by_tick, default=first) < first or max(by_tick, default=last) > last + 1:
             raise EngineRunError(
@@ -202,20 +225,16 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         # first one takes long: the wait after it slipped), far enough back to leave
         # inactivity and idleness as they were
         timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
-        # its waits end 5/8 into the tick (an eighth after the half: a source that ends at a
-        # quarter has an eighth before its next emit comes due) or, from its mark on, once the
-        # split of the slot before it at that tick has sent its emit (the relay, above)
-        at = 0.625
-        for k in range(k0, last + 1):
-            ahead = chain.get(k, [])
-            before = ahead[ahead.index(i) - 1] if i in ahead and ahead.index(i) > 0 else None
-            timeline.append((k + at, [WAIT, k + at, [], None if before is None else [before, k]]))
-        for k, evs in by_tick.items():
-            last_of = chain.get(k - 1, [])
-            timeline.append((k, [BUNDLE, k, evs, [last_of[-1], k - 1] if last_of else None]))
+        # its waits end at its slot's place in the second half of the tick, (s + 1) g after the
+        # half, g = P / (2 (m + 1)): the sources' emits leave one at a time in the model's order
+        # (slot by slot), the last one g before the next release, and a source that ends at a
+        # quarter has at least g before its next emit comes due
+        at = 0.5 + (st.slots[name] + 1) / (2 * (slots + 1))
+        timeline += [(k + at, [WAIT, k + at, []]) for k in range(k0, last + 1)]
+        timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
         timeline.append((last + 1.25, [END, last + 1.25, []]))
         steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
-        splits.append({"name": name, "first": first, "last": last, "steps": steps})
+        splits.append({"name": name, "first": first, "last": last, "slot": st.slots[name], "steps": steps})
     end_tick = max((int(s["last"]) for s in splits), default=0) + 1
     return {
         "name": sc.name,
@@ -330,6 +349,12 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         elif rec[0] == "move":
             moves.append((float(rec[3]), int(rec[2])))
     slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
+    windows: list[tuple[int, int, int, float, float, float]] = []
+    for i, sends in doc.get("sends", [{}] * (j + 1))[j].items():
+        slot = int(spec["splits"][int(i)]["slot"])
+        for tick, woke, sent, called in sends:
+            at = tick * pace
+            windows.append((math.floor(tick), slot, int(i), at + called, at + woke, at + sent))
     if first_over:
         slips["first slip at tick"] = float(first_over[0][0])
     timed = ("bundle", "mark", "idle wait", "end", "arrival", "end arrival")
@@ -345,8 +370,9 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         kinds,
         int(spec.get("slots", 1)),
         tuple(wm for _, wm in sorted(moves)),
-        tuple(at for at, _ in sorted(moves)),
-        tuple(sorted(first_at.items())),
+        emit_windows=tuple(sorted(windows)),
+        move_at_ms=tuple(at for at, _ in sorted(moves)),
+        release_at_ms=tuple(sorted(first_at.items())),
     )
 
 

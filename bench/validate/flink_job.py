@@ -34,7 +34,6 @@ than a bundle step and shorter than a wait, so it emits once per wait (docs/engi
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -52,7 +51,6 @@ SEND = 7
 # (the call of the wait came first) and by the wait's end (the call after the wait before, plus
 # the interval, came before the wait woke), so that exactly one emit follows each wait
 TIMER = 8
-_SPIN_S = 0.0005  # how often a step after another split's emit looks for that emit's sign
 _PAST = -(2**62)
 _MAX = 2**63 - 1
 
@@ -130,7 +128,8 @@ def main(spec_path: str, out_path: str) -> None:
             self.max_slip[TIMER] = -pace
             self.over: list[list[float]] = []  # (tick, ms) of the first steps that slipped a quarter pace
             self.sends: list[list[float]] = []  # per wait from the mark on: tick, woke and sent by (ms late)
-            self.pending: tuple[float, float, float] | None = None  # the last wait: tick, wall time, woke
+            # the last wait: tick, wall time, woke (s late), called (ms after its wall time)
+            self.pending: tuple[float, float, float, float] | None = None
             self.last_wait: tuple[float, float] | None = None  # the last wait's wake, the call after it
             self.after_wait = False
             self.interval = spec["interval_ms"] / 1000.0
@@ -141,24 +140,17 @@ def main(spec_path: str, out_path: str) -> None:
                 self.last_wait = (self.last_wait[0], entered)
             self.after_wait = False
             if self.pending is not None:  # the wait before this step: its emit was sent by now
-                w_tick, w_target, w_woke = self.pending
+                w_tick, w_target, w_woke, w_entered = self.pending
                 self.pending = None
-                # its sign for the splits whose steps come after this emit (the next slot's wait,
-                # the next release's bundles): the emit was sent before this call
-                open(os.path.join(sync_dir, f"sent-{self.j}-{self.index}-{math.floor(w_tick)}"), "w").close()
                 self.max_slip[SEND] = max(self.max_slip[SEND], entered - w_target)
-                self.sends.append([w_tick, round(w_woke * 1000, 3), round((entered - w_target) * 1000, 3)])
-            kind, tick, events, *rest = self.steps[int(value)]
-            after = rest[0] if rest else None
+                self.sends.append(
+                    [w_tick, round(w_woke * 1000, 3), round((entered - w_target) * 1000, 3), w_entered]
+                )
+            kind, tick, events = self.steps[int(value)]
             target = self.t0 + tick * pace
             delay = target - time.time()
             if delay > 0:
                 time.sleep(delay)
-            if after is not None:  # after another split's emit (the slots' relay): wait for its sign
-                sign = os.path.join(sync_dir, f"sent-{self.j}-{after[0]}-{after[1]}")
-                give_up = target + 2 * pace
-                while not os.path.exists(sign) and time.time() < give_up:
-                    time.sleep(_SPIN_S)
             woke = time.time()
             slip = woke - target
             if kind == WAIT:
@@ -174,8 +166,8 @@ def main(spec_path: str, out_path: str) -> None:
                 slot = IDLE_WAIT if kind == WAIT and tick < self.mark else kind
                 self.max_slip[slot] = max(self.max_slip[slot], slip)
                 if slot == WAIT:
-                    self.pending = (tick, target, slip)
-                if kind != WAIT and slip * 4 > pace and len(self.over) < 20:
+                    self.pending = (tick, target, slip, round((entered - target) * 1000, 3))
+                if slip * 4 > pace and len(self.over) < 20:
                     self.over.append([tick, round(slip * 1000, 1)])
             if kind == BUNDLE:
                 top = max(e[2] for e in events)
