@@ -40,7 +40,7 @@ def validate_cmd(
 
     Prints, per scenario and strategy, model vs engine for late events, complete windows
     and the watermark, with a verdict; an engine that is not installed is reported, not fatal.
-    Exits 1 if any comparison differs.
+    Exits 1 if any comparison differs, failed or (Flink) left its regime.
     """
     import platform
     from pathlib import Path
@@ -67,7 +67,7 @@ def validate_cmd(
         meta = {"scenarios": names, "python": platform.python_version(), "flink_timing": vars_of(timing)}
         for p in write_verdicts(verdicts, Path(out), meta):
             click.echo(f"wrote {p}")
-    if any(v.verdict in ("differs", "failed") for v in verdicts):
+    if any(v.verdict in ("differs", "failed", "out of regime") for v in verdicts):
         sys.exit(1)
 
 

@@ -281,12 +281,22 @@ class FlinkStrategy(Strategy):
     that has read nothing) and, when the segment is finished, its source ends with the
     watermark ``+inf`` and its channel stays (active at ``+inf``).
 
+    One tick, in the order Flink's union takes it when every source's emit is sent in
+    turn (the replay's order): the finished segments' ``+inf`` (by name), then the new
+    segments join (by name, all before any emit), then one periodic emit per live
+    segment in the order of its *slot* (the lowest one no unfinished segment holds when
+    it joins; a segment's slot is free again the tick after its ``+inf``). Flink's valve
+    takes them one channel at a time, so the combined watermark moves after each, and
+    windows fire at every such intermediate value; an event meets the value after the
+    last tick before it.
+
     Records for ``ingestwm validate``: ``arrivals`` (clock ms, segment, writer, seq,
     event time, watermark on arrival, late) of every event it delivered (duplicates
     excluded), ``redelivered`` (clock ms, segment, event time) of the duplicates (they
     still reach the generator), ``spans`` (clock ms of each segment's first and last
-    periodic emit as a split) and ``emitted`` (clock ms, combined watermark) whenever
-    the combination moved.
+    periodic emit as a split), ``slots`` (each segment's slot), ``emitted`` (clock ms,
+    combined watermark) at every move, intermediate ones included, and ``fired_at``
+    (the combined watermark that fired each of ``pipeline.firings``).
     """
 
     name = "flink"
@@ -303,7 +313,9 @@ class FlinkStrategy(Strategy):
         self.arrivals: list[tuple[int, str, int, int, int, int, bool]] = []
         self.redelivered: list[tuple[int, str, int]] = []
         self.spans: dict[str, list[int]] = {}
+        self.slots: dict[str, int] = {}
         self.emitted: list[tuple[int, int]] = []
+        self.fired_at: list[int] = []
 
     def _gen(self, segment: str) -> Any:
         gen = self._gens.get(segment)
@@ -311,15 +323,27 @@ class FlinkStrategy(Strategy):
             gen = self._gens[segment] = self._strategy.create_watermark_generator(self.clock)
         return gen
 
-    def _join(self, segment: str) -> _SplitEmitter:
+    def _join(self, segment: str, held: set[int]) -> _SplitEmitter:
         if self._valve is None:
             self._valve = StatusWatermarkValve(1)  # its one channel starts active and aligned
             channel = 0
         else:
             channel = self._valve.add_channel()
             self._valve.input_watermark_status(WatermarkStatus.ACTIVE, channel)
+        self.slots[segment] = min(set(range(len(held) + 1)) - held)
+        held.add(self.slots[segment])
         em = self._emitters[segment] = _SplitEmitter(self._valve, channel)
         return em
+
+    def _moved(self, now: int) -> None:
+        """The valve took one channel's input: event time follows it (windows fire at every move)."""
+        assert self._valve is not None
+        p = self.pipeline
+        before, fired = p.watermark, len(p.firings)
+        p.advance(self._valve.last_output_watermark)
+        if p.watermark != before:
+            self.emitted.append((now, p.watermark))
+            self.fired_at += [p.watermark] * (len(p.firings) - fired)
 
     def on_event(
         self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
@@ -337,19 +361,20 @@ class FlinkStrategy(Strategy):
         if t_ms % self.config.flink_interval_ms:
             return
         live = {r.segment.name for r in rows if r.status != "future"}
+        now = self.clock.now()
+        # slots held at this tick: a segment finishing now keeps its own until the next one
+        held = {self.slots[n] for n in self._emitters if n not in self._finished}
         for name in sorted(n for n in self._emitters if n not in live and n not in self._finished):
             self._finished.add(name)  # its source ended: +inf, and the channel stays active
             self._emitters[name].emit_watermark(Watermark(INT64_MAX))
-        now = self.clock.now()
-        for name in sorted(live - self._finished):
-            em = self._emitters.get(name) or self._join(name)
-            self._gen(name).on_periodic_emit(em)
+            self._moved(now)
+        running = live - self._finished
+        for name in sorted(running - self._emitters.keys()):
+            self._join(name, held)  # in Flink its mark made it active a tick before any emit here
+        for name in sorted(running, key=lambda n: self.slots[n]):
+            self._gen(name).on_periodic_emit(self._emitters[name])
             self.spans.setdefault(name, [now, now])[1] = now
-        if self._valve is not None:
-            before = self.pipeline.watermark
-            self.pipeline.advance(self._valve.last_output_watermark)
-            if self.pipeline.watermark != before:
-                self.emitted.append((now, self.pipeline.watermark))
+            self._moved(now)
 
     @checked
     def _check(self) -> None:
@@ -366,6 +391,9 @@ class FlinkStrategy(Strategy):
             assert em.watermark == INT64_MAX and not em.idle, name
         assert self.pipeline.watermark >= self._valve.last_output_watermark or not self.emitted
         assert all(a[1] < b[1] for a, b in zip(self.emitted, self.emitted[1:], strict=False))
+        assert len(self.fired_at) == len(self.pipeline.firings)
+        live = [self.slots[n] for n in self._emitters if n not in self._finished]
+        assert len(live) == len(set(live)), "two unfinished segments share a slot"
 
 
 @dataclass(frozen=True, slots=True)

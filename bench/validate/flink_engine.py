@@ -11,9 +11,14 @@ mailbox thread between two records. The regime in which the two agree exactly
 
 - each split's source is a sequence of steps (``flink_job``): *bundle* ``k`` at ``T_k``
   (the release's events in one record: Flink's emit cannot see half of it), *wait*
-  ``k`` until ``T_k + P / 2`` (Flink's emit ``k`` happens right after it), so every
-  emit sees whole releases, and all splits' emits ``k-1`` reach the late filter half
-  a pace before any event of release ``k`` and emits ``k`` half a pace after;
+  ``k`` until ``T_k + P / 2 + (s + 1) g`` (Flink's emit ``k`` happens right after
+  it), where ``s`` is the split's *slot* (``FlinkStrategy.slots``: no two unfinished
+  splits share one) and ``g = P / (2 (m + 1))`` for ``m`` slots, so every emit sees
+  whole releases, and the emits of one tick leave one at a time, slot by slot, ``g``
+  apart, the last ``g`` before the next release: sent within ``g`` (the pacer's next
+  call bounds the send), all splits' emits ``k-1`` reach the late filter before any
+  event of release ``k``, and Flink's union (its input gate queues channels in the
+  order their data arrived) takes a tick's emits in the model's order;
 - Flink's emit interval is ``3 P / 4``: longer than a bundle step, so no emit follows a
   bundle, and shorter than the gap between two waits, so one follows every wait;
 - idleness is processing time in Flink: the lab's timeout ``T`` makes a split idle at
@@ -32,9 +37,12 @@ mailbox thread between two records. The regime in which the two agree exactly
   pacer runs in a task of its own, so the source's end waits in its input behind the
   last step (chained, it followed an unpaced round trip to the job's coordinator).
 
-Every step records how late it woke, and every bundle when it reached the operator
-after the union (where the sources' watermarks are combined); more than a quarter pace
-means the run left the regime, and the comparison says so.
+Every step records how late it woke, every wait by when its emit was sent, and every
+bundle when it reached the operator after the union (where the sources' watermarks are
+combined); an emit sent or an end woken more than ``g`` late (two slots' emits could
+swap, or the last slot's follow the next release), a bundle or a mark more than a
+quarter pace, means the run left the regime (``FlinkReplay.in_regime``), and the
+verdict says so.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError
-from .flink_job import BUNDLE, END, MARK, PRIME, WAIT
+from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, SEND, TIMER, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
@@ -87,7 +95,8 @@ class FlinkReplay:
     fired (at ``+inf``) included;
     ``max_slip_ms``: the latest a step woke or a bundle reached the operator after the
     union, after its wall time; ``window_late``: events Flink's window operator itself found late (the
-    late filter before it should leave none).
+    late filter before it should leave none); ``moves``: every value the combined watermark
+    took at the late filter (the warm-up's and the end of input's included).
     """
 
     arrivals: dict[tuple[int, int], tuple[int, bool]]
@@ -97,6 +106,50 @@ class FlinkReplay:
     timing: FlinkTiming
     window_late: int = 0
     slips_ms: tuple[tuple[str, float], ...] = ()  # (step kind, "arrival", ...: the latest it was)
+    slots: int = 1  # the sources' emits of one tick are staggered over this many places
+    moves: tuple[int, ...] = ()  # every value the combined watermark took at the late filter, in order
+    # per periodic emit from a split's mark on: tick, slot, split, when its wait was called, when it
+    # woke, when the emit was surely sent (the pacer's next call), in ms after tick 0
+    emit_windows: tuple[tuple[int, int, int, float, float, float], ...] = ()
+    move_at_ms: tuple[float, ...] = ()  # when each of them reached the late filter (ms after tick 0)
+    release_at_ms: tuple[tuple[int, float], ...] = ()  # per release: its first bundle at the late filter
+
+    @property
+    def emit_slip_ms(self) -> float:
+        """The gap ``g = P / (2 (slots + 1))`` between two slots' waits (and after the last one): how
+        late an end may wake (its split's next emit comes due ``g`` after it at the earliest)."""
+        return self.timing.pace_ms / (2 * (self.slots + 1))
+
+    def order_slip_ms(self, through_tick: int) -> tuple[float, int | None, str]:
+        """Whether, up to ``through_tick``, every periodic emit surely ran right after its wait and
+        the emits of each tick were surely sent in slot order: the worst margin in ms (<= 0: sure),
+        its tick and what it was.
+
+        ``order``: an emit known sent (the pacer's next call) after the next slot's wait woke
+        (that one's emit comes after it); ``timer``: the emit timer, ``3P/4`` after the split's
+        emit before, could have come due before the wait's call (after the step before it) or
+        after the wait woke (the emit would follow the next step)."""
+        worst: tuple[float, int | None, str] = (-float(self.timing.pace_ms), None, "order")
+        interval = self.timing.interval_ms
+        by_tick: dict[int, list[tuple[int, float, float]]] = {}
+        last: dict[int, tuple[float, float]] = {}  # per split: its last wait's wake and send
+        for k, slot, split, called, woke, sent in sorted(self.emit_windows, key=lambda e: (e[2], e[0])):
+            if k > through_tick:
+                continue
+            by_tick.setdefault(k, []).append((slot, woke, sent))
+            if split in last:
+                before_woke, before_sent = last[split]
+                margin = max(called - (before_woke + interval), before_sent + interval - woke)
+                if margin > worst[0]:
+                    worst = (margin, k, "timer")
+            last[split] = (woke, sent)
+        for k, emits in by_tick.items():
+            sent_by = -float("inf")
+            for _slot, woke, sent in sorted(emits):
+                if sent_by - woke > worst[0]:
+                    worst = (sent_by - woke, k, "order")
+                sent_by = max(sent_by, sent)
+        return worst
 
     @property
     def late(self) -> int:
@@ -104,13 +157,20 @@ class FlinkReplay:
 
     @property
     def in_regime(self) -> bool:
-        """Every step woke within a quarter pace; every bundle was taken by the combining operator
-        within half a pace (before the emits that follow it, sent half a pace after it)."""
+        """Every bundle and mark woke within a quarter pace, every end within ``emit_slip_ms``, the
+        waits before a split's mark (idle, it emits nothing then) within a quarter; the emit
+        timer came due after the step before each wait and before the wait's end (``timer`` <= 0:
+        one emit per wait, right after it); every bundle was taken by the combining operator
+        within half a pace (before the first emit after it) and, in a release where a source
+        ends, within a quarter (before that ``+inf``). What needs the model to be judged (every
+        move of the combined watermark at the late filter before the next release; the order of
+        a tick's emits where the moves differ) is in ``verdict.flink_verdict``."""
         slips = dict(self.slips_ms)
-        steps = max((v for k, v in slips.items() if k in ("wait", "bundle", "mark", "end")), default=0.0)
+        records = max((v for k, v in slips.items() if k in ("bundle", "mark", "idle wait")), default=0.0)
         pace = self.timing.pace_ms
         return (
-            steps * 4 <= pace
+            records * 4 <= pace
+            and slips.get("end", 0.0) <= self.emit_slip_ms
             and slips.get("arrival", 0.0) * 2 <= pace
             and slips.get("end arrival", 0.0) * 4 <= pace
         )
@@ -147,6 +207,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
     for clock, segment, et in st.redelivered:
         bundles.setdefault(segment, {}).setdefault(tick(clock), []).append([-1, -1, et, 1])
     splits: list[dict[str, Any]] = []
+    slots = max(st.slots.values(), default=0) + 1
     for name in sorted(bundles):
         if name not in st.spans:
             raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
@@ -164,11 +225,16 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         # first one takes long: the wait after it slipped), far enough back to leave
         # inactivity and idleness as they were
         timeline: list[tuple[float, list[Any]]] = [(k0, [PRIME, k0, []]), (first - 1, [MARK, first - 1, []])]
-        timeline += [(k + 0.5, [WAIT, k + 0.5, []]) for k in range(k0, last + 1)]
+        # its waits end at its slot's place in the second half of the tick, (s + 1) g after the
+        # half, g = P / (2 (m + 1)): the sources' emits leave one at a time in the model's order
+        # (slot by slot), the last one g before the next release, and a source that ends at a
+        # quarter has at least g before its next emit comes due
+        at = 0.5 + (st.slots[name] + 1) / (2 * (slots + 1))
+        timeline += [(k + at, [WAIT, k + at, []]) for k in range(k0, last + 1)]
         timeline += [(k, [BUNDLE, k, evs]) for k, evs in by_tick.items()]
         timeline.append((last + 1.25, [END, last + 1.25, []]))
         steps = [step for _, step in sorted(timeline, key=lambda x: x[0])]
-        splits.append({"name": name, "first": first, "last": last, "steps": steps})
+        splits.append({"name": name, "first": first, "last": last, "slot": st.slots[name], "steps": steps})
     end_tick = max((int(s["last"]) for s in splits), default=0) + 1
     return {
         "name": sc.name,
@@ -178,6 +244,7 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
         "lead_s": timing.start_margin_s - k0 * timing.pace_ms / 1000,
         "end_ms": (end_tick + 0.25) * timing.pace_ms,
         "end_releases": sorted({int(s["last"]) + 1 for s in splits}),
+        "slots": slots,
         "splits": splits,
     }
 
@@ -239,7 +306,8 @@ def replay_flink_many(
         with open(out_path) as f:
             doc = json.load(f)
         if os.environ.get("INGESTWM_FLINK_DEBUG"):
-            shutil.copytree(work, os.environ["INGESTWM_FLINK_DEBUG"], dirs_exist_ok=True)
+            keep = os.path.join(os.environ["INGESTWM_FLINK_DEBUG"], "+".join(s["name"] for s in specs))
+            shutil.copytree(work, keep, dirs_exist_ok=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
@@ -249,11 +317,21 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
     """Scenario ``j`` of the job's output as a ``FlinkReplay`` (a bundle's slip: arrival - its tick)."""
     arrivals: dict[tuple[int, int], tuple[int, bool]] = {}
     fired: list[tuple[int, int, int]] = []
-    names = {str(WAIT): "wait", str(BUNDLE): "bundle", str(MARK): "mark", str(END): "end"}
+    names = {
+        str(WAIT): "wait",
+        str(BUNDLE): "bundle",
+        str(MARK): "mark",
+        str(END): "end",
+        str(IDLE_WAIT): "idle wait",
+        str(SEND): "emit",
+        str(TIMER): "timer",
+    }
     slips = {names.get(k, k): float(v) for k, v in doc["slips_ms"][j].items()}
     first_over = sorted(doc.get("over", [[]] * (j + 1))[j])[:1]  # the first step that slipped, if any
     arrival = 0.0
     window_late = 0
+    moves: list[tuple[float, int]] = []
+    first_at: dict[int, float] = {}
     pace = timing.pace_ms
     for rec in doc["records"]:
         if rec[1] != j:
@@ -261,19 +339,40 @@ def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: Flin
         if rec[0] == "arr":
             _, _j, _split, release, wm, at, judged = rec
             arrival = max(arrival, float(at) - release * pace)
+            first_at[int(release)] = min(first_at.get(int(release), float(at)), float(at))
             for writer, seq, _et, late in judged:
                 arrivals[(int(writer), int(seq))] = (int(wm), bool(late))
         elif rec[0] == "win":
             fired.append((int(rec[2]), int(rec[3]), int(rec[4])))
         elif rec[0] == "wlate":
             window_late += int(rec[4])
+        elif rec[0] == "move":
+            moves.append((float(rec[3]), int(rec[2])))
     slips["late filter"] = arrival  # when the late filter ran it (informative: it has one input)
+    windows: list[tuple[int, int, int, float, float, float]] = []
+    for i, sends in doc.get("sends", [{}] * (j + 1))[j].items():
+        slot = int(spec["splits"][int(i)]["slot"])
+        for tick, woke, sent, called in sends:
+            at = tick * pace
+            windows.append((math.floor(tick), slot, int(i), at + called, at + woke, at + sent))
     if first_over:
         slips["first slip at tick"] = float(first_over[0][0])
-    slip = max(v for k, v in slips.items() if k not in ("first slip at tick", "late filter"))
+    timed = ("bundle", "mark", "idle wait", "end", "arrival", "end arrival")
+    slip = max((v for k, v in slips.items() if k in timed), default=0.0)
     kinds = tuple(sorted((k, round(v, 1)) for k, v in slips.items()))
     return FlinkReplay(
-        arrivals, sorted(fired), round(slip, 1), str(doc["version"]), timing, window_late, kinds
+        arrivals,
+        sorted(fired),
+        round(slip, 1),
+        str(doc["version"]),
+        timing,
+        window_late,
+        kinds,
+        int(spec.get("slots", 1)),
+        tuple(wm for _, wm in sorted(moves)),
+        emit_windows=tuple(sorted(windows)),
+        move_at_ms=tuple(at for at, _ in sorted(moves)),
+        release_at_ms=tuple(sorted(first_at.items())),
     )
 
 

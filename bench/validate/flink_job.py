@@ -8,7 +8,8 @@ document: every bundle's arrival at the late filter (the watermark it met there,
 late flag of each of its events, when it arrived), every window fired (with the
 watermark that fired it and when), how late each pacer woke and each bundle reached
 the operator after the union (a key selector; separately for the releases in which a
-source ends), and Flink's version.
+source ends), every move of the combined watermark at the late filter (an event-time
+timer one above it, re-armed at each move), and Flink's version.
 
 The job, per split: ``from_source(NumberSequenceSource)`` → ``Pace``, a Python flat-map
 in a task of its own (its mailbox thread takes one record at a time) that turns step
@@ -38,10 +39,20 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME"]
+__all__ = ["main", "WAIT", "BUNDLE", "MARK", "END", "EVENT", "PRIME", "IDLE_WAIT", "SEND", "TIMER"]
 
 WAIT, BUNDLE, MARK, END, EVENT, PRIME = 0, 1, 2, 3, 4, 5
+IDLE_WAIT = 6  # not a step: how late the waits before a split's mark woke (it emits nothing then)
+# not a step: the latest a wait's periodic emit can have been sent, after the wait's wall time. Flink
+# runs the emit (a timer due during the wait) in the task's mailbox after the wait's record and
+# before the next record, so the next step's call into the pacer bounds the emit's send from above
+SEND = 7
+# not a step: the emit timer's margin (ms, <= 0 in the regime): due after the step before each wait
+# (the call of the wait came first) and by the wait's end (the call after the wait before, plus
+# the interval, came before the wait woke), so that exactly one emit follows each wait
+TIMER = 8
 _PAST = -(2**62)
+_MAX = 2**63 - 1
 
 
 def _t0(path: str, lead_s: float, ready: tuple[int, int] | None = None) -> float:
@@ -109,21 +120,53 @@ def main(spec_path: str, out_path: str) -> None:
 
         def open(self, runtime_context: Any) -> None:
             with open(spec_path) as f:
-                self.steps = json.load(f)["scenarios"][self.j]["splits"][self.index]["steps"]
+                split = json.load(f)["scenarios"][self.j]["splits"][self.index]
+            self.steps, self.mark = split["steps"], int(split["first"]) - 1
             me = globals_.index((self.j, self.index))
             self.t0 = _t0(spec["sync_file"], spec["lead_s"], (me, len(globals_)))
-            self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0}
+            self.max_slip = {WAIT: 0.0, BUNDLE: 0.0, MARK: 0.0, END: 0.0, IDLE_WAIT: 0.0, SEND: 0.0}
+            self.max_slip[TIMER] = -pace
             self.over: list[list[float]] = []  # (tick, ms) of the first steps that slipped a quarter pace
+            self.sends: list[list[float]] = []  # per wait from the mark on: tick, woke and sent by (ms late)
+            # the last wait: tick, wall time, woke (s late), called (ms after its wall time)
+            self.pending: tuple[float, float, float, float] | None = None
+            self.last_wait: tuple[float, float] | None = None  # the last wait's wake, the call after it
+            self.after_wait = False
+            self.interval = spec["interval_ms"] / 1000.0
 
         def flat_map(self, value: Any) -> Any:
+            entered = time.time()
+            if self.after_wait and self.last_wait is not None:  # the call after a wait: its emit was sent
+                self.last_wait = (self.last_wait[0], entered)
+            self.after_wait = False
+            if self.pending is not None:  # the wait before this step: its emit was sent by now
+                w_tick, w_target, w_woke, w_entered = self.pending
+                self.pending = None
+                self.max_slip[SEND] = max(self.max_slip[SEND], entered - w_target)
+                self.sends.append(
+                    [w_tick, round(w_woke * 1000, 3), round((entered - w_target) * 1000, 3), w_entered]
+                )
             kind, tick, events = self.steps[int(value)]
             target = self.t0 + tick * pace
             delay = target - time.time()
             if delay > 0:
                 time.sleep(delay)
-            slip = time.time() - target
+            woke = time.time()
+            slip = woke - target
+            if kind == WAIT:
+                if int(value) >= 3 and self.last_wait is not None:
+                    prev_woke, prev_next = self.last_wait
+                    margin = max(entered - (prev_woke + self.interval), prev_next + self.interval - woke)
+                    self.max_slip[TIMER] = max(self.max_slip[TIMER], margin)
+                self.last_wait = (woke, woke)
+                self.after_wait = True
             if int(value) >= 3:  # the prime and the first two waits are warm-up
-                self.max_slip[kind] = max(self.max_slip[kind], slip)
+                # before its mark the split is idle (after the prime) and its emits send nothing:
+                # those waits only need to keep the emit timer after them (a quarter pace)
+                slot = IDLE_WAIT if kind == WAIT and tick < self.mark else kind
+                self.max_slip[slot] = max(self.max_slip[slot], slip)
+                if slot == WAIT:
+                    self.pending = (tick, target, slip, round((entered - target) * 1000, 3))
                 if slip * 4 > pace and len(self.over) < 20:
                     self.over.append([tick, round(slip * 1000, 1)])
             if kind == BUNDLE:
@@ -137,7 +180,7 @@ def main(spec_path: str, out_path: str) -> None:
         def close(self) -> None:
             with open(os.path.join(sync_dir, f"slip-{self.j}-{self.index}.json"), "w") as f:
                 doc = {str(k): round(v * 1000, 3) for k, v in self.max_slip.items()}
-                json.dump(dict(doc, over=self.over), f)
+                json.dump(dict(doc, over=self.over, sends=self.sends), f)
 
     class RecordTime(TimestampAssigner):  # type: ignore[misc]
         def extract_timestamp(self, value: Any, record_timestamp: int) -> int:
@@ -176,11 +219,23 @@ def main(spec_path: str, out_path: str) -> None:
 
         def open(self, runtime_context: Any) -> None:
             self.t0 = _t0(spec["sync_file"], spec["lead_s"])
+            self.armed = False
+
+        def on_timer(self, timestamp: int, ctx: Any) -> Any:
+            """Every move of the combined watermark (a timer one above it, re-armed at each move)."""
+            wm = ctx.timer_service().current_watermark()
+            if wm < _MAX:
+                ctx.timer_service().register_event_time_timer(wm + 1)
+            at = round((time.time() - self.t0) * 1000, 3)
+            yield self.tag, json.dumps(["move", self.j, wm, at])
 
         def process_element(self, value: Any, ctx: Any) -> Any:
+            wm = ctx.timer_service().current_watermark()
+            if not self.armed:  # the first record (a prime): from here on, every move is logged
+                self.armed = True
+                ctx.timer_service().register_event_time_timer(wm + 1)
             if value[0] != BUNDLE:
                 return
-            wm = ctx.timer_service().current_watermark()
             at = round((time.time() - self.t0) * 1000, 3)
             judged, on_time = [], []
             for writer, seq, et, dup in json.loads(value[4]):
@@ -277,6 +332,7 @@ def main(spec_path: str, out_path: str) -> None:
             lines.append(json.loads(line))
     slips: list[dict[str, float]] = [{} for _ in scenarios]
     over: list[list[Any]] = [[] for _ in scenarios]
+    sends: list[dict[int, Any]] = [{} for _ in scenarios]  # per scenario, per split: its waits' sends
     for j in range(len(scenarios)):
         try:
             with open(os.path.join(sync_dir, f"arrival-{j}.json")) as f:
@@ -289,12 +345,15 @@ def main(spec_path: str, out_path: str) -> None:
                 for k, v in json.load(f).items():
                     if k == "over":
                         over[j].extend(v)
+                    elif k == "sends":
+                        sends[j][i] = v
                     else:
                         slips[j][k] = max(slips[j].get(k, 0.0), float(v))
         except FileNotFoundError:
             slips[j]["missing"] = 1.0
     with open(out_path, "w") as f:
-        json.dump({"version": flink_version, "records": lines, "slips_ms": slips, "over": over}, f)
+        doc = {"version": flink_version, "records": lines, "slips_ms": slips, "over": over, "sends": sends}
+        json.dump(doc, f)
 
 
 if __name__ == "__main__":

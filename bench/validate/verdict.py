@@ -7,7 +7,9 @@
 - ``flink``: event by event, the watermark the event met at the late filter and
   whether it was late, and the windows fired before the end of input (start, count, the
   watermark that fired it).
-  Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``).
+  Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``);
+  a replay out of the regime is ``out of regime`` whatever it found (the note says what
+  differed, if anything, and the slips), one in it that disagrees ``differs``.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ from dataclasses import dataclass
 
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy, SparkStrategy
+from ..lab.lab_scenario import lab_strategies
 from .flink_engine import FlinkReplay
 from .spark_engine import SparkReplay
 
-__all__ = ["Verdict", "spark_verdict", "flink_verdict", "not_run"]
+__all__ = ["Verdict", "spark_verdict", "flink_verdict", "not_run", "OUT_OF_REGIME"]
 
-EXACT, DIFFERS, NOT_RUN = "exact", "differs", "not run"
+EXACT, DIFFERS, NOT_RUN, OUT_OF_REGIME = "exact", "differs", "not run", "out of regime"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +123,10 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         d = _diff(wm, got[0])
         wm_equal += d == 0
         max_diff = max(max_diff, d)
-    at_clock = dict(st.emitted)  # the combined watermark after each tick that moved it
-    model_fired = sorted({(s, c, at_clock.get(t, 0)) for t, s, _, c in st.pipeline.firings})
+    # each window with the combined watermark that fired it (an intermediate one of its tick:
+    # Flink's valve takes the sources' emits one channel at a time)
+    fired = zip(st.pipeline.firings, st.fired_at, strict=True)
+    model_fired = sorted({(s, c, wm) for (_, s, _, c), wm in fired})
     # the end of input fires every window left at +inf in Flink; the lab's run just stops
     starts = {f[0] for f in model_fired}
     engine_fired = [f for f in replay.fired if f[2] < _MAX_WM or f[0] in starts]
@@ -144,12 +149,58 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     other = len(st.arrivals) - missing - wm_equal - one_none
     if other:
         notes.append(f"{other} events met another watermark in Flink")
-    if not replay.in_regime:
-        notes.append(
-            f"out of regime: {dict(replay.slips_ms)} ms late (pace {replay.timing.pace_ms} ms: "
-            f"allowed a quarter for steps and for arrivals where a source ends, a half for other arrivals)"
+    # every move of the combined watermark, the intermediate ones within a tick included: the
+    # model's must be Flink's (after Flink's warm-up at "none yet"; the end of input adds more)
+    model_moves = [wm for _, wm in st.emitted]
+    engine_moves = [wm for wm in replay.moves if wm > _NO_WATERMARK]
+    step, start = lab_strategies(result.scenario).flink_interval_ms, result.scenario.start_time_ms
+    unsure: list[str] = []  # what takes the run out of the regime, beyond FlinkReplay.in_regime
+    if engine_moves[: len(model_moves)] != model_moves:
+        i = next(
+            (i for i, (a, b) in enumerate(zip(model_moves, engine_moves, strict=False)) if a != b),
+            min(len(model_moves), len(engine_moves)),
         )
-    exact = not notes and wm_equal == len(st.arrivals)
+        model_at = model_moves[i] if i < len(model_moves) else None
+        engine_at = engine_moves[i] if i < len(engine_moves) else None
+        notes.append(
+            f"the combined watermark moved {len(model_moves)} times in the model, and Flink's moves "
+            f"differ from move {i} (model {model_at}, Flink {engine_at})"
+        )
+        # another order of a tick's emits at the union changes the moves (and only so shows): a
+        # difference is the model's only if every emit up to there surely ran right after its
+        # wait and left in slot order
+        clock = st.emitted[min(i, len(st.emitted) - 1)][0] if st.emitted else start
+        upto = -(-(clock - start) // step)
+        slip, tick, what = replay.order_slip_ms(upto)
+        if slip > 0:
+            unsure.append(
+                f"up to tick {upto} (that move's) the emits were not surely "
+                + ("sent in slot order" if what == "order" else "each right after its wait")
+                + f" ({what}: {slip:.1f} ms at tick {tick})"
+            )
+    margin = _move_margin(result, replay, st)
+    if margin is not None and margin[0] > 0:
+        unsure.append(
+            f"a move of the combined watermark at tick {margin[1]} reached the late filter "
+            f"{margin[0]:.1f} ms after release {margin[1] + 1}'s first bundle"
+        )
+    agreed = not notes and wm_equal == len(st.arrivals)
+    in_regime = replay.in_regime and not unsure
+    if not in_regime:
+        slips = ""
+        if not replay.in_regime:
+            slips = (
+                f"slips {dict(replay.slips_ms)} ms (pace {replay.timing.pace_ms} ms, {replay.slots} emit "
+                f"slots: allowed {replay.emit_slip_ms:g} ms for ends, a quarter pace for bundles, marks "
+                f"and arrivals where a source ends, a half for other arrivals)"
+            )
+        notes.append("; ".join([*unsure, *([slips] if slips else [])]))
+        if agreed:
+            notes.append("everything compared agreed")
+    verdict = EXACT if agreed and in_regime else (DIFFERS if in_regime else OUT_OF_REGIME)
+    ok = f"{len(st.arrivals)} events, each met the same watermark"
+    if margin is not None:
+        ok += f"; every move reached the late filter >= {-margin[0]:.1f} ms before the next release"
     return Verdict(
         result.scenario.name,
         "flink",
@@ -161,6 +212,31 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         wm_checked=len(st.arrivals),
         wm_equal=wm_equal,
         wm_max_diff_ms=max_diff,
-        verdict=EXACT if exact else DIFFERS,
-        note="; ".join(notes) or f"{len(st.arrivals)} events, each met the same watermark",
+        verdict=verdict,
+        note="; ".join(notes) or ok,
     )
+
+
+def _move_margin(result: LabResult, replay: FlinkReplay, st: FlinkStrategy) -> tuple[float, int] | None:
+    """The latest a move of the combined watermark reached Flink's late filter after the first
+    bundle of the release after its tick (ms, negative: before it), and that tick; over the
+    moves that are the model's (their tick is known), None if none can be placed.
+
+    Informative: in the regime every emit was sent before the next release's bundles and the
+    way from the union to the late filter is one queue, so this stays below 0; a move after
+    that bundle makes its events meet another watermark, which the comparison counts."""
+    if not replay.move_at_ms:
+        return None
+    step = lab_strategies(result.scenario).flink_interval_ms
+    start = result.scenario.start_time_ms
+    engine = [(at, wm) for at, wm in zip(replay.move_at_ms, replay.moves, strict=True) if wm > _NO_WATERMARK]
+    first = dict(replay.release_at_ms)
+    worst: tuple[float, int] | None = None
+    for (clock, wm), (at, got) in zip(st.emitted, engine, strict=False):
+        if wm != got:
+            break
+        tick = -(-(clock - start) // step)
+        nxt = first.get(tick + 1)
+        if nxt is not None and (worst is None or at - nxt > worst[0]):
+            worst = (at - nxt, tick)
+    return worst
