@@ -197,7 +197,10 @@ class WriterActor:
         self._route()
         # events handed over but not yet in the store (write latency, store outages)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
-        self._cols = np.empty((4, 0), np.int64)  # their columns side by side (reused: no fresh pages)
+        # _flush_kernel's buffers, reused (fresh pages cost more than the split): the pending columns
+        # side by side, the events due (passed to _write, which keeps none but a transaction's), the
+        # held ones (two, in turn: the pending events are read from one while the other is written)
+        self._bufs = [np.empty((4, 0), np.int64) for _ in range(4)]
         client, stream, wid = world.client, world.stream, index + 1
         self._event_writer = (
             EventWriter(client, stream, wid, config=_EVENT_WRITER_CONFIG)
@@ -296,12 +299,14 @@ class WriterActor:
         k = sim_kernels(n)
         if k is None or any(p[4] is not None or any(a.dtype != np.int64 for a in p[:4]) for p in pend):
             return False
-        if self._cols.shape[1] < n:
-            self._cols = np.empty((4, max(n, 2 * self._cols.shape[1])), np.int64)
-        cols = self._cols
+        bufs = self._bufs
+        if bufs[0].shape[1] < n:
+            self._bufs = bufs = [np.empty((4, max(n, 2 * bufs[0].shape[1])), np.int64) for _ in range(4)]
+        bufs[2], bufs[3] = bufs[3], bufs[2]
+        cols, rest = bufs[0], bufs[2]
+        due = bufs[1] if self._txn_writer is None else np.empty((3, n), np.int64)
         for i, col in enumerate(zip(*(p[:4] for p in pend), strict=True)):
             np.concatenate(col, out=cols[i, :n])
-        due, rest = np.empty((3, n), np.int64), np.empty((4, n), np.int64)
         d = k.split_due(cols, n, now, due, rest)
         r = n - d
         self._pending = [(rest[0, :r], rest[1, :r], rest[2, :r], rest[3, :r], None)] if r else []
