@@ -9,6 +9,8 @@ call, or once they are loaded; both paths give the same bytes and numbers.
 
 - ``frames_by_segment``: a writer's batch framed and grouped by segment (a stable
   counting sort), so one append per segment takes a contiguous slice.
+- ``split_due``: a writer's pending events split into those due (in the order they reach
+  the store: by ready time, stably) and the others (in their order).
 - ``payload_ids``: writer indexes and sequence numbers from the first 8 bytes of each
   payload of an Arrow binary array.
 - ``account``: the recorder's counters of one batch (``Recorder.on_batch``).
@@ -23,7 +25,7 @@ import numpy as np
 
 from readergroup.format._frame_kernels import _copy
 
-__all__ = ["frames_by_segment", "payload_ids", "account"]
+__all__ = ["frames_by_segment", "split_due", "payload_ids", "account"]
 
 _HEADER = 15
 
@@ -87,6 +89,57 @@ def frames_by_segment(
         for b in range(q + 8, p + frame_len):
             out[b] = 0
     return runs
+
+
+@numba.njit(cache=True, nogil=True)
+def split_due(cols: Any, n: int, now: int, due: Any, rest: Any) -> int:
+    """Split events ``cols[:, :n]`` (rows: key index, event time, number, ready time) at ``now``.
+
+    Writes the events ready by ``now`` (rows 0-2) to ``due[:, :d]`` sorted by ready time,
+    stably (a counting sort when the ready times span less than 2^16 ms), and the others
+    (all four rows) to ``rest[:, :n - d]`` in their order; returns d. O(n + span).
+    """
+    ready = cols[3]
+    d = 0
+    lo = hi = np.int64(0)
+    j = 0
+    for i in range(n):
+        r = ready[i]
+        if r <= now:
+            if d == 0 or r < lo:
+                lo = r
+            if d == 0 or r > hi:
+                hi = r
+            d += 1
+        else:
+            for c in range(4):
+                rest[c, j] = cols[c, i]
+            j += 1
+    if d == 0:
+        return 0
+    span = hi - lo
+    if span < 1 << 16:
+        starts = np.zeros(span + 2, np.int64)
+        for i in range(n):
+            r = ready[i]
+            if r <= now:
+                starts[r - lo + 1] += 1
+        for v in range(span + 1):
+            starts[v + 1] += starts[v]
+        for i in range(n):
+            r = ready[i]
+            if r <= now:
+                p = starts[r - lo]
+                starts[r - lo] = p + 1
+                for c in range(3):
+                    due[c, p] = cols[c, i]
+    else:
+        idx = np.flatnonzero(ready[:n] <= now)
+        order = idx[np.argsort(ready[idx], kind="mergesort")]
+        for p in range(d):
+            for c in range(3):
+                due[c, p] = cols[c, order[p]]
+    return d
 
 
 @numba.njit(cache=True, nogil=True)

@@ -42,7 +42,7 @@ from .recorder import Recorder
 from .scenario import ScalingSpec, Scenario, WriterSpec
 from .seeds import Seeds
 from .sim_clock import SimClock
-from .workloads import ID_BYTES, FrameBuilder
+from .workloads import ID_BYTES, FrameBuilder, sim_kernels
 
 __all__ = [
     "World",
@@ -197,6 +197,10 @@ class WriterActor:
         self._route()
         # events handed over but not yet in the store (write latency, store outages)
         self._pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]] = []
+        # _flush_kernel's buffers, reused (fresh pages cost more than the split): the pending columns
+        # side by side, the events due (passed to _write, which keeps none but a transaction's), the
+        # held ones (two, in turn: the pending events are read from one while the other is written)
+        self._bufs = [np.empty((4, 0), np.int64) for _ in range(4)]
         client, stream, wid = world.client, world.stream, index + 1
         self._event_writer = (
             EventWriter(client, stream, wid, config=_EVENT_WRITER_CONFIG)
@@ -256,6 +260,10 @@ class WriterActor:
         """Write the pending events due by ``now``, in the order they reach the store."""
         if not self._pending or self.world.outage_end(now) is not None:
             return
+        if all(int(p[3].min()) > now for p in self._pending):  # none due: keep them as they are
+            return
+        if self._flush_kernel(now):
+            return
         key_idx, et, seqs, ready = (np.concatenate([p[i] for p in self._pending]) for i in range(4))
         sized = any(p[4] is not None for p in self._pending)
         sizes = (
@@ -283,6 +291,28 @@ class WriterActor:
                 key = (r - r.min()).astype(np.uint16) if span < 1 << 16 else r
                 idx = idx[np.argsort(key, kind="stable")]
             self._write(key_idx[idx], et[idx], seqs[idx], None if sizes is None else sizes[idx])
+
+    def _flush_kernel(self, now: int) -> bool:
+        """``_flush`` in one kernel call (the same events in the same order); False if it takes numpy."""
+        pend = self._pending
+        n = sum(len(p[0]) for p in pend)
+        k = sim_kernels(n)
+        if k is None or any(p[4] is not None or any(a.dtype != np.int64 for a in p[:4]) for p in pend):
+            return False
+        bufs = self._bufs
+        if bufs[0].shape[1] < n:
+            self._bufs = bufs = [np.empty((4, max(n, 2 * bufs[0].shape[1])), np.int64) for _ in range(4)]
+        bufs[2], bufs[3] = bufs[3], bufs[2]
+        cols, rest = bufs[0], bufs[2]
+        due = bufs[1] if self._txn_writer is None else np.empty((3, n), np.int64)
+        for i, col in enumerate(zip(*(p[:4] for p in pend), strict=True)):
+            np.concatenate(col, out=cols[i, :n])
+        d = k.split_due(cols, n, now, due, rest)
+        r = n - d
+        self._pending = [(rest[0, :r], rest[1, :r], rest[2, :r], rest[3, :r], None)] if r else []
+        if d:
+            self._write(due[0, :d], due[1, :d], due[2, :d], None)
+        return True
 
     def _write(self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None) -> None:
         w = self.world
