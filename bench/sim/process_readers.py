@@ -138,6 +138,8 @@ class ProcessReaderActor(ReaderActor):
         session = self.schedule.session(int(env.now))
         work_ms = 0.0 if s.rate_per_s is None else 1000.0 / max(s.rate_per_s, 1e-9)
         inc = self.incarnation = w.served.start(self, work_ms=work_ms)
+        # a new session: its watermarks ascend from here (the killed one's batches were followed at the kill)
+        w.recorder.on_reader_joined(self.name)
         yield env.timeout(0)  # the readers joining at this instant start their processes too
         w.served.wait_started(inc)
         if isinstance(env, simpy.rt.RealtimeEnvironment):
