@@ -324,9 +324,11 @@ def spark_execute(
     done = 0
     with tqdm(total=len(tasks), unit="run", desc=label, disable=not show_progress, leave=False) as bar:
         worker.start()
-        while worker.is_alive():
+        finished = False
+        while not finished:  # one look after the job ended too: its last runs are counted
             worker.join(poll_s)
-            now = len(tasks) if not worker.is_alive() and "runs" in outcome else completed()
+            finished = not worker.is_alive()
+            now = len(tasks) if finished and "runs" in outcome else completed()
             if now > done:
                 bar.update(now - done)
                 done = now
