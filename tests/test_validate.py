@@ -13,6 +13,7 @@ import copy
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, NoReturn
 
 import flink_venv
@@ -25,7 +26,7 @@ from test_lab import TINY
 from bench.cli import cli
 from bench.lab import LabScenarioError, lab_scenario_from_dict, lab_scenarios, load_lab_scenario, run_compare
 from bench.lab.compared_strategies import FlinkStrategy
-from bench.validate import FlinkTiming
+from bench.validate import FlinkTiming, ValidateError, format_verdicts
 from bench.validate.flink_engine import FlinkReplay, replay_flink_many
 from bench.validate.run import validate_spark
 from bench.validate.verdict import flink_verdict
@@ -278,6 +279,44 @@ def test_the_flink_verdict_tells_a_difference_in_the_regime_from_a_replay_out_of
     assert flink_verdict(r, replay(allowed - 1, swapped)).verdict == "differs"
     unsure = flink_verdict(r, replay(allowed - 1, swapped, sent_ms=40.0))
     assert unsure.verdict == "out of regime" and "not surely sent in slot order" in unsure.note, unsure.note
+
+
+def test_validate_runs_a_flink_replay_out_of_the_regime_again_at_twice_the_pace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of the regime, the replay runs again at twice the pace up to the maximum; the verdict is
+    the last run's, its pace recorded, and its note names every run before it and why it left."""
+    from bench.validate import run as run_mod
+    from bench.validate.verdict import Verdict
+
+    paces: list[int] = []
+
+    def fake_replay(result: Any, timing: FlinkTiming, python: Any = None) -> FlinkTiming:
+        paces.append(timing.pace_ms)
+        return timing
+
+    def fake_verdict(result: Any, timing: Any) -> Verdict:  # in the regime from 400 ms on
+        ok = timing.pace_ms >= 400
+        verdict, note = ("exact", "all equal") if ok else ("out of regime", f"late at {timing.pace_ms}")
+        return Verdict("s", "flink", "Flink 2.3.0", verdict=verdict, note=note, pace_ms=timing.pace_ms)
+
+    monkeypatch.setattr(run_mod, "replay_flink", fake_replay)
+    monkeypatch.setattr(run_mod, "flink_verdict", fake_verdict)
+    result: Any = SimpleNamespace(scenario=SimpleNamespace(name="s"))
+    v = run_mod.validate_flink(result, FlinkTiming(pace_ms=100), max_pace_ms=1000)
+    assert paces == [100, 200, 400] and (v.verdict, v.pace_ms) == ("exact", 400)
+    assert "at 100 ms out of regime (late at 100)" in v.note and "at 200 ms" in v.note, v.note
+    paces.clear()  # no maximum: one run, its own verdict
+    v = run_mod.validate_flink(result, FlinkTiming(pace_ms=100))
+    assert paces == [100] and v.verdict == "out of regime" and "before" not in v.note
+    paces.clear()  # the next doubling would pass the maximum: the last run's verdict stands
+    v = run_mod.validate_flink(result, FlinkTiming(pace_ms=100), max_pace_ms=399)
+    assert paces == [100, 200] and (v.verdict, v.pace_ms) == ("out of regime", 200)
+    with pytest.raises(ValidateError, match="max_pace_ms 50 is below the pace 100 ms"):
+        run_mod.validate_flink(result, FlinkTiming(pace_ms=100), max_pace_ms=50)
+    assert paces == [100, 200]  # refused before anything ran
+    table = format_verdicts([v])
+    assert "pace ms" in table.splitlines()[0] and " 200 " in table.splitlines()[1], table
 
 
 def _unavailable(why: str) -> NoReturn:

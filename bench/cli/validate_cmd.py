@@ -29,12 +29,19 @@ __all__ = ["validate_cmd"]
     default=None,
     help="Wall-clock ms per lab watermark emit in the Flink replay (the regime: docs/engines.md).",
 )
+@click.option(
+    "--flink-max-pace-ms",
+    type=int,
+    default=None,
+    help="Run a Flink replay that left the regime again at twice the pace, up to this (default: once).",
+)
 def validate_cmd(
     scenarios: tuple[str, ...],
     engines: tuple[str, ...],
     out: str | None,
     flink_python: str | None,
     flink_pace_ms: int | None,
+    flink_max_pace_ms: int | None,
 ) -> None:
     """Run lab scenarios (default: every shipped one) through the models and the real engines.
 
@@ -59,12 +66,18 @@ def validate_cmd(
             timing,
             flink_python,
             echo=lambda s: click.echo(s, err=True),
+            flink_max_pace_ms=flink_max_pace_ms,
         )
     except (ValidateError, LabScenarioError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(format_verdicts(verdicts))
     if out is not None:
-        meta = {"scenarios": names, "python": platform.python_version(), "flink_timing": vars_of(timing)}
+        meta = {
+            "scenarios": names,
+            "python": platform.python_version(),
+            "flink_timing": vars_of(timing),
+            "flink_max_pace_ms": flink_max_pace_ms,
+        }
         for p in write_verdicts(verdicts, Path(out), meta):
             click.echo(f"wrote {p}")
     if any(v.verdict in ("differs", "failed", "out of regime") for v in verdicts):

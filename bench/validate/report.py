@@ -19,7 +19,17 @@ def _pair(a: int | None, b: int | None) -> str:
 
 def format_verdicts(verdicts: Sequence[Verdict]) -> str:
     """A fixed-width table: per scenario and strategy, model / engine, then the verdict and why."""
-    head = ["scenario", "strategy", "engine", "late", "windows", "watermark equal", "max |Δwm| ms", "verdict"]
+    head = [
+        "scenario",
+        "strategy",
+        "engine",
+        "pace ms",
+        "late",
+        "windows",
+        "watermark equal",
+        "max |Δwm| ms",
+        "verdict",
+    ]
     body = []
     for v in verdicts:
         body.append(
@@ -27,6 +37,7 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
                 v.scenario,
                 v.strategy,
                 v.engine,
+                "-" if v.pace_ms is None else str(v.pace_ms),
                 _pair(v.late_model, v.late_engine),
                 _pair(v.windows_model, v.windows_engine),
                 f"{v.wm_equal}/{v.wm_checked}" if v.wm_checked else "-",
@@ -37,7 +48,10 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body]
-    lines.append("(late, windows: model / engine; watermark: per micro-batch for Spark, per event for Flink)")
+    lines.append(
+        "(late, windows: model / engine; watermark: per micro-batch for Spark, per event for Flink;"
+        " pace: Flink's wall-clock ms per lab tick)"
+    )
     for v in verdicts:
         if v.verdict != "exact":
             lines.append(f"{v.scenario} {v.strategy}: {v.verdict}: {v.note}")

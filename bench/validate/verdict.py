@@ -43,6 +43,7 @@ class Verdict:
     wm_max_diff_ms: int | None = None
     verdict: str = NOT_RUN
     note: str = ""
+    pace_ms: int | None = None  # Flink: the replay's wall-clock ms per lab tick (the one judged)
 
     def as_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -214,6 +215,7 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         wm_max_diff_ms=max_diff,
         verdict=verdict,
         note="; ".join(notes) or ok,
+        pace_ms=replay.timing.pace_ms,
     )
 
 
