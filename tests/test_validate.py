@@ -317,6 +317,21 @@ def test_validate_runs_a_flink_replay_out_of_the_regime_again_at_twice_the_pace(
     assert paces == [100, 200]  # refused before anything ran
     table = format_verdicts([v])
     assert "pace ms" in table.splitlines()[0] and " 200 " in table.splitlines()[1], table
+    # the command says each verdict as it comes (a run of every scenario takes an hour)
+    monkeypatch.setattr(run_mod, "load_lab_scenario", lambda name: SimpleNamespace(name=name))
+    monkeypatch.setattr(run_mod, "run_compare", lambda sc: SimpleNamespace(scenario=sc))
+    monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
+    said: list[str] = []
+    rows = run_mod.validate(
+        ["a"], ["flink"], lambda: None, FlinkTiming(pace_ms=200), echo=said.append, flink_max_pace_ms=800
+    )
+    assert [(r.verdict, r.pace_ms) for r in rows] == [("exact", 400)]
+    assert said == [
+        "a: running the lab model",
+        "a: replaying in Flink (pace 200 ms per emit)",
+        "a: out of the regime; again at 400 ms per emit",
+        "s: Flink 2.3.0 exact at 400 ms per emit",  # (the fake verdict names its scenario "s")
+    ], said
 
 
 def _unavailable(why: str) -> NoReturn:

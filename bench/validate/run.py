@@ -107,6 +107,7 @@ def validate(
                 out.append(
                     _guard(sc.name, "spark", "Spark", lambda r=result, s=session: validate_spark(r, s))
                 )
+                echo(_said(out[-1]))
         if "flink" in engines:
             if flink_why is not None:
                 out.append(not_run(sc.name, "flink", "Flink", flink_why))
@@ -120,7 +121,15 @@ def validate(
                         lambda r=result: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo),
                     )
                 )
+                echo(_said(out[-1]))
     return out
+
+
+def _said(v: Verdict) -> str:
+    """One line as a comparison ends (a whole run can take an hour): the verdict, and why if not exact."""
+    at = "" if v.pace_ms is None else f" at {v.pace_ms} ms per emit"
+    why = "" if v.verdict == "exact" else f": {v.note}"
+    return f"{v.scenario}: {v.engine} {v.verdict}{at}{why}"
 
 
 def _guard(scenario: str, strategy: str, engine: str, run: Callable[..., Verdict]) -> Verdict:
