@@ -41,7 +41,7 @@ Every step records how late it woke, every wait by when its emit was sent, and e
 bundle when it reached the operator after the union (where the sources' watermarks are
 combined); an emit sent or an end woken more than ``g`` late (two slots' emits could
 swap, or the last slot's follow the next release), a bundle or a mark more than a
-quarter pace, means the run left the regime (``FlinkReplay.in_regime``), and the
+quarter pace, means the run left the regime (``FlinkReplay.slips_in_bounds`` is false), and the
 verdict says so.
 """
 
@@ -156,15 +156,17 @@ class FlinkReplay:
         return sum(1 for _, late in self.arrivals.values() if late)
 
     @property
-    def in_regime(self) -> bool:
-        """Every bundle and mark woke within a quarter pace, every end within ``emit_slip_ms``, the
-        waits before a split's mark (idle, it emits nothing then) within a quarter; the emit
-        timer came due after the step before each wait and before the wait's end (``timer`` <= 0:
-        one emit per wait, right after it); every bundle was taken by the combining operator
-        within half a pace (before the first emit after it) and, in a release where a source
-        ends, within a quarter (before that ``+inf``). What needs the model to be judged (every
-        move of the combined watermark at the late filter before the next release; the order of
-        a tick's emits where the moves differ) is in ``verdict.flink_verdict``."""
+    def slips_in_bounds(self) -> bool:
+        """The part of the regime the replay alone can judge (the whole: ``verdict.flink_verdict``'s
+        ``out of regime``; test and retry by that). Every bundle and mark woke within a quarter
+        pace, every end within ``emit_slip_ms``, the waits before a split's mark (idle, it emits
+        nothing then) within a quarter; the emit timer came due after the step before each wait and
+        before the wait's end (``timer`` <= 0: one emit per wait, right after it); every bundle was
+        taken by the combining operator within half a pace (before the first emit after it) and, in
+        a release where a source ends, within a quarter (before that ``+inf``). What needs the model
+        to be judged (every move of the combined watermark at the late filter before the next
+        release; the order of a tick's emits where the moves differ) is in
+        ``verdict.flink_verdict``."""
         slips = dict(self.slips_ms)
         records = max((v for k, v in slips.items() if k in ("bundle", "mark", "idle wait")), default=0.0)
         pace = self.timing.pace_ms

@@ -7,7 +7,9 @@
 - ``flink``: event by event, the watermark the event met at the late filter and
   whether it was late, and the windows fired before the end of input (start, count, the
   watermark that fired it).
-  Exact means all agree and the pacing stayed in the regime (``FlinkReplay.in_regime``);
+  Exact means all agree and the run stayed in the regime: its slips in bounds
+  (``FlinkReplay.slips_in_bounds``), every move of the combined watermark at the late filter
+  before the next release, and, where the moves differ, the emits surely in slot order;
   a replay out of the regime is ``out of regime`` whatever it found (the note says what
   differed, if anything, and the slips), one in it that disagrees ``differs``.
 """
@@ -155,7 +157,7 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     model_moves = [wm for _, wm in st.emitted]
     engine_moves = [wm for wm in replay.moves if wm > _NO_WATERMARK]
     step, start = lab_strategies(result.scenario).flink_interval_ms, result.scenario.start_time_ms
-    unsure: list[str] = []  # what takes the run out of the regime, beyond FlinkReplay.in_regime
+    unsure: list[str] = []  # what takes the run out of the regime, beyond FlinkReplay.slips_in_bounds
     if engine_moves[: len(model_moves)] != model_moves:
         i = next(
             (i for i, (a, b) in enumerate(zip(model_moves, engine_moves, strict=False)) if a != b),
@@ -186,10 +188,10 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
             f"{margin[0]:.1f} ms after release {margin[1] + 1}'s first bundle"
         )
     agreed = not notes and wm_equal == len(st.arrivals)
-    in_regime = replay.in_regime and not unsure
+    in_regime = replay.slips_in_bounds and not unsure
     if not in_regime:
         slips = ""
-        if not replay.in_regime:
+        if not replay.slips_in_bounds:
             slips = (
                 f"slips {dict(replay.slips_ms)} ms (pace {replay.timing.pace_ms} ms, {replay.slots} emit "
                 f"slots: allowed {replay.emit_slip_ms:g} ms for ends, a quarter pace for bundles, marks "
