@@ -96,6 +96,33 @@ def test_validate_says_an_engine_is_missing_instead_of_failing(tmp_path: Path) -
     assert "Traceback" not in r.output
 
 
+def test_validate_by_default_paces_flink_as_the_documented_table_was_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.validate as validate_pkg
+    from bench.cli.validate_cmd import DEFAULT_FLINK_MAX_PACE_MS, DEFAULT_FLINK_PACE_MS
+
+    asked: list[tuple[int, int | None]] = []
+
+    def fake_validate(*_a: Any, flink_max_pace_ms: int | None = None, **_k: Any) -> list[Any]:
+        asked.append((_a[3].pace_ms, flink_max_pace_ms))
+        return []
+
+    monkeypatch.setattr(validate_pkg, "validate", fake_validate)
+    for args, want in [
+        ([], (DEFAULT_FLINK_PACE_MS, DEFAULT_FLINK_MAX_PACE_MS)),
+        (["--flink-pace-ms", "100"], (100, DEFAULT_FLINK_MAX_PACE_MS)),
+        (["--flink-pace-ms", "4000"], (4000, 4000)),  # a slower pace than the default ceiling: one run
+        (["--flink-pace-ms", "100", "--flink-max-pace-ms", "100"], (100, 100)),
+    ]:
+        r = CliRunner().invoke(cli, ["validate", "--engine", "flink", "tiny", *args])
+        assert r.exit_code == 0, r.output
+        assert asked.pop() == want, args
+    # the table in docs/engines.md is what the command with its defaults gives
+    docs = (Path(__file__).parent.parent / "docs" / "engines.md").read_text()
+    assert f"--flink-pace-ms {DEFAULT_FLINK_PACE_MS} --flink-max-pace-ms {DEFAULT_FLINK_MAX_PACE_MS}" in docs
+
+
 def test_validate_refuses_an_unknown_scenario_before_running_anything() -> None:
     r = CliRunner().invoke(cli, ["validate", "--engine", "spark", "no-such-scenario"])
     assert r.exit_code != 0 and "no lab scenario 'no-such-scenario'" in r.output
