@@ -156,13 +156,12 @@ def test_frame_builder_writes_the_events_wire_format(keys: list[str]) -> None:
 def test_the_simulators_kernels_give_the_same_outputs_as_its_numpy_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Writers frame batches by segment, the recorder counts them and readers merge blocks in numba
-    kernels once loaded: the same bytes written as without them (stochastic, several segments)."""
-    from bench.sim import recorder, run_scenario, workloads, write_result
+    """Writers frame batches by segment and split their pending events (write latency, a
+    transaction's), the recorder counts them and readers merge blocks in numba kernels once
+    loaded: the same bytes written as without them (stochastic, several segments)."""
     from readergroup.format import events
-    from readergroup.reading import reader
 
-    spec = {
+    spec: dict[str, object] = {
         **BASE,
         "duration_ms": 1_000,
         "stream": {"name": "k/s", "segments": 6},
@@ -175,13 +174,36 @@ def test_the_simulators_kernels_give_the_same_outputs_as_its_numpy_path(
                 "workload": {"kind": "poisson", "rate_per_s": 4_000},
                 "disorder": {"kind": "lognormal", "ms": 20},
                 "write_latency": {"kind": "exponential", "ms": 50},
-            }
+            },
+            {  # in transactions: the split keeps the due events a transaction holds on to
+                "name": "t",
+                "key_count": 20,
+                "tick_ms": 100,
+                "workload": {"kind": "poisson", "rate_per_s": 2_000},
+                "write_latency": {"kind": "exponential", "ms": 80},
+                "commit_interval_ms": 300,
+            },
         ],
         "readers": [{"name": "r", "count": 2, "poll_ms": 250}],
         "group": {"max_event_time_lag_ms": 5},  # events late by event time are counted
         "metrics": {"sample_ms": 500, "plots": False},
     }
     events._kernels()
+    for event_log in (False, True):  # without it the recorder counts in a kernel; with it, every event
+        spec["metrics"] = {"sample_ms": 500, "plots": False, "event_log": event_log}
+        out = _outputs_with_and_without_kernels(spec, tmp_path / str(event_log), monkeypatch)
+        assert {"summary.json", "series.csv"} <= set(out)
+        assert b'"late_event_time": 0,' not in out["summary.json"]
+        assert not event_log or out["events.csv"].count(b"\n") > 2_000
+
+
+def _outputs_with_and_without_kernels(
+    spec: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, bytes]:
+    """The files a run writes (no manifest: its wall-clock figures), the same with the kernels as without."""
+    from bench.sim import actors, recorder, run_scenario, workloads, write_result
+    from readergroup.reading import reader
+
     outs = []
     for kernels in (True, False):
         if kernels:  # every batch through the kernels
@@ -189,12 +211,12 @@ def test_the_simulators_kernels_give_the_same_outputs_as_its_numpy_path(
             monkeypatch.setattr(workloads, "_KERNEL_LOADED_MIN_EVENTS", 1)
             assert workloads.sim_kernels(1) is not None and reader._merge_kernel() is not None
         else:
-            for module in (workloads, recorder):
+            for module in (workloads, recorder, actors):
                 monkeypatch.setattr(module, "sim_kernels", lambda n: None)
             monkeypatch.setattr(reader, "_merge_kernel", lambda: None)
         out = tmp_path / str(kernels)
         write_result(run_scenario(scenario_from_dict(spec)), out)
         outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir()) if p.name != "manifest.json"})
         monkeypatch.undo()
-    assert outs[0] == outs[1] and {"summary.json", "series.csv"} <= set(outs[0])
-    assert b'"late_event_time": 0,' not in outs[0]["summary.json"]
+    assert outs[0] == outs[1]
+    return outs[0]
