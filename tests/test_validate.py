@@ -123,6 +123,45 @@ def test_validate_by_default_paces_flink_as_the_documented_table_was_run(
     assert f"--flink-pace-ms {DEFAULT_FLINK_PACE_MS} --flink-max-pace-ms {DEFAULT_FLINK_MAX_PACE_MS}" in docs
 
 
+def test_validate_out_holds_a_manifest_and_an_unwritable_one_is_refused_before_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import bench.validate as validate_pkg
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    (tmp_path / "a-file").write_text("")
+    ran: list[object] = []
+    with monkeypatch.context() as m:
+        m.setattr(validate_pkg, "validate", lambda *a, **k: ran.append(a) or [])
+        r = CliRunner().invoke(cli, ["validate", str(path), "--out", str(tmp_path / "a-file" / "out")])
+    assert r.exit_code != 0 and "is not writable" in r.output and not ran, r.output
+    out = tmp_path / "out"
+    r = CliRunner().invoke(
+        cli,
+        [
+            "validate",
+            "--engine",
+            "flink",
+            "--flink-python",
+            "/nonexistent/python",
+            str(path),
+            "--out",
+            str(out),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["tool"] == "validate" and m["seeds"] == [lab_scenario_from_dict(TINY).seed]
+    assert [s["name"] for s in m["scenarios"]] == [TINY["name"]] and m["engines"] == ["flink"]
+    assert m["flink_timing"]["pace_ms"] == 500 and m["flink_max_pace_ms"] == 2000
+    assert m["cpus"] >= 1 and len(m["load_average"]["start"]) == len(m["load_average"]["end"]) == 3
+    assert {"ingestwm", "pyspark"} <= set(m["versions"]) and "git" in m and "command" in m
+    assert {"validate.csv", "validate.json", "manifest.json"} <= {p.name for p in out.iterdir()}
+
+
 def test_validate_refuses_an_unknown_scenario_before_running_anything() -> None:
     r = CliRunner().invoke(cli, ["validate", "--engine", "spark", "no-such-scenario"])
     assert r.exit_code != 0 and "no lab scenario 'no-such-scenario'" in r.output

@@ -58,28 +58,37 @@ def validate_cmd(
     Exits 1 if any comparison differs, failed or (Flink) left its regime. With the default
     pacing, every shipped scenario through Flink took about 2 h 10 min on 2 cores.
     """
+    import os
     import platform
     from pathlib import Path
 
     from ..lab import lab_scenarios
-    from ..lab.lab_scenario import LabScenarioError
+    from ..lab.lab_scenario import LabScenarioError, load_lab_scenario
+    from ..sim.errors import OutputError
+    from ..sim.manifest import Provenance
+    from ..sim.scenario import scenario_to_dict
+    from ..sim.simulate import prepare_output_dir
     from ..validate import FlinkTiming, ValidateError, format_verdicts, validate, write_verdicts
 
+    prov, load_at_start = Provenance(), os.getloadavg()
     names = list(scenarios) or sorted(lab_scenarios())
+    engines = engines or ("spark", "flink")
     try:
+        if out is not None:  # before a run that can take hours, not after it
+            prepare_output_dir(Path(out))
         timing = FlinkTiming(pace_ms=flink_pace_ms)
         if flink_max_pace_ms is None:
             flink_max_pace_ms = max(DEFAULT_FLINK_MAX_PACE_MS, flink_pace_ms)
         verdicts = validate(
             names,
-            engines or ("spark", "flink"),
+            engines,
             _spark_session,
             timing,
             flink_python,
             echo=lambda s: click.echo(s, err=True),
             flink_max_pace_ms=flink_max_pace_ms,
         )
-    except (ValidateError, LabScenarioError) as e:
+    except (ValidateError, LabScenarioError, OutputError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(format_verdicts(verdicts))
     if out is not None:
@@ -91,6 +100,24 @@ def validate_cmd(
         }
         for p in write_verdicts(verdicts, Path(out), meta):
             click.echo(f"wrote {p}")
+        # the Flink regime depends on the machine: its cores and load go with the code and scenarios
+        scs = [load_lab_scenario(n) for n in names]
+        extra = {
+            "engines": list(engines),
+            "flink_python": flink_python,
+            "flink_timing": vars_of(timing),
+            "flink_max_pace_ms": flink_max_pace_ms,
+            "random": {sc.name: sc.random_parts for sc in scs},
+            "cpus": os.cpu_count(),
+            "load_average": {"start": list(load_at_start), "end": list(os.getloadavg())},
+        }
+        try:
+            path = prov.write(
+                Path(out), "validate", [sc.seed for sc in scs], [scenario_to_dict(sc) for sc in scs], extra
+            )
+        except OutputError as e:
+            raise click.ClickException(str(e)) from None
+        click.echo(f"wrote {path}")
     if any(v.verdict in ("differs", "failed", "out of regime") for v in verdicts):
         sys.exit(1)
 

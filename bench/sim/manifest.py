@@ -1,4 +1,4 @@
-"""Provenance: ``manifest.json`` in every output directory of ``simulate``, ``compare`` and ``experiment``.
+"""Provenance: the ``manifest.json`` that simulate, compare, experiment and validate write.
 
 It records what is needed to rerun and trust a result: the ingestwm version and, when
 run from a git checkout, its commit (and whether the tree had uncommitted changes);
