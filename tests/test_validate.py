@@ -118,6 +118,10 @@ def test_validate_by_default_paces_flink_as_the_documented_table_was_run(
         r = CliRunner().invoke(cli, ["validate", "--engine", "flink", "tiny", *args])
         assert r.exit_code == 0, r.output
         assert asked.pop() == want, args
+    # a ceiling below the pace: refused, naming the option, before anything runs
+    r = CliRunner().invoke(cli, ["validate", "tiny", "--flink-pace-ms", "500", "--flink-max-pace-ms", "400"])
+    assert r.exit_code == 2 and "--flink-max-pace-ms" in r.output and "400 is below" in r.output, r.output
+    assert not asked
     # the table in docs/engines.md is what the command with its defaults gives
     docs = (Path(__file__).parent.parent / "docs" / "engines.md").read_text()
     assert f"--flink-pace-ms {DEFAULT_FLINK_PACE_MS} --flink-max-pace-ms {DEFAULT_FLINK_MAX_PACE_MS}" in docs
@@ -381,6 +385,11 @@ def test_validate_runs_a_flink_replay_out_of_the_regime_again_at_twice_the_pace(
     with pytest.raises(ValidateError, match="max_pace_ms 50 is below the pace 100 ms"):
         run_mod.validate_flink(result, FlinkTiming(pace_ms=100), max_pace_ms=50)
     assert paces == [100, 200]  # refused before anything ran
+    with pytest.raises(ValidateError, match="flink_max_pace_ms 50 is below the pace 100 ms"):
+        run_mod.validate(
+            ["a"], ["spark", "flink"], lambda: None, FlinkTiming(pace_ms=100), flink_max_pace_ms=50
+        )
+    assert paces == [100, 200]  # the whole run refused before any scenario, not a failed row for each
     table = format_verdicts([v])
     assert "pace ms" in table.splitlines()[0] and " 200 " in table.splitlines()[1], table
     # the command says each verdict as it comes (a run of every scenario takes an hour)

@@ -74,11 +74,16 @@ def validate_cmd(
     names = list(scenarios) or sorted(lab_scenarios())
     engines = engines or ("spark", "flink")
     try:
-        if out is not None:  # before a run that can take hours, not after it
-            prepare_output_dir(Path(out))
         timing = FlinkTiming(pace_ms=flink_pace_ms)
         if flink_max_pace_ms is None:
             flink_max_pace_ms = max(DEFAULT_FLINK_MAX_PACE_MS, flink_pace_ms)
+        elif flink_max_pace_ms < flink_pace_ms:
+            raise click.BadParameter(
+                f"{flink_max_pace_ms} is below --flink-pace-ms {flink_pace_ms}",
+                param_hint="--flink-max-pace-ms",
+            )
+        if out is not None:  # before a run that can take hours, not after it
+            prepare_output_dir(Path(out))
         verdicts = validate(
             names,
             engines,

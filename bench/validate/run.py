@@ -88,6 +88,8 @@ def validate(
     for e in engines:
         if e not in ENGINES:
             raise ValidateError(f"no engine {e!r}; engines: {', '.join(ENGINES)}")
+    if "flink" in engines and flink_max_pace_ms is not None and flink_max_pace_ms < timing.pace_ms:
+        raise ValidateError(f"flink_max_pace_ms {flink_max_pace_ms} is below the pace {timing.pace_ms} ms")
     scenarios = [load_lab_scenario(n) for n in names]  # bad names fail before anything runs
     spark_why = spark_available() if "spark" in engines else None
     flink_why = flink_available(flink_python) if "flink" in engines else None
