@@ -56,7 +56,7 @@ def validate_cmd(
     Prints, per scenario and strategy, model vs engine for late events, complete windows
     and the watermark, with a verdict; an engine that is not installed is reported, not fatal.
     Exits 1 if any comparison differs, failed or (Flink) left its regime. With the default
-    pacing, every shipped scenario through Flink took about 2 h 10 min on 2 cores.
+    pacing, every shipped scenario through Flink takes two hours or more on 2 cores.
     """
     import os
     import platform
