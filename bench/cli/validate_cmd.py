@@ -97,12 +97,8 @@ def validate_cmd(
         raise click.ClickException(str(e)) from None
     click.echo(format_verdicts(verdicts))
     if out is not None:
-        meta = {
-            "scenarios": names,
-            "python": platform.python_version(),
-            "flink_timing": vars_of(timing),
-            "flink_max_pace_ms": flink_max_pace_ms,
-        }
+        pacing = {"flink_timing": vars_of(timing), "flink_max_pace_ms": flink_max_pace_ms}
+        meta = {"scenarios": names, "python": platform.python_version(), **pacing}
         for p in write_verdicts(verdicts, Path(out), meta):
             click.echo(f"wrote {p}")
         # the Flink regime depends on the machine: its cores and load go with the code and scenarios
@@ -110,8 +106,7 @@ def validate_cmd(
         extra = {
             "engines": list(engines),
             "flink_python": flink_python,
-            "flink_timing": vars_of(timing),
-            "flink_max_pace_ms": flink_max_pace_ms,
+            **pacing,
             "random": {sc.name: sc.random_parts for sc in scs},
             "cpus": os.cpu_count(),
             "load_average": {"start": list(load_at_start), "end": list(os.getloadavg())},
