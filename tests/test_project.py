@@ -136,7 +136,9 @@ def _imports(name: str, path: Path, modules: dict[str, Path], type_checking: boo
 
 def test_no_module_imports_one_that_imports_it_back_and_no_package_imports_upward() -> None:
     modules = _module_names()
-    graph = {name: _imports(name, path, modules, type_checking=False) for name, path in modules.items()}
+    # imports under ``if TYPE_CHECKING:`` count too: a circle hidden there is still two modules
+    # that each need the other to be understood
+    graph = {name: _imports(name, path, modules, type_checking=True) for name, path in modules.items()}
     rank = {top: i for i, top in enumerate(_PACKAGES)}
     upward = [(m, d) for m, ds in graph.items() for d in ds if rank[d.split(".")[0]] > rank[m.split(".")[0]]]
     assert not upward, f"imports of a package listed after the importer's: {upward}"

@@ -11,22 +11,45 @@ dropped) still loads.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from typing import Any, Protocol
 
+from sortedcontainers import SortedList
+
+from segmentstore import StreamSegment
+
+from ..config import ReaderGroupConfig
 from .checkpoint import Checkpoint
 from .group_updates import config_to_obj, segment_from_obj, segment_to_obj
 from .state_records import Entry, Pending, Slot
+from .watermark_floor import WatermarkFloor
 
-if TYPE_CHECKING:
-    from .group_model import GroupModel
+__all__ = ["SNAPSHOT_VERSION", "Replica", "load_snapshot", "snapshot_obj", "snapshot_version"]
 
-__all__ = ["SNAPSHOT_VERSION", "load_snapshot", "snapshot_obj", "snapshot_version"]
+
+class Replica(Protocol):
+    """The state of a replica a snapshot holds (``GroupModel`` has it; this module does not import it)."""
+
+    group: str
+    group_id: str
+    config: ReaderGroupConfig
+    epoch: int
+    floor: int
+    entries: dict[str, Entry]
+    by_wm: WatermarkFloor
+    unassigned: SortedList
+    readers: dict[str, Slot]
+    completed: dict[str, tuple[StreamSegment, int]]
+    checkpoints: deque[Pending]
+    results: deque[tuple[int, Checkpoint]]
+    futures: int
+
 
 SNAPSHOT_VERSION = 2
 """Snapshot format written; version 1 (before completed segments and checkpoints were dropped) loads too."""
 
 
-def snapshot_obj(m: GroupModel) -> dict[str, Any]:
+def snapshot_obj(m: Replica) -> dict[str, Any]:
     """The whole replica ``m`` as canonical JSON-ready values (equal replicas give equal values). O(n)."""
     return {
         "v": SNAPSHOT_VERSION,
@@ -69,7 +92,7 @@ def snapshot_version(o: dict[str, Any]) -> int:
     return int(version)
 
 
-def load_snapshot(m: GroupModel, o: dict[str, Any], version: int) -> None:
+def load_snapshot(m: Replica, o: dict[str, Any], version: int) -> None:
     """Fill the new, empty replica ``m`` from snapshot ``o`` of ``version``. O(n log n).
 
     A version 1 snapshot holds every segment completed in the epoch (without its key
