@@ -234,3 +234,4 @@ def test_a_strategy_that_cannot_import_on_the_executors_is_one_line(
         "strategies.custom.0.class_path: cannot import module 'ingestwm_cluster_needy': "
         "No module named 'ingestwm_cluster_helper'"
     ) in error
+    assert error.endswith("or from what is installed on every worker; docs/strategies.md)"), error
