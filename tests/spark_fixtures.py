@@ -177,13 +177,18 @@ def _free_port() -> int:
         return port
 
 
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
 def cluster_env() -> dict[str, str]:
     """The cluster processes' environment: this interpreter for the executors' Python, loopback only,
-    and no ``PYTHONPATH`` of the caller's (the executors see what is installed, not the driver's path)."""
+    and on ``PYTHONPATH`` only this checkout (what an installed ingestwm gives), none of the caller's
+    path: the executors see what is installed, not what a driver has on its path."""
     import pyspark
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("SPARK_")}
     env.update(
+        PYTHONPATH=str(_CHECKOUT),
         SPARK_HOME=str(Path(pyspark.__file__).parent),
         SPARK_LOCAL_IP="127.0.0.1",
         PYSPARK_PYTHON=sys.executable,

@@ -91,7 +91,7 @@ def _sweep(where: Path, class_path: str) -> Path:
 
 
 DRIVER = """
-import json, sys
+import json, sys, traceback
 
 import click
 
@@ -107,6 +107,8 @@ for args in runs:
         codes.append({"code": 0, "error": None})
     except click.ClickException as e:  # what click prints as `Error: ...` and exits 1 with
         codes.append({"code": e.exit_code, "error": e.format_message()})
+    except Exception:  # what would reach the user as a traceback
+        codes.append({"code": "traceback", "error": traceback.format_exc()})
 spark.stop()
 with open(report, "w") as f:
     json.dump(codes, f)
