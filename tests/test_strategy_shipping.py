@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_lab_plugins import _tiny  # the lab's tiny scenario with these custom strategies
 
 from bench.sim.errors import ScenarioError
-from bench.sim.experiment import execute
+from bench.sim.experiment import _executor_error, _spark_task, execute
 from bench.sim.strategy_shipping import ship_plan, write_archive
 
 STRATEGY = """
@@ -129,3 +130,19 @@ def test_a_spark_sweep_refuses_an_unshippable_strategy_before_spark_starts(
     monkeypatch.setattr("spark_source.session.local_session", no_spark)
     with pytest.raises(ScenarioError, match=r"custom strategy 'n' \(shipprobe_native:Cls\) cannot reach"):
         execute([_task(("n", "shipprobe_native:Cls"))], "spark", master="spark://127.0.0.1:1")
+
+
+def test_a_run_failing_on_an_executor_comes_back_as_data_and_becomes_one_line() -> None:
+    """What a Spark task returns when the module does not import there (no retry, no traceback)."""
+    task = {
+        "tool": "compare",
+        "point": 1,
+        "seed": 4,
+        "scenario": _tiny({"name": "gone", "class_path": "shipprobe_nowhere:Cls"}),
+    }
+    out = _spark_task(task)
+    assert set(out) == {"failed"}
+    line = str(_executor_error(out["failed"]))
+    assert line.startswith("on Spark executor ") and "(point 1, seed 4): " in line and "\n" not in line
+    assert "strategies.custom.0.class_path: cannot import module 'shipprobe_nowhere'" in line
+    assert line.endswith("installed on every worker; docs/strategies.md)")
