@@ -18,13 +18,14 @@ same scenarios through its watermark strategies.
 - ``sim_clock``: ``SimClock``, the store's ingestion clock on SimPy time.
 - ``simulate``: what ``ingestwm simulate`` does (output directory, progress bar, summary).
 - ``experiment``: tasks (one run of simulate or compare) in processes or Spark tasks, and
-  their aggregation; ``stats``: mean, sd, Student-t 95 % intervals.
+  their aggregation; ``stats``: mean, sd, Student-t 95 % intervals; ``strategy_shipping``:
+  custom strategies' modules from the driver's path to Spark's executors.
 - ``replicate``: ``--replications``; ``sweep``: ``ingestwm experiment`` — grids of either.
 - ``manifest``: ``manifest.json``, the provenance of every output directory.
 """
 
 from .engine import run_scenario, write_result
-from .errors import OutputError, ScenarioError, SimulationError, SweepError
+from .errors import ExecutorError, OutputError, ScenarioError, SimulationError, SweepError
 from .result import SimResult
 from .scenario import (
     Scenario,
@@ -37,6 +38,7 @@ from .scenario import (
 from .sim_clock import SimClock
 
 __all__ = [
+    "ExecutorError",
     "OutputError",
     "Scenario",
     "ScenarioError",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..scenarios.errors import SpecError
 
-__all__ = ["SimulationError", "ScenarioError", "SweepError", "OutputError"]
+__all__ = ["SimulationError", "ScenarioError", "SweepError", "OutputError", "ExecutorError"]
 
 
 class SimulationError(Exception):
@@ -25,3 +25,7 @@ class SweepError(SimulationError, SpecError):
 
 class OutputError(SimulationError):
     """An output directory cannot be created or written."""
+
+
+class ExecutorError(SimulationError):
+    """A run failed on a Spark executor with the simulator's error (its one line, and where it ran)."""

@@ -12,6 +12,10 @@ returns its *metrics*, a flat mapping of numbers:
 
 ``execute`` runs tasks in-process (one task), in a process pool (``jobs`` workers, each
 simulation reporting its simulated time to one progress bar), or one per Spark task.
+On Spark, the custom strategies' modules that live on the driver's path only are
+shipped to the executors first (``strategy_shipping``: refused on the driver, before
+Spark starts, when one cannot be), and a run that fails there with the simulator's
+error comes back as one line (``ExecutorError``), not retried and without a traceback.
 The pool's workers fork from a forkserver that imported the simulator and loaded its
 numba kernels once (``worker_preload``; spawned where there is no forkserver), so a
 worker starts in milliseconds rather than paying ~2 s of imports and kernel loading.
@@ -30,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from .errors import ScenarioError
+from .errors import ExecutorError, ScenarioError, SimulationError
 from .scenario import scenario_from_dict
 from .stats import summarise
 
@@ -232,6 +236,9 @@ def execute(
 ) -> list[dict[str, Any]]:
     """Run every task; results in task order. ``executor``: ``local`` (processes) or ``spark``."""
     if executor == "spark":
+        from .strategy_shipping import ship_plan
+
+        ship_plan(tasks)  # a custom strategy that cannot reach the executors: refused before Spark starts
         from pyspark.sql import SparkSession
 
         from spark_source.session import local_session
@@ -292,12 +299,20 @@ def spark_execute(
 ) -> list[dict[str, Any]]:
     """Run every task as one Spark task (one job); results in task order.
 
+    The custom strategies' modules on the driver's path only are added to ``sc`` first
+    (``strategy_shipping.ship``). A run that raises the simulator's error on an executor
+    (a module that does not import there, a strategy that fails) makes this raise one
+    ``ExecutorError`` naming the executor, the point and the seed.
+
     Progress is per simulation: the job runs on a thread of its own, in a job group of its
     own, and this thread reads Spark's status tracker every ``poll_s`` for the tasks
     completed so far (a bar in runs; ``on_progress(done)`` each time the count moves).
     """
     from tqdm import tqdm
 
+    from .strategy_shipping import ship
+
+    ship(sc, tasks)
     if show_progress is None:
         show_progress = sys.stderr.isatty()
     group = f"ingestwm-experiment-{uuid.uuid4().hex}"
@@ -306,7 +321,7 @@ def spark_execute(
     def collect() -> None:
         sc.setJobGroup(group, f"ingestwm experiment {label}".strip())
         try:
-            outcome["runs"] = sc.parallelize(list(tasks), max(1, len(tasks))).map(run_task).collect()
+            outcome["runs"] = sc.parallelize(list(tasks), max(1, len(tasks))).map(_spark_task).collect()
         except BaseException as e:  # re-raised on the caller's thread
             outcome["error"] = e
 
@@ -336,7 +351,47 @@ def spark_execute(
                     on_progress(done)
     if "error" in outcome:
         raise outcome["error"]
-    return list(outcome["runs"])
+    runs = list(outcome["runs"])
+    for r in runs:
+        if "failed" in r:
+            raise _executor_error(r["failed"])
+    return runs
+
+
+_IMPORT_HINT = (
+    " (the executors import a custom strategy's module from what the driver ships, a .py module"
+    " or package of them on its path, or from what is installed on every worker; docs/strategies.md)"
+)
+
+
+def _spark_task(task: Mapping[str, Any]) -> dict[str, Any]:
+    """``run_task`` on an executor; the simulator's error comes back as data: ``{"failed": {...}}``.
+
+    Returned, not raised: Spark would retry the task (4 times on a cluster) and the
+    driver would see the executor's traceback wrapped in Py4J's.
+    """
+    try:
+        return run_task(task)
+    except SimulationError as e:
+        import socket
+
+        return {
+            "failed": {
+                "error": str(e),
+                "import": isinstance(e, ScenarioError) and e.field.endswith("class_path"),
+                "host": socket.gethostname(),
+                "point": task.get("point", 0),
+                "seed": task.get("seed"),
+            }
+        }
+
+
+def _executor_error(failed: Mapping[str, Any]) -> ExecutorError:
+    hint = _IMPORT_HINT if failed["import"] else ""
+    return ExecutorError(
+        f"on Spark executor {failed['host']} (point {failed['point']}, seed {failed['seed']}): "
+        f"{failed['error']}{hint}"
+    )
 
 
 def _drain(q: Any, bar: Any) -> None:

@@ -325,7 +325,10 @@ class CustomStrategySpec:
     """
 
     name: str = spec_field(doc="its row in the lab's table (not a built-in strategy's name)")
-    class_path: str = spec_field(doc="'module:Class' (the module importable from the working directory)")
+    class_path: str = spec_field(
+        doc="'module:Class' (the module importable on the driver: on its PYTHONPATH, shipped to Spark's "
+        "executors, or installed)"
+    )
     params: Any = field(
         default_factory=dict, hash=False, metadata={"doc": "keyword arguments of the class's constructor"}
     )
