@@ -21,6 +21,7 @@ same scenarios through its watermark strategies.
   their aggregation; ``stats``: mean, sd, Student-t 95 % intervals.
 - ``replicate``: ``--replications``; ``sweep``: ``ingestwm experiment`` — grids of either.
 - ``manifest``: ``manifest.json``, the provenance of every output directory.
+- ``sentinels``: how outputs write the watermarks that are not times (none yet, ``+inf``).
 """
 
 from .engine import run_scenario, write_result
