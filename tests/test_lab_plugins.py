@@ -48,6 +48,15 @@ class IngestionMinus:
         return None if self.group is None else self.group - self.lag_ms
 
 
+class Asserted(IngestionMinus):
+    """The built-in ``producer`` strategy as a plugin: the writers' asserted watermark as it is."""
+
+    time_domain = "event"
+
+    def watermark(self, now_ms: int) -> int | None:
+        return self.group
+
+
 class Raises:
     def on_event(self, event: LabEvent) -> None:
         raise ZeroDivisionError("boom")
@@ -122,6 +131,7 @@ BUSY = {
             "clock_drift_sd_ppm": 50,
             "disorder": {"kind": "exponential", "ms": 100},
             "write_latency": {"kind": "exponential", "ms": 20},
+            "assert_every_ms": 100,
             "stop_ms": 10_000,
         },
         {
@@ -136,6 +146,8 @@ BUSY = {
                 "burst_every_ms": 4000,
             },
             "disorder": {"kind": "exponential", "ms": 200},
+            "assert_every_ms": 200,
+            "when_idle": "mark_idle",
             "stop_ms": 10_000,
         },
     ],
@@ -177,12 +189,14 @@ BUSY = {
 }
 
 
-def test_a_plugin_equals_the_builtin_it_reimplements_under_crashes_outages_scaling_and_latency() -> None:
+def test_plugins_equal_the_builtins_they_reimplement_under_crashes_outages_scaling_and_latency() -> None:
     """A plugin's watermark is asked and applied where the built-ins apply theirs (each group
-    watermark, each tick), so "group watermark - lag" is the ``ingestion`` row, column for column."""
+    watermark, between the events of a read; each tick), so "group watermark - lag" is the
+    ``ingestion`` row and "the asserted watermark" the ``producer`` row, column for column."""
     d = copy.deepcopy(BUSY)
     d["strategies"]["custom"] = [
-        {"name": "mine", "class_path": _me("IngestionMinus"), "params": {"lag_ms": 300}}
+        {"name": "mine", "class_path": _me("IngestionMinus"), "params": {"lag_ms": 300}},
+        {"name": "told", "class_path": _me("Asserted"), "params": {"lag_ms": 0}},
     ]
     sc = lab_scenario_from_dict(d)
     r = run_compare(sc)
@@ -193,15 +207,16 @@ def test_a_plugin_equals_the_builtin_it_reimplements_under_crashes_outages_scali
         for t in timeline(sc.readers[0], Seeds(sc.seed).rng(failure_stream(name)), sc.duration_ms)
     ]
     assert crashes.count("crash") >= 2 and crashes.count("restart") >= 2
-    ing, mine = r.row("ingestion"), r.row("mine")
-    assert 0 < ing["late"] < ing["delivered"]
-    assert {k: v for k, v in mine.items() if k != "strategy"} == {
-        k: v for k, v in ing.items() if k != "strategy"
-    }
-    assert r.series["mine"] == r.series["ingestion"]
-    chain, own = r.strategies["ingestion"].pipeline.chain, r.strategies["mine"].pipeline.chain
-    assert chain is not None and own is not None and own.rows == chain.rows
-    assert r.strategies["mine"].pipeline.firings == r.strategies["ingestion"].pipeline.firings
+    for builtin, plugin in (("ingestion", "mine"), ("producer", "told")):
+        row, own = r.row(builtin), r.row(plugin)
+        assert 0 < row["late"] < row["delivered"], builtin
+        assert {k: v for k, v in own.items() if k != "strategy"} == {
+            k: v for k, v in row.items() if k != "strategy"
+        }, builtin
+        assert r.series[plugin] == r.series[builtin]
+        theirs, ours = r.strategies[builtin].pipeline, r.strategies[plugin].pipeline
+        assert theirs.chain is not None and ours.chain is not None and ours.chain.rows == theirs.chain.rows
+        assert ours.firings == theirs.firings
 
 
 def test_the_plugin_sees_each_event_once_with_both_times() -> None:
