@@ -3,6 +3,7 @@ with confidence intervals, sweeps of the lab, provenance, the generated schema r
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from pathlib import Path
@@ -19,13 +20,23 @@ from bench.cli import cli
 from bench.lab import run_compare
 from bench.sim import ScenarioError, load_scenario, run_scenario, scenario_from_dict, write_result
 from bench.sim.arrivals import EventSource
-from bench.sim.experiment import aggregate, execute, replication_tasks, run_task
+from bench.sim.experiment import LAB_METRICS, SIM_METRICS, aggregate, execute, replication_tasks, run_task
 from bench.sim.replicate import run_replications
 from bench.sim.scenario import scenario_to_dict
 from bench.sim.schema_doc import schema_markdown
 from bench.sim.seeds import Seeds
-from bench.sim.stats import summarise, t_quantile_975
-from bench.sim.sweep import SweepError, load_sweep, sweep_tasks
+from bench.sim.stats import (
+    DOMAINS,
+    FRACTION,
+    NON_NEGATIVE,
+    UNBOUNDED,
+    domain_of,
+    error_bars,
+    mean_ci,
+    summarise,
+    t_quantile_975,
+)
+from bench.sim.sweep import SweepError, load_sweep, run_experiment, sweep_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -269,6 +280,95 @@ def test_t_intervals_match_the_textbook() -> None:
     assert summarise([7])["ci95"] is None and summarise([None])["n"] == 0
 
 
+def _outside_domains(metrics: dict[str, Any]) -> list[str]:
+    """The interval bounds of ``aggregate``'s results that leave their metric's domain."""
+    bad = []
+    for name, s in metrics.items():
+        floor, ceiling = domain_of(name)
+        for b in ("low", "high", "mean"):
+            v = s[b]
+            if v is not None and ((floor is not None and v < floor) or (ceiling is not None and v > ceiling)):
+                bad.append(f"{name}.{b} = {v}")
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("values", "domain", "low", "high", "clipped"),
+    [
+        ([0, 0, 0], FRACTION, 0, 0, None),  # no spread: the interval is the point
+        ([1, 1, 1], FRACTION, 1, 1, None),
+        ([0.0, 0.01], FRACTION, 0, None, "low"),  # n = 2: t(0.975, 1) = 12.7 reaches below 0
+        ([0.99, 1.0], FRACTION, None, 1, "high"),
+        ([0.0, 1.0], FRACTION, 0, 1, "both"),
+        ([0, 5000, 0], NON_NEGATIVE, 0, None, "low"),
+        ([-5, 5], UNBOUNDED, None, None, None),  # a lag may be negative: not cut
+    ],
+)
+def test_intervals_stay_in_the_metrics_domain_and_say_when_they_were_cut(
+    values: list[float], domain: tuple[float | None, float | None], low: Any, high: Any, clipped: str | None
+) -> None:
+    s = summarise(values, domain)
+    free = summarise(values)  # the plain Student-t interval
+    assert s["mean"] == free["mean"] and s["sd"] == free["sd"] and s["ci95"] == free["ci95"]
+    assert s["clipped"] == clipped and free["clipped"] is None
+    assert s["low"] == (free["low"] if low is None else low)
+    assert s["high"] == (free["high"] if high is None else high)
+    floor, ceiling = domain
+    assert floor is None or s["low"] >= floor
+    assert ceiling is None or s["high"] <= ceiling
+    below, above = error_bars([s])
+    assert s["mean"] - below[0] == pytest.approx(s["low"]) and s["mean"] + above[0] == pytest.approx(
+        s["high"]
+    )
+    text = mean_ci(s)
+    assert (text.startswith(f"{s['mean']:g} [") and text.endswith("]")) if clipped else "±" in text
+
+
+def test_one_value_has_no_interval_whatever_the_domain() -> None:
+    s = summarise([0.4], FRACTION)
+    assert (s["n"], s["mean"], s["low"], s["high"], s["clipped"]) == (1, 0.4, None, None, None)
+    assert summarise([], FRACTION)["clipped"] is None and mean_ci(s) == "0.4"
+
+
+def test_every_metric_has_its_domain() -> None:
+    assert domain_of("producer.late_fraction") == domain_of("completeness") == FRACTION
+    assert domain_of("mine.late") == domain_of("scale_events") == NON_NEGATIVE
+    assert domain_of("spark.wm_lag_mean_ms") == domain_of("flink.result_latency_p50_ms") == UNBOUNDED
+    assert set(SIM_METRICS) | set(LAB_METRICS) <= set(DOMAINS)  # none left unbounded by omission
+
+
+def test_a_three_seed_lab_sweep_keeps_every_bound_in_its_domain(tmp_path: Path) -> None:
+    """The issue's case: a few late events in some seeds only gave late fractions and counts
+    whose Student-t intervals reached below 0; cut at 0 now, and results.csv says so."""
+    sweep = tmp_path / "s.yaml"
+    sweep.write_text(
+        "name: s\nbase: false-assertions\ntool: compare\nseed: 1\nreplications: 3\n"
+        "set: [duration_ms=5000, writers.honest.stop_ms=4000, writers.liar.stop_ms=4000,"
+        " writers.honest.workload.kind=poisson, writers.liar.workload.kind=poisson,"
+        " strategies.spark_delay_ms=1800, group.max_event_time_lag_ms=1800]\n"
+        "grid: {strategies.flink_bound_ms: [1800]}\nmetrics: [late_fraction]\n"
+    )
+    out = tmp_path / "out"
+    lines: list[str] = []
+    results = run_experiment(str(sweep), out=out, echo=lines.append, executor="local", jobs=1, progress=False)
+    metrics = results[0]["metrics"]
+    assert _outside_domains(metrics) == []
+    cut = {m for m, s in metrics.items() if s["clipped"]}
+    assert "flink.late_fraction" in cut  # the case happened: a t interval below 0
+    with (out / "results.csv").open() as f:
+        row = next(csv.DictReader(f))
+    for m, s in metrics.items():
+        assert row[f"{m}_clipped"] == (s["clipped"] or "")
+        floor, ceiling = domain_of(m)
+        for b in ("low", "high"):
+            if row[f"{m}_{b}"] != "":
+                v = float(row[f"{m}_{b}"])
+                assert (floor is None or v >= floor) and (ceiling is None or v <= ceiling), (m, b, v)
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["results"][0]["metrics"]["flink.late_fraction"]["low"] == 0
+    assert any(" [0, " in line for line in lines)  # the printed table shows the cut interval
+
+
 def test_replications_write_intervals_runs_bands_and_a_manifest(tmp_path: Path) -> None:
     sc = load_scenario("random-faults", SMALL_RANDOM, seed=10)
     doc = run_replications("simulate", sc, 3, tmp_path, echo=lambda _: None, jobs=1, progress=False)
@@ -279,7 +379,10 @@ def test_replications_write_intervals_runs_bands_and_a_manifest(tmp_path: Path) 
     assert written["sd"] > 0  # the seeds really differ
     assert doc["series"]["group_lag_ms"][5]["n"] == 3
     lines = (tmp_path / "replications.csv").read_text().splitlines()
-    assert lines[0] == "metric,n,mean,sd,ci95,low,high" and any(x.startswith("lag_mean_ms,3,") for x in lines)
+    assert lines[0] == "metric,n,mean,sd,ci95,low,high,clipped"
+    assert any(x.startswith("lag_mean_ms,3,") for x in lines)
+    assert _outside_domains(doc["metrics"]) == []
+    assert all(_outside_domains({name: s}) == [] for name, rows in doc["series"].items() for s in rows)
     assert len((tmp_path / "runs.csv").read_text().splitlines()) == 4
     assert (tmp_path / "seed-11" / "summary.json").exists() and (
         tmp_path / "replications.png"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-from test_lab import EXPECTED, TINY
+from test_lab import EXPECTED, TINY, S
 
 from bench.cli import cli
 from bench.lab import (
@@ -24,6 +24,8 @@ from bench.lab import (
 )
 from bench.lab.compared_strategies import LabEvent
 from bench.lab.strategies_contrib import PercentileDelayStrategy
+from bench.sim.failure_schedule import failure_stream, timeline
+from bench.sim.seeds import Seeds
 
 
 class IngestionMinus:
@@ -44,6 +46,15 @@ class IngestionMinus:
 
     def watermark(self, now_ms: int) -> int | None:
         return None if self.group is None else self.group - self.lag_ms
+
+
+class Asserted(IngestionMinus):
+    """The built-in ``producer`` strategy as a plugin: the writers' asserted watermark as it is."""
+
+    time_domain = "event"
+
+    def watermark(self, now_ms: int) -> int | None:
+        return self.group
 
 
 class Raises:
@@ -97,6 +108,115 @@ def test_a_custom_strategy_gets_its_own_row_equal_to_the_builtin_it_reimplements
     doc = json.loads((tmp_path / "compare.json").read_text())
     assert doc["rows"][-1]["strategy"] == "mine" and len(doc["series"]["mine"]) == 7
     assert (tmp_path / "compare.csv").read_text().splitlines()[-1].startswith("mine,")
+
+
+# Everything that moves the group watermark between and within reads at once: six writers
+# (Poisson and on/off bursts) with drifting clocks, exponential disorder and write latency;
+# three readers with a processing time that crash at random and restart; random store
+# outages; load-driven scaling; two stages after the reordering step.
+BUSY = {
+    "name": "busy",
+    "seed": 3,
+    "start_time_ms": S,
+    "duration_ms": 12_000,
+    "store": {"max_watermark_lag_ms": 2000, "polling_period_ms": 500},
+    "stream": {"name": "lab/busy", "segments": 2},
+    "scaling": {"mode": "auto", "every_ms": 2000, "target_rate_per_s": 300, "min_segments": 2},
+    "writers": [
+        {
+            "name": "steady",
+            "count": 4,
+            "key_count": 16,
+            "workload": {"kind": "poisson", "rate_per_s": 150},
+            "clock_drift_sd_ppm": 50,
+            "disorder": {"kind": "exponential", "ms": 100},
+            "write_latency": {"kind": "exponential", "ms": 20},
+            "assert_every_ms": 100,
+            "stop_ms": 10_000,
+        },
+        {
+            "name": "bursty",
+            "count": 2,
+            "key_count": 8,
+            "workload": {
+                "kind": "mmpp",
+                "rate_per_s": 50,
+                "burst_rate_per_s": 1500,
+                "burst_ms": 1000,
+                "burst_every_ms": 4000,
+            },
+            "disorder": {"kind": "exponential", "ms": 200},
+            "assert_every_ms": 200,
+            "when_idle": "mark_idle",
+            "stop_ms": 10_000,
+        },
+    ],
+    "readers": [
+        {
+            "name": "r",
+            "count": 3,
+            "poll_ms": 50,
+            "processing": {"kind": "exponential", "ms": 0.2},
+            "mtbf_ms": 4000,
+            "offline_after_ms": 500,
+            "restart_ms": {"kind": "exponential", "ms": 1000},
+        }
+    ],
+    "faults": {"store_mtbf_ms": 5000, "store_downtime_ms": 500},
+    "group": {"position_report_interval_ms": 200, "max_event_time_lag_ms": 300},
+    "pipeline": {
+        "ordering": True,
+        "window_ms": 2000,
+        "stages": [
+            {
+                "name": "w5",
+                "kind": "window",
+                "window_ms": 5000,
+                "key": "key",
+                "function": "sum",
+                "delay_ms": 100,
+            },
+            {"name": "mx", "kind": "aggregate", "key": "all", "function": "max", "delay_ms": 100},
+        ],
+    },
+    "metrics": {"sample_ms": 250},
+    "strategies": {
+        "tick_ms": 50,
+        "flink_bound_ms": 300,
+        "flink_idle_timeout_ms": 2000,
+        "spark_delay_ms": 300,
+    },
+}
+
+
+def test_plugins_equal_the_builtins_they_reimplement_under_crashes_outages_scaling_and_latency() -> None:
+    """A plugin's watermark is asked and applied where the built-ins apply theirs (each group
+    watermark, between the events of a read; each tick), so "group watermark - lag" is the
+    ``ingestion`` row and "the asserted watermark" the ``producer`` row, column for column."""
+    d = copy.deepcopy(BUSY)
+    d["strategies"]["custom"] = [
+        {"name": "mine", "class_path": _me("IngestionMinus"), "params": {"lag_ms": 300}},
+        {"name": "told", "class_path": _me("Asserted"), "params": {"lag_ms": 0}},
+    ]
+    sc = lab_scenario_from_dict(d)
+    r = run_compare(sc)
+    assert r.scale_events_ms and r.outages  # the workload really scaled and lost its store
+    crashes = [
+        t.kind
+        for name in ("r-0", "r-1", "r-2")
+        for t in timeline(sc.readers[0], Seeds(sc.seed).rng(failure_stream(name)), sc.duration_ms)
+    ]
+    assert crashes.count("crash") >= 2 and crashes.count("restart") >= 2
+    for builtin, plugin in (("ingestion", "mine"), ("producer", "told")):
+        row, own = r.row(builtin), r.row(plugin)
+        assert 0 < row["late"] < row["delivered"], builtin
+        assert {k: v for k, v in own.items() if k != "strategy"} == {
+            k: v for k, v in row.items() if k != "strategy"
+        }, builtin
+        assert r.series[plugin] == r.series[builtin]
+        theirs, ours = r.strategies[builtin].pipeline, r.strategies[plugin].pipeline
+        assert theirs.chain is not None and ours.chain is not None and ours.chain.rows == theirs.chain.rows
+        assert ours.firings == theirs.firings
 
 
 def test_the_plugin_sees_each_event_once_with_both_times() -> None:

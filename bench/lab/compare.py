@@ -46,13 +46,13 @@ from readergroup.reading.reader import EventReader, ReadKind
 from readergroup.writing.transaction import Transaction
 from segmentstore import Clock, ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
-from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from ..sim.actors import instance_names, scale_plan, scale_times, store_outages
 from ..sim.arrivals import EventSource
 from ..sim.failure_schedule import Transition, failure_stream, timeline
 from ..sim.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
 from ..sim.seeds import Seeds
+from ..sim.sentinels import END_OF_TIME, real_time
 from ..sim.writer_spec import DelaySpec
 from .compared_strategies import (
     FlinkStrategy,
@@ -75,7 +75,10 @@ _SYNC_WRITES = WriterConfig(sync=True, max_batch_events=1)
 class LabResult:
     """What a comparison produced: one table row per strategy and per-strategy sample series.
 
-    ``series[name]`` holds ``(t_ms, watermark | None, buffered events, buffered bytes)``;
+    ``series[name]`` holds ``(t_ms, watermark | None, buffered events, buffered bytes)``, the
+    watermark ``None`` while there is none yet and at ``+inf`` (``bench.sim.sentinels``: no
+    output holds a sentinel); ``ended_ms[name]`` the first sample at ``+inf``, if any (event
+    time ended: the lags leave out the samples from then on);
     ``strategies[name]`` is the strategy itself, with what it recorded (the Spark model's
     micro-batches, the Flink model's per-split inputs and emissions: ``ingestwm validate``);
     ``scale_events_ms`` the times the stream scaled (fixed or by load), ``outages`` the
@@ -89,6 +92,7 @@ class LabResult:
     strategies: dict[str, Strategy] = dataclasses.field(default_factory=dict)
     scale_events_ms: tuple[int, ...] = ()
     outages: tuple[tuple[int, int], ...] = ()
+    ended_ms: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def row(self, strategy: str) -> dict[str, Any]:
         for r in self.rows:
@@ -447,6 +451,7 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
         scaled: list[int] = []
         outages = store_outages(sc, seeds)
         series: dict[str, list[tuple[int, int | None, int, int]]] = {st.name: [] for st in strategies}
+        ended: dict[str, int] = {}
         report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
         for t in range(0, sc.duration_ms + 1, tick):
             if progress is not None and t % report_every == 0:
@@ -473,9 +478,9 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
                     p = st.pipeline
                     if p.chain is not None:
                         p.chain.sample(t, clock.now())
-                    series[st.name].append(
-                        (t, None if wm == INT64_MIN else wm, p.buffered_events, p.buffered_bytes)
-                    )
+                    if wm == END_OF_TIME:
+                        ended.setdefault(st.name, t)
+                    series[st.name].append((t, real_time(wm), p.buffered_events, p.buffered_bytes))
         truth = [e for w in writers for e in w.truth]
         rows = tuple(summarise(st, truth, series[st.name], sc) for st in strategies)
         return LabResult(
@@ -486,6 +491,7 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
             {st.name: st for st in strategies},
             tuple(scaled),
             tuple(outages),
+            ended,
         )
     finally:
         store.close()
@@ -508,9 +514,9 @@ def summarise(
     p = st.pipeline
     window_ms = sc.pipeline.window_ms or 1
     now = [sc.start_time_ms + t for t, _, _, _ in series]
-    # a watermark at +inf (event time ended: Flink's union once a finished segment's source
-    # is the only aligned input) has no lag in ms: left out, as samples without one
-    lags = [n - wm for n, (_, wm, _, _) in zip(now, series, strict=True) if wm is not None and wm < INT64_MAX]
+    # samples without a watermark, or at +inf (event time ended: Flink's union once a finished
+    # segment's source is the only aligned input; ``None`` in the series) have no lag: left out
+    lags = [n - wm for n, (_, wm, _, _) in zip(now, series, strict=True) if wm is not None]
     windows = {et - (et % window_ms) for _, _, et in truth}
     first: dict[int, tuple[int, int]] = {}
     for fired, start, _end, count in p.firings:

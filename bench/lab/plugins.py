@@ -11,8 +11,12 @@ windows, and it gets its own row in the table, CSV, JSON and figure. The interfa
   reader failover are filtered out before), in delivery order, before it reaches the
   reordering buffer.
 - ``watermark(now_ms: int) -> int | None``: the event-time watermark now (``None``: none
-  yet). Asked after every tick's reads (``tick_ms``). The pipeline keeps the watermark
-  monotonic: a value below the current one is ignored (and counted).
+  yet). Asked, and applied at once, at the points where the built-in strategies apply
+  theirs: right after each watermark the reader group delivers (after
+  ``on_group_watermark``; as ``ingestion`` and ``producer`` do, between the events of one
+  read), and after every tick's reads (``tick_ms``; after ``on_tick``; where ``flink``
+  and ``spark`` emit). The pipeline keeps the watermark monotonic: a value below the
+  current one is ignored (and counted).
 
 Optional: a class attribute ``time_domain`` (``"ingestion"``, ``"event"`` or
 ``"processing"``, the default) chooses the reader group's watermark domain, and
@@ -102,21 +106,35 @@ class PluginStrategy(Strategy):
         self.pipeline.event(event.writer, event.seq, event.event_time, event.nbytes)
 
     def on_watermark(self, watermark: int) -> None:
-        if self._on_group is None:
-            return
-        try:
-            self._on_group(watermark, self.clock.now())
-        except Exception as e:
-            raise self._fail("on_group_watermark", e) from e
+        """A group watermark: ``on_group_watermark``, then the plugin's watermark applied at once.
+
+        At the point where the built-in ``ingestion`` and ``producer`` strategies apply
+        theirs, so events read after it in the same tick meet it in both.
+        """
+        now = self.clock.now()
+        if self._on_group is not None:
+            try:
+                self._on_group(watermark, now)
+            except Exception as e:
+                raise self._fail("on_group_watermark", e) from e
+        self._apply(now)
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
+        """Each tick after the reads (where ``flink`` and ``spark`` emit): ``on_tick``, then the watermark."""
         now = self.clock.now()
-        try:
-            if self._on_tick is not None:
+        if self._on_tick is not None:
+            try:
                 self._on_tick(now, tuple(r.segment.name for r in rows if r.status != "future"))
+            except Exception as e:
+                raise self._fail("on_tick", e) from e
+        self._apply(now)
+
+    def _apply(self, now: int) -> None:
+        """Ask the plugin for its watermark and move the pipeline to it (ignored unless it rises)."""
+        try:
             wm = self.impl.watermark(now)
         except Exception as e:
-            raise self._fail("on_tick/watermark", e) from e
+            raise self._fail("watermark", e) from e
         if wm is None:
             return
         if isinstance(wm, bool) or not isinstance(wm, int):

@@ -13,8 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from segmentstore.limits import INT64_MAX
-
 from .. import figures
 from .compare import LabResult
 
@@ -74,6 +72,11 @@ def format_table(result: LabResult) -> str:
         widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
         lines.append(_line(head, widths))
         lines.extend(_line(row, widths) for row in body)
+    for name, t in result.ended_ms.items():
+        lines.append(
+            f"{name}: watermark ∞ (event time ended) from t = {t / 1000:g} s; "
+            "its lags are over the samples before"
+        )
     return "\n".join(lines)
 
 
@@ -103,6 +106,8 @@ def write_outputs(result: LabResult, out_dir: Path, plots: bool = True, fmt: str
     }
     if result.scenario.scaling.mode == "auto":  # load-driven: the scenario does not say when
         doc["scale_events_ms"] = list(result.scale_events_ms)
+    if result.ended_ms:  # the series hold null from then on (docs/metrics.md)
+        doc["watermark_end_of_time_ms"] = dict(result.ended_ms)
     if result.outages:
         doc["store_outages"] = [{"start_ms": a, "end_ms": b} for a, b in result.outages]
     paths[1].write_text(json.dumps(doc, indent=1) + "\n")
@@ -128,10 +133,8 @@ def plot(result: LabResult, path: Path) -> Path:
     start = sc.start_time_ms
     for i, name in enumerate(names):
         style = {"color": figures.colour(i), "linestyle": figures.linestyle(i), "label": name}
-        pts = [  # a watermark at +inf (event time ended) has no lag: left out, as in the table
-            (t / 1000, (start + t - wm) / 1000)
-            for t, wm, _, _ in result.series[name]
-            if wm is not None and wm < INT64_MAX
+        pts = [  # none yet or +inf (event time ended): no lag, left out as in the table
+            (t / 1000, (start + t - wm) / 1000) for t, wm, _, _ in result.series[name] if wm is not None
         ]
         ax[0][0].plot([p[0] for p in pts], [p[1] for p in pts], **style)
         ax[0][1].plot(

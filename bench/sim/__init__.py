@@ -22,6 +22,7 @@ same scenarios through its watermark strategies.
   custom strategies' modules from the driver's path to Spark's executors.
 - ``replicate``: ``--replications``; ``sweep``: ``ingestwm experiment`` — grids of either.
 - ``manifest``: ``manifest.json``, the provenance of every output directory.
+- ``sentinels``: how outputs write the watermarks that are not times (none yet, ``+inf``).
 """
 
 from .engine import run_scenario, write_result

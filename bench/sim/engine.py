@@ -21,7 +21,6 @@ import simpy
 from readergroup.reading.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s, process_s
-from segmentstore.limits import INT64_MIN
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
 from .process_readers import ProcessReaderActor, ServedReaders
@@ -29,6 +28,7 @@ from .readers import ReaderActor
 from .recorder import stats, write_outputs
 from .result import SimResult
 from .scenario import Scenario, scenario_to_dict
+from .sentinels import real_time
 from .stages import write_stages_csv
 
 __all__ = ["run_scenario", "write_result"]
@@ -36,16 +36,12 @@ __all__ = ["run_scenario", "write_result"]
 Proc = Generator[simpy.Event, Any, None]
 
 
-def _none_min(v: int) -> int | None:
-    return None if v == INT64_MIN else v
-
-
 def _sample(world: World) -> None:
     """One row of the series (and per-segment rows). O(segments)."""
     rec, group, client, pipe = world.recorder, world.group, world.client, world.pipeline
     t = int(world.env.now)
     now = world.clock.now()
-    gw = _none_min(group.group_watermark)
+    gw = real_time(group.group_watermark)
     unread = 0
     rows = group.segments()
     keep = world.scenario.metrics.segments
@@ -57,7 +53,7 @@ def _sample(world: World) -> None:
             length = r.position
         unread += max(0, length - r.position)
         if keep:
-            wm = _none_min(r.watermark)
+            wm = real_time(r.watermark)
             rec.segment_rows.append(
                 (t, name, r.owner or "", r.status, r.position, length, wm, None if wm is None else now - wm)
             )
@@ -73,7 +69,7 @@ def _sample(world: World) -> None:
             "group_lag_ms": None if gw is None else now - gw,
             "event_time_watermark": pipe.event_time_watermark
             if pipe is not None
-            else (None if gw is None else event_time_watermark(gw, lag)),
+            else (None if gw is None else real_time(event_time_watermark(gw, lag))),
             "events_written": int(rec.written.sum()),
             "events_delivered": int(rec.delivered.sum()),
             "events_unique": rec.events_unique,

@@ -20,7 +20,7 @@ The pool's workers fork from a forkserver that imported the simulator and loaded
 numba kernels once (``worker_preload``; spawned where there is no forkserver), so a
 worker starts in milliseconds rather than paying ~2 s of imports and kernel loading.
 ``aggregate`` turns the runs of one point into mean, sd and a 95 % Student-t interval per
-metric (``bench.sim.stats``).
+metric, kept inside the metric's domain (``bench.sim.stats``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Any
 
 from .errors import ExecutorError, ScenarioError, SimulationError
 from .scenario import scenario_from_dict
-from .stats import summarise
+from .stats import domain_of, summarise
 
 __all__ = [
     "TOOLS",
@@ -407,13 +407,13 @@ def _drain(q: Any, bar: Any) -> None:
 
 
 def aggregate(runs: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per metric (in first-seen order): n, mean, sd, ci95, low, high over the runs."""
+    """Per metric (first-seen order): n, mean, sd, ci95, low, high (in its domain), clipped over the runs."""
     names: list[str] = []
     for r in runs:
         for k in r["metrics"]:
             if k not in names:
                 names.append(k)
-    return {k: summarise(r["metrics"].get(k) for r in runs) for k in names}
+    return {k: summarise((r["metrics"].get(k) for r in runs), domain_of(k)) for k in names}
 
 
 def aggregate_series(runs: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -425,5 +425,6 @@ def aggregate_series(runs: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[s
         for r in runs:
             for t, v in r["series"].get(name, []):
                 by_t.setdefault(int(t), []).append(v)
-        out[name] = [{"t_ms": t, **summarise(vs)} for t, vs in sorted(by_t.items())]
+        dom = domain_of(name)
+        out[name] = [{"t_ms": t, **summarise(vs, dom)} for t, vs in sorted(by_t.items())]
     return out

@@ -34,9 +34,9 @@ from flink_compat import (
 from readergroup.reading.frontier import event_time_watermark
 from segmentstore import Clock
 from segmentstore.checks import checked
-from segmentstore.limits import INT64_MIN
 
 from .scenario import StageSpec
+from .sentinels import real_time
 from .stages import StageChain
 
 __all__ = ["OrderedRecord", "WindowFiring", "EventTimePipeline"]
@@ -156,9 +156,8 @@ class EventTimePipeline:
     # ------------------------------------------------------------------ results
     @property
     def event_time_watermark(self) -> int | None:
-        """The combined event-time watermark (``None`` before the first)."""
-        wm = self.ordering.current_watermark
-        return None if wm == INT64_MIN else wm
+        """The combined event-time watermark (``None`` before the first, and at ``+inf``: ``sentinels``)."""
+        return real_time(self.ordering.current_watermark)
 
     @property
     def buffered(self) -> int:

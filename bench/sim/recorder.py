@@ -29,6 +29,7 @@ from readergroup.reading.reader import EventBatch
 from segmentstore.limits import INT64_MIN
 
 from .errors import OutputError
+from .sentinels import real_time
 from .workloads import payload_ids, readonly, sim_kernels
 
 __all__ = ["SERIES_COLUMNS", "SEGMENT_COLUMNS", "EVENT_COLUMNS", "Recorder", "stats", "write_outputs"]
@@ -98,7 +99,7 @@ class Recorder:
         self.samples: list[dict[str, Any]] = []
         self.segment_rows: list[tuple[Any, ...]] = []
         self.event_rows: list[tuple[Any, ...]] = []
-        self.watermark_rows: list[tuple[int, str, int]] = []
+        self.watermark_rows: list[tuple[int, str, int | None]] = []
         self.scale_events: list[dict[str, Any]] = []
         self.group_samples_decreasing = 0
 
@@ -140,7 +141,7 @@ class Recorder:
         self.group_emitted = max(self.group_emitted, watermark)
         self.watermarks_returned += 1
         if self.event_log:
-            self.watermark_rows.append((t_ms, reader, watermark))
+            self.watermark_rows.append((t_ms, reader, real_time(watermark)))
 
     def on_batch(self, t_ms: int, reader: str, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
         """Account one batch (its watermark first); returns the events' writer indexes and numbers."""
@@ -215,7 +216,7 @@ class Recorder:
                         ing,
                         int(li),
                         int(le),
-                        None if no_wm else etw,
+                        None if no_wm else real_time(etw),
                     )
                 )
         return w, s

@@ -8,7 +8,8 @@ directory:
 - ``seed-<s>/``: each run's own outputs (simulate: ``summary.json`` and the series;
   compare: ``compare.csv``/``.json``), no figures;
 - ``runs.csv``: one row per seed, one column per metric;
-- ``replications.csv``: per metric ``n, mean, sd, ci95, low, high`` (Student t, 95 %);
+- ``replications.csv``: per metric ``n, mean, sd, ci95, low, high, clipped`` (Student t,
+  95 %, within the metric's domain: ``clipped`` names the bound it cut, if any);
 - ``replications.json``: the same, the series bands and the random parts;
 - ``replications.<fmt>`` (``--format``: png, svg or pdf, in ``bench.figures``' style): the
   watermark lag over time, mean with its 95 % band, and (compare)
@@ -29,7 +30,7 @@ from .errors import OutputError
 from .experiment import aggregate, aggregate_series, execute, replication_tasks
 from .manifest import Provenance
 from .scenario import Scenario, scenario_to_dict
-from .stats import mean_ci
+from .stats import error_bars, mean_ci
 
 __all__ = ["run_replications", "format_replications", "LAB_SHOWN"]
 
@@ -45,6 +46,7 @@ def format_replications(
 ) -> str:
     """The replications' table: per metric (simulate) or per strategy (compare), mean ± 95 % half-width."""
     head = f"{name}: {len(seeds)} replications (seeds {seeds[0]}..{seeds[-1]}), mean ± 95 % CI half-width"
+    clipped = any(s.get("clipped") for s in metrics.values())
     if tool == "compare":
         strategies: list[str] = []
         for m in metrics:
@@ -60,6 +62,8 @@ def format_replications(
         rows = [["metric", "mean", "sd", "95 % CI"]]
         for m, st in metrics.items():
             ci = "-" if st["low"] is None else f"[{st['low']:g}, {st['high']:g}]"
+            if st.get("clipped"):
+                ci += "*"
             rows.append(
                 [
                     m,
@@ -75,6 +79,12 @@ def format_replications(
             "  ".join(
                 c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
             )
+        )
+    if clipped:
+        lines.append(
+            "  * interval cut at the metric's domain (docs/metrics.md)"
+            if tool != "compare"
+            else "  mean [low, high]: the interval cut at the metric's domain (docs/metrics.md)"
         )
     return "\n".join(lines)
 
@@ -125,7 +135,7 @@ def _plot(
         for j, m in enumerate(shown):
             xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(strategies))]
             means = [agg.get(f"{s}.{m}", {}).get("mean") or 0.0 for s in strategies]
-            errs = [agg.get(f"{s}.{m}", {}).get("ci95") or 0.0 for s in strategies]
+            errs = error_bars([agg.get(f"{s}.{m}", {}) for s in strategies])
             ax2.bar(xs, means, width, yerr=errs, capsize=3, label=m, color=figures.colour(j))
         ax2.set_xticks(range(len(strategies)), strategies)
         ax2.set_ylim(0, 1.2)  # headroom for the legend above the bars
@@ -180,9 +190,10 @@ def run_replications(
                 w.writerow([r["seed"], *(_cell(r["metrics"].get(m)) for m in names)])
         with (out_dir / "replications.csv").open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, lineterminator="\n")
-            w.writerow(["metric", "n", "mean", "sd", "ci95", "low", "high"])
+            cols = ("n", "mean", "sd", "ci95", "low", "high", "clipped")
+            w.writerow(["metric", *cols])
             for m, s in agg.items():
-                w.writerow([m, *(_cell(s[c]) for c in ("n", "mean", "sd", "ci95", "low", "high"))])
+                w.writerow([m, *(_cell(s[c]) for c in cols)])
         doc = {
             "scenario": scenario.name,
             "tool": tool,

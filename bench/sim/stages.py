@@ -55,6 +55,7 @@ from segmentstore.limits import INT64_MIN
 from .errors import OutputError
 from .recorder import stats
 from .scenario import StageSpec
+from .sentinels import real_time
 
 __all__ = ["StageChain", "STAGE_COLUMNS", "StageRow", "write_stages_csv"]
 
@@ -232,8 +233,7 @@ class StageChain:
         levels = [(self.input_watermark, self.input_frontier, self.input_records)]
         levels += [(s.watermark, s.frontier, s.records_out) for s in self.stages]
         for k, (wm, fr, n) in enumerate(levels):
-            w = None if wm == INT64_MIN else wm
-            f = None if fr == INT64_MIN else fr
+            w, f = real_time(wm), real_time(fr)  # none yet and +inf: no time, no lag (``sentinels``)
             self.rows.append(
                 (t_ms, k, w, None if w is None else now - w, f, None if f is None else now - f, n)
             )

@@ -18,7 +18,8 @@ is validated on the driver first (a bad sweep fails before anything runs); then 
 (point, seed) is one task (``bench.sim.experiment``): one Spark task each
 (``--executor spark``, the default) or one process each (``--executor local``). The
 driver writes ``runs.csv`` (one row per run), ``results.csv`` (one row per point: per
-metric its mean, then ``_sd``, ``_ci95``, ``_low``, ``_high``), ``sweep.json``,
+metric its mean, then ``_sd``, ``_ci95``, ``_low``, ``_high`` — the interval within the
+metric's domain — and ``_clipped``: which bound the domain cut, if any), ``sweep.json``,
 ``sweep.<fmt>`` (``--format`` png, svg or pdf: means with 95 % error bars) and
 ``manifest.json``. With ``tool: compare`` a metric name without a strategy
 (``late_fraction``) means one line per strategy (custom strategies included).
@@ -41,7 +42,7 @@ from .experiment import SIM_METRICS, TOOLS, aggregate, execute, replication_task
 from .manifest import Provenance
 from .scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
 from .simulate import DEFAULT_RUNS_DIR, prepare_output_dir
-from .stats import mean_ci
+from .stats import error_bars, mean_ci
 
 __all__ = [
     "Sweep",
@@ -248,7 +249,7 @@ def _plot(sweep: Sweep, results: list[dict[str, Any]], out_dir: Path, fmt: str) 
                 rs = sorted(rs, key=lambda r: r["params"][x_key])
                 xs = [r["params"][x_key] for r in rs]
                 ms = [r["metrics"][full]["mean"] for r in rs]
-                err = [r["metrics"][full]["ci95"] or 0.0 for r in rs]
+                err = error_bars([r["metrics"][full] for r in rs])
                 parts = [f"{k.split('.')[-1]}={v}" for k, v in zip(others, combo, strict=True)]
                 if full != metric:
                     parts.insert(0, full[: -len(metric) - 1])
@@ -320,7 +321,7 @@ def write_sweep(
                         *(_cell(r["metrics"].get(m)) for m in names),
                     ]
                 )
-        stats = ("sd", "ci95", "low", "high")
+        stats = ("sd", "ci95", "low", "high", "clipped")
         with (out_dir / "results.csv").open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f, lineterminator="\n")
             w.writerow(["point", *keys, "n", *(c for m in names for c in (m, *(f"{m}_{s}" for s in stats)))])
@@ -399,6 +400,8 @@ def run_experiment(
         )
     if sweep.replications > 1:
         echo(f"(mean±half-width of the 95 % Student-t interval over {sweep.replications} seeds)")
+        if any(res["metrics"][m]["clipped"] for res in results for m in shown):
+            echo("(mean [low, high]: the interval cut at the metric's domain, docs/metrics.md)")
     echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.{fmt}, manifest.json")
     return results
 
