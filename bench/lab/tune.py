@@ -115,7 +115,12 @@ def set_bounds(data: Mapping[str, Any], ks: Sequence[Knob], bounds: Mapping[str,
         *path, last = k.field.split(".")
         node: Any = out
         for p in path:
-            node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+            if isinstance(node, list):
+                node = node[int(p)]
+            else:
+                if node.get(p) is None:  # a scenario without a strategies section
+                    node[p] = {}
+                node = node[p]
         node[last] = int(bounds[k.strategy])
     return out
 
