@@ -234,3 +234,23 @@ def test_cli_tunes_a_file_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtu
             assert f"{r['strategy']}" in printed
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["late_target"] == 0.05 and manifest["seeds"] == [1, 2]
+
+
+def test_cli_on_a_shipped_scenario_with_nothing_random_runs_one_seed_and_says_not_met(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """iot-sensors: sensor C's readings are 30 s old when ingested, so no maxEventTimeLag up to 20 s keeps
+    them; nothing in it is random, so one run per bound is exact."""
+    out = tmp_path / "iot"
+    args = ["tune", "iot-sensors", "--late-target", "0.01", "--set", "duration_ms=30000", "--max-bound-ms",
+            "20000", "--resolution-ms", "1000", "-j", "1", "--out", str(out)]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "nothing in iot-sensors is random, so one run per bound is exact" in printed
+    assert "ingestion: not met up to group.max_event_time_lag_ms = 20000 ms" in printed
+    rows = {r["strategy"]: r for r in csv.DictReader((out / "tune.csv").open())}
+    assert rows["ingestion"]["status"] == "not met" and rows["ingestion"]["bound_ms"] == ""
+    assert rows["ingestion"]["n"] == "1" and rows["ingestion"]["late_fraction_high"] == ""
+    doc = json.loads((out / "tune.json").read_text())
+    ing = next(s for s in doc["strategies"] if s["strategy"] == "ingestion")
+    assert ing["reported"]["bound_ms"] == 20000 and not ing["reported"]["met"]

@@ -405,6 +405,9 @@ def tune_scenario(
     n = replications if replications is not None else (sc.replications if sc.replications > 1 else 5)
     if n < 1:
         raise TuneError(f"--replications must be >= 1, got {n}")
+    if n > 1 and not sc.random_parts:  # a trace replayed as it is: every seed gives the same run
+        echo(f"note: nothing in {sc.name} is random, so one run per bound is exact (not {n})")
+        n = 1
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"tune-{sc.name}")
     where = "on Spark (" + master + ")" if executor == "spark" else "in local processes"
     echo(
