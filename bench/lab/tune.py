@@ -347,15 +347,15 @@ def tune(
     by_strategy = {k.strategy: k for k in ks}
     results = []
     for s in order:
-        k = by_strategy.get(s)
-        if k is None:
+        knob = by_strategy.get(s)
+        if knob is None:
             results.append(StrategyResult(s, None, cache[(s, None)], "as it is", 1))
             continue
         se = searches[s]
         chosen = se.result
         status = "met" if chosen is not None else "not met"
         reported = chosen if chosen is not None else grid[max(se.tried)]
-        results.append(StrategyResult(s, k, cache[(s, reported)], status, len(se.tried)))
+        results.append(StrategyResult(s, knob, cache[(s, reported)], status, len(se.tried)))
     points = tuple(sorted(cache.values(), key=lambda e: (order.index(e.strategy), e.bound_ms or 0)))
     seeds = tuple(range(sc.seed, sc.seed + replications))
     return TuneResult(

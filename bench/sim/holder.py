@@ -62,7 +62,8 @@ def held_summary(samples: Sequence[Mapping[str, Any]], lengths: Mapping[str, int
         if a.get("held_by") is not None:
             key = (a["held_by"], a["held_by_state"], a["held_by_advanced_by"])
             total[key] = total.get(key, 0) + dt
-    out = [
+    longest = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [
         {
             "segment": seg,
             "state": state,
@@ -71,7 +72,5 @@ def held_summary(samples: Sequence[Mapping[str, Any]], lengths: Mapping[str, int
             "fraction": round(ms / span, 4) if span else 0.0,
             "bytes": lengths.get(seg),
         }
-        for (seg, state, by), ms in total.items()
+        for (seg, state, by), ms in longest
     ]
-    out.sort(key=lambda d: (-d["ms"], d["segment"], d["state"], d["advanced_by"]))
-    return out
