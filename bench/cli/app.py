@@ -324,7 +324,7 @@ def compare(
     type=click.FloatRange(0.0, 1.0),
     required=True,
     metavar="F",
-    help="The late fraction to meet, e.g. 0.001 (0.1 %% of the delivered events late).",
+    help="The late fraction to meet, e.g. 0.001 (0.1 % of the delivered events late).",
 )
 @click.option(
     "--set",
