@@ -388,7 +388,7 @@ def tune(
     strategy's bound_param) whose late fraction meets --late-target with 95 % confidence, and its costs."""
     from pathlib import Path
 
-    from ..lab.tune import tune_scenario
+    from ..lab.tune_run import tune_scenario
     from ..sim.manifest import Provenance
 
     prov = Provenance(["ingestwm", *sys.argv[1:]])

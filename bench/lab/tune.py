@@ -40,14 +40,12 @@ import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from segmentstore.checks import checked
 
 from ..sim.errors import TuneError
 from ..sim.experiment import execute, replication_tasks
-from ..sim.manifest import Provenance
 from ..sim.scenario import Scenario, scenario_to_dict
 from ..sim.stats import FRACTION, domain_of, summarise
 from .lab_scenario import lab_ready
@@ -372,60 +370,3 @@ def tune(
         random,
         tuple(scenarios),
     )
-
-
-def tune_scenario(
-    name_or_path: str | Path,
-    target: float,
-    replications: int | None = None,
-    overrides: Sequence[str] = (),
-    seed: int | None = None,
-    out: Path | None = None,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
-    fmt: str = "png",
-    max_bound_ms: int = 10_000,
-    resolution_ms: int = 10,
-) -> TuneResult:
-    """Load a lab scenario, ``tune`` it, write ``tune.csv``, ``tune_points.csv``, ``tune.json``, the
-    figure and ``manifest.json``, and print the table."""
-    from .. import figures
-    from ..sim.errors import OutputError
-    from ..sim.simulate import DEFAULT_RUNS_DIR, prepare_output_dir
-    from .lab_scenario import load_lab_scenario
-    from .tune_report import format_tune, write_tune
-
-    figures.check(fmt, OutputError)
-    candidates(max_bound_ms, resolution_ms)  # bad options fail before anything runs
-    sc = load_lab_scenario(name_or_path, overrides, seed)
-    n = replications if replications is not None else (sc.replications if sc.replications > 1 else 5)
-    if n < 1:
-        raise TuneError(f"--replications must be >= 1, got {n}")
-    if n > 1 and not sc.random_parts:  # a trace replayed as it is: every seed gives the same run
-        echo(f"note: nothing in {sc.name} is random, so one run per bound is exact (not {n})")
-        n = 1
-    out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"tune-{sc.name}")
-    where = "on Spark (" + master + ")" if executor == "spark" else "in local processes"
-    echo(
-        f"tune {sc.name}: least bound with late fraction <= {target:g} "
-        f"({'95 % upper confidence bound' if n > 1 else 'one run, no interval'}) over {n} seeds, "
-        f"0..{max_bound_ms} ms at {resolution_ms} ms, {where}"
-    )
-    res = tune(sc, target, n, max_bound_ms, resolution_ms, echo, executor, jobs, master, progress)
-    files = write_tune(res, out_dir, fmt)
-    prov = provenance or Provenance()
-    prov.write(
-        out_dir,
-        "tune",
-        list(res.seeds),
-        [scenario_to_dict(sc)],
-        {"executor": executor, "random": list(res.random), "late_target": target},
-    )
-    files.append("manifest.json")
-    echo(format_tune(res))
-    echo(f"outputs in {out_dir}/: " + ", ".join(files))
-    return res
