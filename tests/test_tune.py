@@ -254,3 +254,27 @@ def test_cli_on_a_shipped_scenario_with_nothing_random_runs_one_seed_and_says_no
     doc = json.loads((out / "tune.json").read_text())
     ing = next(s for s in doc["strategies"] if s["strategy"] == "ingestion")
     assert ing["reported"]["bound_ms"] == 20000 and not ing["reported"]["met"]
+
+
+def test_a_strategy_whose_row_moves_with_another_s_bound_is_an_error(
+    grid_runs: dict[int, list[dict[str, Any]]],
+) -> None:
+    """The joint runs rest on independence: a riding strategy's row is compared with its cached one."""
+
+    class Coupled(_Replay):
+        def __call__(self, tasks: Sequence[dict[str, Any]], *args: Any, **kw: Any) -> list[dict[str, Any]]:
+            runs = super().__call__(tasks, *args, **kw)
+            for t, r in zip(tasks, runs, strict=True):  # producer's late count follows flink's bound
+                r["metrics"]["producer.late"] += t["params"]["flink"]
+            return runs
+
+    with pytest.raises(TuneError, match="'producer' at bound None gave other results"):
+        tune(
+            scenario_from_dict(SMALL),
+            0.05,
+            N,
+            GRID_MAX,
+            GRID_STEP,
+            echo=lambda _: None,
+            run=Coupled(grid_runs),
+        )
