@@ -17,7 +17,7 @@ from bench.perf.errors import BenchmarkError
 from bench.perf.suite import format_table, run_bench
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = ["demo", "simulate", "bench", "experiment", "serve"]
+COMMANDS = ["demo", "simulate", "bench", "experiment", "tune", "serve"]
 
 
 @pytest.mark.parametrize("args", [["--help"], *([c, "--help"] for c in COMMANDS)])

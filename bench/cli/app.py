@@ -2,7 +2,7 @@
 
 Each command parses its flags and calls the code that does the work: ``demo`` the main
 job (``bench.cli.main_job``), ``simulate`` and ``experiment`` the simulator
-(``bench.sim``), ``compare`` the lab (``bench.lab``), ``scenario`` the scenario
+(``bench.sim``), ``compare`` and ``tune`` the lab (``bench.lab``), ``scenario`` the scenario
 language (schema, shipped files), ``bench`` the benchmark suite
 (``bench.perf``), ``serve`` the store's server (``segmentstore.net``: its settings and
 its loop live there; this command only maps flags to them). Errors become one line
@@ -311,6 +311,103 @@ def compare(
             master,
             provenance=prov,
             fmt=fmt,
+        )
+    except _sim_errors() as e:
+        raise click.ClickException(str(e)) from None
+
+
+@cli.command()
+@click.argument("scenario")
+@click.option(
+    "--late-target",
+    "late_target",
+    type=click.FloatRange(0.0, 1.0),
+    required=True,
+    metavar="F",
+    help="The late fraction to meet, e.g. 0.001 (0.1 % of the delivered events late).",
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a scenario field, e.g. --set duration_ms=10000 (repeatable).",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=None, help="First seed (overrides the scenario's)."
+)
+@click.option(
+    "--replications",
+    "-n",
+    type=int,
+    default=None,
+    help="Seeds per evaluated bound (default: the scenario's replications, 5 if it has 1).",
+)
+@click.option(
+    "--max-bound-ms",
+    type=click.IntRange(min=0),
+    default=10_000,
+    show_default=True,
+    help="The largest bound tried: a strategy that fails there is reported as not met.",
+)
+@click.option(
+    "--resolution-ms",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Bounds searched are multiples of this.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="Where the runs go: local processes, or one Spark task each.",
+)
+@click.option(
+    "--jobs", "-j", type=int, default=None, help="Processes with --executor local (default: all cores)."
+)
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL (--executor spark).")
+@click.option("--out", default=None, metavar="DIR", help="Output directory (default ./runs/tune-<scenario>).")
+@_format_option
+def tune(
+    scenario: str,
+    late_target: float,
+    overrides: tuple[str, ...],
+    seed: int | None,
+    replications: int | None,
+    max_bound_ms: int,
+    resolution_ms: int,
+    executor: str,
+    jobs: int | None,
+    master: str,
+    out: str | None,
+    fmt: str,
+) -> None:
+    """Find each strategy's least bound (maxEventTimeLag, Flink's bound, Spark's delay, a custom
+    strategy's bound_param) whose late fraction meets --late-target with 95 % confidence, and its costs."""
+    from pathlib import Path
+
+    from ..lab.tune_run import tune_scenario
+    from ..sim.manifest import Provenance
+
+    prov = Provenance(["ingestwm", *sys.argv[1:]])
+    try:
+        tune_scenario(
+            scenario,
+            late_target,
+            replications,
+            overrides,
+            seed,
+            Path(out) if out is not None else None,
+            click.echo,
+            executor,
+            jobs,
+            master,
+            provenance=prov,
+            fmt=fmt,
+            max_bound_ms=max_bound_ms,
+            resolution_ms=resolution_ms,
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None

@@ -13,6 +13,8 @@ workload's randomness comes from the scenario's seed).
 - ``compared_strategies``: the four strategies and the shared pipeline.
 - ``compare``: ``run_compare`` and the per-strategy summary row.
 - ``report``: the table, CSV/JSON and the figure.
+- ``tune``, ``tune_report``, ``tune_run``: ``ingestwm tune``, each strategy's least bound meeting
+  a late-fraction target (the search, its outputs, the command's driver).
 - ``plugins``: custom strategies (``strategies.custom``, ``module:Class``; docs/strategies.md);
   ``strategies_contrib`` holds an example (a learned percentile bound).
 """

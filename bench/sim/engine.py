@@ -23,6 +23,7 @@ from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s, process_s
 
 from .actors import World, WriterActor, advancer, instance_names, scaler
+from .holder import HOLDER_COLUMNS, held_summary, holder
 from .process_readers import ProcessReaderActor, ServedReaders
 from .readers import ReaderActor
 from .recorder import stats, write_outputs
@@ -45,18 +46,21 @@ def _sample(world: World) -> None:
     unread = 0
     rows = group.segments()
     keep = world.scenario.metrics.segments
+    lengths = rec.segment_lengths
     for r in rows:
         name = r.segment.name
         try:
             length = client.get_info(name).length
         except SegmentNotFoundError:
             length = r.position
+        lengths[name] = length
         unread += max(0, length - r.position)
         if keep:
             wm = real_time(r.watermark)
             rec.segment_rows.append(
                 (t, name, r.owner or "", r.status, r.position, length, wm, None if wm is None else now - wm)
             )
+    held = holder(rows, lengths, world.store) if gw is not None else (None, None, None)
     adv = world.store.advancer_stats
     lag = world.scenario.group.max_event_time_lag_ms
     if pipe is not None and pipe.chain is not None:
@@ -86,6 +90,7 @@ def _sample(world: World) -> None:
             "advancer_passes": adv.passes,
             "advancer_advanced": adv.segments_advanced,
             "scale_events": len(rec.scale_events),
+            **dict(zip(HOLDER_COLUMNS, held, strict=True)),
         }
     )
 
@@ -213,6 +218,7 @@ def _summary(world: World, writers: list[WriterActor], readers: list[ReaderActor
             "final_group_watermark": last["group_watermark"],
             "final_lag_ms": last["group_lag_ms"],
             "lag_ms": stats(r["group_lag_ms"] for r in samples),
+            "held_by": held_summary(samples, rec.segment_lengths),
             "returned": rec.watermarks_returned,
             "reader_violations": rec.watermark_violations,
             "group_samples_decreasing": rec.group_samples_decreasing,

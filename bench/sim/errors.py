@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..scenarios.errors import SpecError
 
-__all__ = ["SimulationError", "ScenarioError", "SweepError", "OutputError", "ExecutorError"]
+__all__ = ["SimulationError", "ScenarioError", "SweepError", "OutputError", "ExecutorError", "TuneError"]
 
 
 class SimulationError(Exception):
@@ -29,3 +29,7 @@ class OutputError(SimulationError):
 
 class ExecutorError(SimulationError):
     """A run failed on a Spark executor with the simulator's error (its one line, and where it ran)."""
+
+
+class TuneError(SimulationError):
+    """``ingestwm tune`` cannot search as asked (names the option or strategy at fault)."""

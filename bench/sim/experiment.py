@@ -153,6 +153,10 @@ def run_task(
 
         lab = run_compare(sc, progress=progress)
         metrics = lab_metrics(lab.rows)
+        for row in lab.rows:  # row columns beyond LAB_METRICS a caller asks for (``tune``: the p99)
+            for m in task.get("lab_columns") or ():
+                if m in row:
+                    metrics[f"{row['strategy']}.{m}"] = row[m]
         for name, samples in lab.series.items():
             series[f"{name}.wm_lag_ms"] = [
                 (t, None if wm is None else sc.start_time_ms + t - wm) for t, wm, _, _ in samples

@@ -57,6 +57,9 @@ SERIES_COLUMNS = (
     "advancer_passes",
     "advancer_advanced",
     "scale_events",
+    "held_by",
+    "held_by_state",
+    "held_by_advanced_by",
 )
 SEGMENT_COLUMNS = ("t_ms", "segment", "owner", "status", "position", "length", "watermark", "lag_ms")
 EVENT_COLUMNS = (
@@ -102,6 +105,7 @@ class Recorder:
         self.watermark_rows: list[tuple[int, str, int | None]] = []
         self.scale_events: list[dict[str, Any]] = []
         self.group_samples_decreasing = 0
+        self.segment_lengths: dict[str, int] = {}  # each segment's length at the last sample it was in
 
     # ------------------------------------------------------------------ writes
     def allocate(self, n: int) -> np.ndarray:

@@ -332,12 +332,27 @@ class CustomStrategySpec:
     params: Any = field(
         default_factory=dict, hash=False, metadata={"doc": "keyword arguments of the class's constructor"}
     )
+    bound_param: str | None = spec_field(
+        None,
+        doc="the one of its params that is its bound in ms (an int >= 0): what 'ingestwm tune' searches; "
+        "none: tune reports the strategy as it is",
+    )
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ScenarioError("must not be empty", "name")
         if not isinstance(self.params, dict) or not all(isinstance(k, str) for k in self.params):
             raise ScenarioError(f"must be a mapping of names to values, got {self.params!r}", "params")
+        b = self.bound_param
+        if b is not None:
+            if not isinstance(b, str) or b not in self.params:
+                known = ", ".join(sorted(self.params)) or "none"
+                raise ScenarioError(f"must name one of its params ({known}), got {b!r}", "bound_param")
+            v = self.params[b]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ScenarioError(
+                    f"params.{b} is its bound: it must be an int >= 0 (ms), got {v!r}", "bound_param"
+                )
         from .strategy_classes import instantiate
 
         instantiate(self)  # import, check the interface and the params now, not mid-run

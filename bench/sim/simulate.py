@@ -171,6 +171,16 @@ def summary_lines(result: SimResult) -> list[str]:
         f"  group watermark lag: mean {fmt_ms(wm['lag_ms']['mean'])}, max {fmt_ms(wm['lag_ms']['max'])}; "
         f"{'monotonic' if wm['monotonic'] else 'NOT monotonic'}",
     ]
+    held = wm.get("held_by") or []
+    if held:
+        parts = [
+            f"{h['segment']} ({h['state']}, {h['bytes'] if h['bytes'] is not None else '?'} bytes, moved by "
+            f"{'the advancer' if h['advanced_by'] == 'advancer' else 'reads'}) {fmt_ms(h['ms'])} "
+            f"({h['fraction']:.0%})"
+            for h in held[:3]
+        ]
+        more = f"; {len(held) - 3} more" if len(held) > 3 else ""
+        lines.append("  group watermark held by: " + "; ".join(parts) + more)
     idle = wm.get("idle")
     if idle is not None:
         lines.append(
