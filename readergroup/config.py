@@ -156,7 +156,10 @@ class WriterConfig:
     """Writer settings: block limits per segment, resends, optional linger, back-pressure, sync mode.
 
     - ``max_batch_events`` / ``max_batch_bytes``: at most this many events / bytes in one
-      append (a block).
+      append (a block). By default the bytes bind (65,536 events, 1 MiB): one block per
+      segment is in flight, so a segment's rate is at most a block per round trip, and a
+      cap of 4,096 events held a fast loop over a few segments back whenever the round
+      trip grew (issue #35).
     - ``retry_attempts``: resends of a block after a transient error, before its events fail.
     - ``linger_ms``: hold a block that is not full up to this long (by the writer's clock,
       checked at writes and by the writer's thread) for larger blocks; ``None``: a segment
@@ -168,7 +171,7 @@ class WriterConfig:
       ``max_batch_events=1`` every ``write_event`` is one round trip).
     """
 
-    max_batch_events: int = 4096
+    max_batch_events: int = 1 << 16
     max_batch_bytes: int = 1 << 20
     retry_attempts: int = 3
     linger_ms: int | None = None

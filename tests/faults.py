@@ -92,10 +92,13 @@ def _swallow(sock: socket.socket) -> None:
 class SilentServer:
     """A server that accepts connections, reads what they send and never answers (not even the
     hello): a process hung, or a port taken by something else. With ``hello``, it answers the
-    hello, then nothing (a server stuck after accepting). ``close()`` drops it all."""
+    hello, then nothing (a server stuck after accepting). Without ``reads`` it reads nothing
+    after the hello either, so a client's sends block once the socket buffers are full.
+    ``close()`` drops it all."""
 
-    def __init__(self, port: int = 0, hello: bool = False) -> None:
+    def __init__(self, port: int = 0, hello: bool = False, reads: bool = True) -> None:
         self.hello = hello
+        self.reads = reads
         self.listener = socket.create_server(("127.0.0.1", port))
         self.port = self.listener.getsockname()[1]
         self.socks: list[socket.socket] = []
@@ -121,7 +124,7 @@ class SilentServer:
                     self.received += len(data)
                 info = {"version": PROTOCOL_VERSION, "max_in_flight": 64}
                 sock.sendall(b"".join(encode_frame([REPLY, 1, info])))
-            while data := sock.recv(1 << 16):
+            while self.reads and (data := sock.recv(1 << 16)):
                 with self.lock:
                     self.received += len(data)
 

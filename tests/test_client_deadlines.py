@@ -274,3 +274,36 @@ def test_appends_go_through_again_once_the_server_is_back_while_they_keep_coming
         assert all(isinstance(e, honest) for e in first), first[0]
         assert any(isinstance(f.exception(0), UnreachableError) for f in futs[:-50])
     restarted.stop()
+
+
+# ---------------------------------------------------------------------- sends (issue #35)
+def test_a_send_to_a_server_that_stopped_reading_ends_in_time() -> None:
+    """The server answered the hello and reads nothing more: a send blocks once the socket
+    buffers are full, and still ends within ``timeout_s`` (the connection's blocking socket is
+    bounded by the kernel's send timeout), so every append fails in time and close() is final."""
+    silent = SilentServer(hello=True, reads=False)
+    baseline = len(_client_threads())
+    c = RemoteClient(("127.0.0.1", silent.port), timeout_s=T, window=64)
+    big = bytes(1 << 20)  # 64 frames of 1 MiB: more than loopback's socket buffers hold
+    futs = [c.append_async("s", big, writer_id=1, event_number=i) for i in range(1, 65)]
+    for f in futs:
+        err = _within(BOUND, f.exception)[0]
+        assert isinstance(err, (NotSentError, ReadTimeoutError, ConnectionLostError)), err
+    _within(BOUND, c.close)
+    assert len(_client_threads()) == baseline, _client_threads()
+    silent.close()
+
+
+def test_a_large_append_goes_out_while_two_small_ones_are_unanswered() -> None:
+    """Small appends wait while two frames are unanswered (to go out together); an append of many
+    bytes (a writer's block) does not: here it was sent -- it may or may not be stored -- although
+    the server never answered, where held back it would have failed as never sent."""
+    silent = SilentServer(hello=True)
+    with RemoteClient(("127.0.0.1", silent.port), timeout_s=T) as c:
+        small = [c.append_async(name, b"x", writer_id=1, event_number=1) for name in ("a", "b")]
+        block = c.append_async("d", bytes(64 * 1024), writer_id=1, event_number=1)
+        for f in small:
+            assert isinstance(_within(BOUND, f.exception)[0], ReadTimeoutError)
+        err = _within(BOUND, block.exception)[0]
+        assert isinstance(err, ReadTimeoutError) and "may or may not be stored" in str(err), err
+    silent.close()

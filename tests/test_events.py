@@ -22,6 +22,8 @@ from readergroup import (
     encode_event,
 )
 from readergroup.format.events import HEADER_SIZE, MAX_KEY_BYTES, frame_ends_of, frame_length
+from readergroup.format.keyed_framing import MAX_CACHED_KEYS, KeyedFramer
+from readergroup.format.routing import key_hash
 
 events_st = st.lists(
     st.tuples(
@@ -114,20 +116,20 @@ def test_frame_layout() -> None:
     assert decode_frames(none)[0][0].event_time is None
 
 
-@pytest.mark.parametrize(
-    ("args", "match"),
-    [
-        ((1, b"p"), "routing key must be a str"),
-        (("k" * (MAX_KEY_BYTES + 1), b"p"), "at most"),
-        (("k", "text"), "payload must be bytes"),
-        (("k", b"p", 1.5), "event_time must be an int"),
-        (("k", b"p", True), "event_time must be an int"),
-        (("k", b"p", -(2**63)), "outside"),
-        (("k", b"p", 2**63), "outside"),
-        (("k", b"p", None, 3), "kind"),
-        (("k", b"p", None, True), "kind"),
-    ],
-)
+BAD_EVENTS: list[tuple[tuple[Any, ...], str]] = [
+    ((1, b"p"), "routing key must be a str"),
+    (("k" * (MAX_KEY_BYTES + 1), b"p"), "at most"),
+    (("k", "text"), "payload must be bytes"),
+    (("k", b"p", 1.5), "event_time must be an int"),
+    (("k", b"p", True), "event_time must be an int"),
+    (("k", b"p", -(2**63)), "outside"),
+    (("k", b"p", 2**63), "outside"),
+    (("k", b"p", None, 3), "kind"),
+    (("k", b"p", None, True), "kind"),
+]
+
+
+@pytest.mark.parametrize(("args", "match"), BAD_EVENTS)
 def test_bad_events_are_rejected(args: tuple[Any, ...], match: str) -> None:
     with pytest.raises(InvalidEventError, match=match):
         encode_event(*args)
@@ -161,3 +163,49 @@ def test_invalid_utf8_key_is_a_format_error() -> None:
         decode_frames(frame)
     with pytest.raises(FrameFormatError, match="UTF-8"):
         decode_columns(frame * 5000)
+
+
+# ---------------------------------------------------------------------- a writer's framing (issue #35)
+@given(events=events_st)
+def test_a_writers_framing_gives_encode_events_frames_and_the_keys_hash(events: list[Any]) -> None:
+    framer = KeyedFramer()
+    for _ in range(2):  # first each key new, then each remembered
+        for key, payload, t, _kind in events:
+            frame, h = framer.frame(key, payload, t)
+            assert frame == encode_event(key, payload, t) and h == key_hash(key)
+    framer._check()
+
+
+class _Key(str):
+    """A str subclass: its own hash and equality, so it must not be taken for a remembered key."""
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [(a, m) for a, m in BAD_EVENTS if len(a) < 4],  # (framing has no kind: events only)
+)
+def test_a_writers_framing_refuses_what_encode_event_refuses_also_for_a_remembered_key(
+    args: tuple[Any, ...], match: str
+) -> None:
+    framer = KeyedFramer()
+    if isinstance(args[0], str) and len(args[0]) < 100:
+        framer.frame(args[0], b"ok", 1)  # the key is remembered
+    before = dict(framer._keys)
+    with pytest.raises(InvalidEventError, match=match):
+        framer.frame(*(args + (None,) * (3 - len(args))))
+    assert framer._keys == before  # nothing remembered for it
+
+
+def test_a_writers_framing_takes_other_payloads_and_key_types_as_encode_event_does() -> None:
+    framer = KeyedFramer()
+    framer.frame("k", b"abc", 5)
+    assert framer.frame("k", bytearray(b"abc"), 5)[0] == encode_event("k", b"abc", 5)
+    assert framer.frame("k", memoryview(b"abc"), None)[0] == encode_event("k", b"abc")
+    assert framer.frame(_Key("k"), b"abc", 5) == (encode_event("k", b"abc", 5), key_hash("k"))
+    for i in range(MAX_CACHED_KEYS + 10):  # bounded: it forgets all when full
+        framer.frame(f"key{i}", b"", None)
+    assert 0 < len(framer) <= MAX_CACHED_KEYS
+    framer._check()

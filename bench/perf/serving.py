@@ -11,12 +11,19 @@ __all__ = ["serve_in_process"]
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def serve_in_process() -> tuple[subprocess.Popen[str], int]:
+def serve_in_process(
+    data_dir: Path | None = None, sync: str | None = None
+) -> tuple[subprocess.Popen[str], int]:
     """Start ``ingestwm serve --port 0`` in a new process; the process and the port it listens on.
 
-    The caller stops it (``terminate()``, ``wait()``). Raises ``RuntimeError`` if it did not start.
+    ``data_dir``/``sync``: a durable store (``--data-dir``, ``--sync``), as users run it. The
+    caller stops it (``terminate()``, ``wait()``). Raises ``RuntimeError`` if it did not start.
     """
     args = [sys.executable, "-m", "bench.cli", "serve", "--port", "0"]
+    if data_dir is not None:
+        args += ["--data-dir", str(data_dir)]
+    if sync is not None:
+        args += ["--sync", sync]
     p = subprocess.Popen(args, cwd=_ROOT, stdout=subprocess.PIPE, text=True)
     assert p.stdout is not None
     line = p.stdout.readline().strip()

@@ -7,5 +7,6 @@ state, and nothing here imports ``writing``, ``group_state`` or ``reading``.
 - ``frame_batch``: frames in bulk, as Arrow-ready event columns and back.
 - ``_frame_kernels``: the numba kernels behind the bulk codec, loaded on first use.
 - ``routing``: the routing-key hash and the table of current key ranges.
+- ``keyed_framing``: a writer's framing of one event at a time, each key's bytes and hash kept.
 - ``producer_watermarks``: producer-asserted watermark markers and the per-writer tracker.
 """

@@ -198,14 +198,18 @@ class AppendEngine(AppendSettling):
         return b
 
     def add(self, app: SegmentAppender, frame: bytes) -> tuple[WriteFuture, Block | None]:
-        """(lock held) Queue ``frame``; returns its future and the block to send now (outside the lock)."""
+        """(lock held) Queue ``frame``; its future and the block to send now (outside the lock). O(1)."""
         n = len(frame)
-        b = self._open_block(app, n)
-        fut = WriteFuture(b, len(b.frames))
-        b.frames.append(frame)
+        blocks = app.blocks
+        b = blocks[-1] if blocks else None
+        if b is None or b.closed or (b.frames and b.nbytes + n > self._max_bytes):
+            b = self._open_block(app, n)
+        frames = b.frames
+        fut = WriteFuture(b, len(frames))
+        frames.append(frame)
         b.nbytes += n
         self.unacked += n
-        if len(b.frames) >= self._max_events or b.nbytes >= self._max_bytes:
+        if len(frames) >= self._max_events or b.nbytes >= self._max_bytes:
             b.closed = True
         if app.inflight is None and not self.paused and app.trouble is None:
             return fut, self._start(app)

@@ -36,15 +36,15 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 
 from ..errors import InvalidEventError, TransactionClosedError, TransactionError, WriterClosedError
-from ..format.events import encode_event
 from ..format.frame_batch import EncodedEvents
+from ..format.keyed_framing import KeyedFramer
 from ..format.producer_watermarks import (
     BROADCAST,
     check_asserted_time,
     encode_idle_marker,
     encode_watermark_marker,
 )
-from ..format.routing import RoutingTable, key_hash
+from ..format.routing import RoutingTable
 from .appender import AppendEngine
 from .write_future import Block, Settled, WriteFuture
 from .writer import WriterConfig, check_writer_id, frame_hash, new_writer_id, split_by_segment
@@ -77,6 +77,7 @@ class Transaction:
         self._txn_of = {t.parent.name: t.name for t in info.segments}
         # no reroute: a seal fails the events
         self._engine = AppendEngine(client, writer_id, config, on_fork=self._fork_id)
+        self._framer = KeyedFramer()
         for t in info.segments:
             self._engine.appender(t.name, 0)  # a new transaction segment holds no events
         self._status = TransactionStatus.OPEN
@@ -102,9 +103,21 @@ class Transaction:
         self, routing_key: str, payload: bytes | bytearray | memoryview, event_time: int | None = None
     ) -> WriteFuture:
         """Queue one event for the transaction segment of its key's range; returns its future at once."""
-        frame = encode_event(routing_key, payload, event_time)
-        h = key_hash(routing_key)
-        return self._add(frame, self._txn_of[self._table.segment_for_hash(h).name])
+        frame, h = self._framer.frame(routing_key, payload, event_time)
+        segment = self._txn_of[self._table.segment_for_hash(h).name]
+        eng = self._engine
+        eng.check_fork()
+        with eng.lock:  # an open transaction with room: the event goes in here; else ``_add``
+            room = not eng.unacked or eng.unacked + len(frame) <= self._config.max_bytes_in_flight
+            fast = room and self._status is TransactionStatus.OPEN and not (self._ending or self._forked)
+            if fast:
+                app = eng.appenders[segment]
+                fut, send = eng.add(app, frame)
+        if not fast:
+            return self._add(frame, segment)
+        if send is None and not eng.work and not self._config.sync:
+            return fut
+        return eng.dispatch(app, send, fut, self._config.sync)
 
     def write_encoded(self, events: EncodedEvents) -> None:
         """Queue events framed in bulk (``frame_batch.encode_events``), as ``write_event`` each, in order.
@@ -152,6 +165,7 @@ class Transaction:
     def _add(self, frame: bytes, segment: str) -> WriteFuture:
         eng = self._engine
         eng.check_fork()
+        sync = self._config.sync
         while True:
             with eng.lock:
                 self._check_open("write to")
@@ -160,7 +174,9 @@ class Transaction:
                     fut, send = eng.add(app, frame)
                     break
             eng.make_room(len(frame))
-        return eng.dispatch(app, send, fut, self._config.sync)
+        if send is None and not eng.work and not sync:
+            return fut  # nothing to send or do now (the common case in a loop)
+        return eng.dispatch(app, send, fut, sync)
 
     def flush(self) -> None:
         """Append everything buffered to the transaction segments (still invisible to readers) and wait."""

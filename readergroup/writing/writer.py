@@ -56,8 +56,9 @@ from segmentstore.limits import INT64_MAX
 
 from ..config import WriterConfig
 from ..errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
-from ..format.events import HEADER_SIZE, KIND_EVENT, encode_event
+from ..format.events import HEADER_SIZE, KIND_EVENT
 from ..format.frame_batch import EncodedEvents
+from ..format.keyed_framing import KeyedFramer
 from ..format.producer_watermarks import (
     BROADCAST,
     check_asserted_time,
@@ -151,6 +152,8 @@ class EventWriter:
         self._given_id = writer_id is not None
         self._table = RoutingTable(client.get_stream(stream).active_segments)
         self._engine = AppendEngine(client, self.writer_id, self._config, clock, self._reroute, self._fork_id)
+        self._framer = KeyedFramer()
+        self._sync = self._config.sync
         self._segment_of: dict[str, StreamSegment] = {}  # the key range of each appender's segment
         self._limit = self._config.max_bytes_in_flight
         self._closed = False
@@ -196,20 +199,33 @@ class EventWriter:
         """Frame and route one event; returns its future at once (``sync``: see ``WriterConfig``).
 
         Appended when its segment has no append in flight, else with the next block. Blocks
-        (or raises ``WriterBufferFullError``) at ``max_bytes_in_flight``. ~2 µs.
+        (or raises ``WriterBufferFullError``) at ``max_bytes_in_flight``. ~1 µs: an event of a
+        key seen before is framed from the key's cached bytes and hash (``KeyedFramer``), and
+        an open writer with room takes the lock once, without ``_enter``'s loop.
         """
-        frame = encode_event(routing_key, payload, event_time)
-        h = key_hash(routing_key)
+        frame, h = self._framer.frame(routing_key, payload, event_time)
         eng = self._engine
         eng.check_fork()
-        self._enter(len(frame))
+        lock = eng.lock
+        lock.acquire()
+        # anything but an open writer with room, no marker or reroute under way, not idle: _enter
+        if (
+            self._closed
+            or self._idle
+            or self._barrier is not None
+            or (eng.unacked and eng.unacked + len(frame) > self._limit)
+        ):
+            lock.release()
+            self._enter(len(frame))
         try:
             seg = self._table.segment_for_hash(h)
             app = eng.appenders.get(seg.name) or self._appender(seg)
             fut, send = eng.add(app, frame)
         finally:
-            eng.lock.release()
-        return eng.dispatch(app, send, fut, self._config.sync)
+            lock.release()
+        if send is None and not eng.work and not self._sync:
+            return fut  # nothing to send or do now (the common case in a loop)
+        return eng.dispatch(app, send, fut, self._sync)
 
     def _enter(self, n: int) -> None:
         """Wait until ``n`` more bytes may be queued, and return holding the engine's lock.

@@ -58,6 +58,9 @@ __all__ = ["AppendPipeline", "Chunk"]
 
 _log = logging.getLogger(__name__)
 
+_COALESCE_BYTES = 16 * 1024
+"""Queued appends of fewer bytes (and few events) wait while two frames are in flight."""
+
 
 class Chunk:
     """Appends queued together (one ``append_async`` call, or a slice of ``append_many``)."""
@@ -151,6 +154,7 @@ class AppendPipeline:
         self._cv = threading.Condition(threading.Lock())
         self._queue: deque[Chunk] = deque()
         self._queued = 0  # events in the queue
+        self._queued_bytes = 0  # their bytes
         self._outstanding = 0  # chunks submitted and not delivered
         self._inflight: deque[_Frame] = deque()  # framed, in order: sent, or being sent
         self._conn: Connection | None = None
@@ -183,6 +187,7 @@ class AppendPipeline:
                 self._progress = monotonic_s()  # the server's time to answer starts now
             self._queue.append(chunk)
             self._queued += len(chunk.datas)
+            self._queued_bytes += chunk.nbytes
             self._outstanding += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ingestwm-appends", daemon=True)
@@ -211,7 +216,7 @@ class AppendPipeline:
             self._closing = True
             frames, self._inflight = list(self._inflight), deque()
             chunks, self._queue = list(self._queue), deque()
-            self._queued = 0
+            self._queued = self._queued_bytes = 0
             conn, self._conn = self._conn, None
             conns, self._dropped = self._dropped, []
             thread = self._thread
@@ -315,8 +320,17 @@ class AppendPipeline:
         return d
 
     def _should_coalesce(self) -> bool:
-        """(under the lock) Hold a small batch back while two frames are in flight (Nagle-like)."""
-        return len(self._inflight) >= 2 and self._queued < self.max_batch_events // 4
+        """(under the lock) Hold a small batch back while two frames are in flight (Nagle-like).
+
+        Small in events and in bytes: a writer's block is one append of many events (one per
+        segment in flight), which held back behind two others waited a round trip more for
+        nothing -- with four segments, half of them waited (issue #35).
+        """
+        return (
+            len(self._inflight) >= 2
+            and self._queued < self.max_batch_events // 4
+            and self._queued_bytes < _COALESCE_BYTES
+        )
 
     def _take_frame(self) -> _Frame:
         """(under the lock) The next frame: consecutive queued chunks of one segment, up to the limits."""
@@ -337,6 +351,7 @@ class AppendPipeline:
             n += k
             size += ch.nbytes
         self._queued -= n
+        self._queued_bytes -= size
         frame = _Frame(chunks)
         self._inflight.append(frame)
         self._cv.notify_all()  # room in the queue
@@ -407,7 +422,7 @@ class AppendPipeline:
         with self._cv:
             frames, self._inflight = list(self._inflight), deque()
             chunks, self._queue = list(self._queue), deque()
-            self._queued = 0
+            self._queued = self._queued_bytes = 0
             self._broken = False
             self._why = ""
             # appends queued from now on get their own timeout_s (else, queued without a pause,
@@ -476,7 +491,7 @@ class AppendPipeline:
             with self._cv:
                 frames, self._inflight = list(self._inflight), deque()
                 chunks, self._queue = list(self._queue), deque()
-                self._queued = 0
+                self._queued = self._queued_bytes = 0
             self._fail(frames, chunks, lambda name: refused, lambda name: refused)
             return
         with self._cv:
@@ -498,6 +513,7 @@ class AppendPipeline:
         """Assert the accounting: queued events, chunks outstanding, frames in order of their sends."""
         with self._cv:
             assert self._queued == sum(len(ch.datas) for ch in self._queue), self._queued
+            assert self._queued_bytes == sum(ch.nbytes for ch in self._queue), self._queued_bytes
             chunks = len(self._queue) + sum(len(f.chunks) for f in self._inflight)
             assert chunks <= self._outstanding, (chunks, self._outstanding)
             assert not any(ch.done for ch in self._queue)

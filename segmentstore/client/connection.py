@@ -11,6 +11,16 @@ Nothing blocks without bound: the connect and the hello take at most ``connect_t
 a send at most ``io_timeout_s`` (then the connection breaks); ``on_socket`` hands the
 socket of a handshake in progress to its owner, who may shut it down to end the wait
 (a client being closed).
+
+How a send is bounded costs round trips (issue #35): a Python socket with a timeout polls
+before every ``send`` and ``recv``, and each such call gives up the GIL once more, which a
+thread busy writing events keeps for up to the switch interval (5 ms) each time -- three
+more waits per append's round trip, so the writer's blocks hit their size limit and the
+rate fell. A plain TCP connection is therefore a blocking socket whose kernel send timeout
+(``SO_SNDTIMEO``) bounds each ``send``; a request's header and payload go in one
+``sendmsg`` (``_send_all``: its deadline checked after a partial send); the reader thread
+blocks in ``recv_into`` until data comes or ``close`` shuts the socket down. Over TLS the
+socket keeps its Python timeout (a TLS write cannot resume after the kernel's timeout).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import itertools
 import logging
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -101,7 +112,14 @@ class Connection:
         finally:
             if on_socket is not None:
                 on_socket(None)
-        sock.settimeout(io_timeout_s)  # bounds a send; the reader thread reads on after a timeout
+        self._io_timeout_s = io_timeout_s
+        self._plain = ssl_context is None and io_timeout_s is not None and hasattr(socket, "SO_SNDTIMEO")
+        if self._plain:
+            assert io_timeout_s is not None
+            sock.settimeout(None)  # blocking: no poll before each send and recv (module docstring)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(io_timeout_s))
+        else:
+            sock.settimeout(io_timeout_s)  # bounds a send; the reader thread reads on after a timeout
         self.max_in_flight: int = int(self.info.get("max_in_flight", 1024))
         self.idle_timeout_s: float = float(self.info.get("idle_timeout_s", 600.0))
         self._ids = itertools.count(2)  # 1 was the hello
@@ -195,7 +213,9 @@ class Connection:
         self.last_used = monotonic_s()
         try:
             with self._send_lock:
-                if sum(len(p) for p in parts) < _SMALL:
+                if self._plain:
+                    self._send_all(parts)
+                elif sum(len(p) for p in parts) < _SMALL:
                     self._sock.sendall(b"".join(parts))
                 else:
                     for p in parts:
@@ -203,6 +223,28 @@ class Connection:
         except OSError as e:
             self._shutdown(ConnectionLostError(f"sending to {self.address} failed: {e}"))
         return rid
+
+    def _send_all(self, parts: list[bytes | memoryview]) -> None:
+        """(send lock held, plain socket) Send ``parts`` in one ``sendmsg`` if the kernel takes them;
+        raises ``TimeoutError`` if they are not all sent ``io_timeout_s`` after the start."""
+        sock = self._sock
+        assert self._io_timeout_s is not None
+        deadline = monotonic_s() + self._io_timeout_s
+        total = sum(map(len, parts))
+        sent = sock.sendmsg(parts)  # blocks at most SO_SNDTIMEO (then EAGAIN, or part sent)
+        if sent == total:
+            return
+        rest = memoryview(b"".join(parts))[sent:]
+        try:
+            while len(rest):
+                left = deadline - monotonic_s()
+                if left <= 0:
+                    raise TimeoutError(f"{len(rest)} of {total} bytes not sent in {self._io_timeout_s:g} s")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(left))
+                rest = rest[sock.send(rest) :]
+        finally:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(self._io_timeout_s))
 
     def call(
         self,
@@ -308,6 +350,12 @@ class Connection:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout_s)
         return not self._thread.is_alive()
+
+
+def _timeval(seconds: float) -> bytes:
+    """A ``struct timeval`` for ``SO_SNDTIMEO``: at least 1 ms (0 would mean no timeout)."""
+    us = max(1000, int(seconds * 1_000_000))
+    return struct.pack("ll", us // 1_000_000, us % 1_000_000)
 
 
 ConnectionFactory = Callable[[float, Callable[[socket.socket | None], None]], Connection]
