@@ -62,6 +62,7 @@ from .compared_strategies import (
     SparkStrategy,
     Strategy,
 )
+from .flink_reader import FlinkReaderStrategy
 from .lab_autoscale import AutoScaler, LoadMeter
 from .lab_scenario import LabStrategies, lab_ready, lab_strategies
 from .plugins import PluginStrategy
@@ -285,6 +286,8 @@ class _Readers:
         while self._next < len(plan) and plan[self._next].t_ms <= t:
             kind = plan[self._next].kind
             self._next += 1
+            for strat in strategies:
+                strat.on_reader(self.rid, kind)
             if kind == "join" or kind == "restart":
                 self.readers = [g.create_reader(self.rid) for g in self.groups]
                 self.budget = [0.0] * len(self.groups)
@@ -312,6 +315,7 @@ class _Readers:
                 self.budget[i] = min(self.budget[i] + s.rate_per_s * self.tick / 1000.0, cap)
             busy = _drain(
                 reader,
+                self.rid,
                 strat,
                 self.budget,
                 i,
@@ -324,6 +328,7 @@ class _Readers:
 
 def _drain(
     reader: EventReader,
+    rid: str,
     strat: Strategy,
     budget: list[float],
     i: int,
@@ -331,7 +336,7 @@ def _drain(
     now: int,
     processing: tuple[DelaySpec, np.random.Generator, int] | None = None,
 ) -> int:
-    """Read into ``strat`` until nothing is left, the budget is spent or (with ``processing``:
+    """Read into ``strat`` (as reader ``rid``) until nothing is left, the budget is spent or (with ``processing``:
     the delay spec, its generator, the tick) the events' processing time fills the tick;
     returns that processing time (ms)."""
     stream_of: dict[str, str] = {}
@@ -363,6 +368,7 @@ def _drain(
                     r.event_time,
                     r.ingestion_time,
                     r.length,
+                    rid,
                 )
             )
         elif r.kind is ReadKind.WATERMARK:
@@ -385,9 +391,11 @@ def make_strategies(
 ) -> list[Strategy]:
     """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order.
 
-    With ``stages``, each strategy's pipeline feeds its own chain of them.
+    The ``flink`` one in the topology of ``config.flink_source``. With ``stages``, each
+    strategy's pipeline feeds its own chain of them.
     """
-    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, FlinkStrategy, SparkStrategy)
+    flink = FlinkReaderStrategy if config.flink_source == "reader" else FlinkStrategy
+    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, flink, SparkStrategy)
     out = [cls(config, window_ms, clock) for cls in kinds]
     out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
     for st in out:
@@ -443,6 +451,8 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
             for spec in sc.readers
             for name in instance_names(spec.name, spec.count)
         ]
+        for st in strategies:
+            st.on_readers([r.rid for r in readers])
         scale_at = {} if auto else {t: k for k, t in enumerate(scale_times(sc.scaling, sc.duration_ms))}
         scaled: list[int] = []
         outages = store_outages(sc, seeds)
