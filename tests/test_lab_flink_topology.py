@@ -52,7 +52,9 @@ def test_the_reader_topology_is_the_default_and_a_bad_one_is_refused_naming_the_
     st = run_compare(lab_scenario_from_dict(d)).strategies["flink"]
     assert type(st) is FlinkStrategy and st.topology == "segment_union"
     d["strategies"]["flink_source"] = "segments"
-    with pytest.raises(ScenarioError, match=r"^strategies\.flink_source: must be one of reader, segment_union"):
+    with pytest.raises(
+        ScenarioError, match=r"^strategies\.flink_source: must be one of reader, segment_union"
+    ):
         lab_scenario_from_dict(d)
 
 
@@ -97,7 +99,11 @@ def _subtasks(*readers: str) -> tuple[FlinkReaderStrategy, ManualClock]:
 
 
 def _deliver(st: FlinkReaderStrategy, clock: ManualClock, reader: str, seq: int, et: int) -> None:
-    st.deliver(LabEvent(clock.now(), "lab/s", "lab/s/0", 0 if reader == "a" else 1, seq, S + et, clock.now(), 32, reader))
+    st.deliver(
+        LabEvent(
+            clock.now(), "lab/s", "lab/s/0", 0 if reader == "a" else 1, seq, S + et, clock.now(), 32, reader
+        )
+    )
 
 
 def _tick(st: FlinkReaderStrategy, clock: ManualClock, t: int) -> int:
@@ -214,3 +220,43 @@ def test_reader_topology_invariants_hold_every_tick_under_crashes_restarts_and_a
     assert {s for _, _, s in st.statuses} == {"idle", "active"}
     row = r.row("flink")
     assert row["delivered"] == len(st.arrivals) and row["duplicates"] == len(st.redelivered)
+
+
+def test_validate_replays_the_reader_topology_as_one_paced_source_per_subtask() -> None:
+    """``ingestwm validate``'s Flink job for the reader topology: a split per subtask, from the
+    first tick to the last (it never ends before the replay does), its slot the subtask's
+    index, its bundles exactly what its reader delivered, tick by tick in order; and the verdict
+    names the topology."""
+    from bench.validate.flink_engine import FlinkReplay, FlinkTiming, flink_spec
+    from bench.validate.flink_job import BUNDLE, END
+    from bench.validate.verdict import flink_verdict
+
+    r = _run(SCALING, "reader")
+    st = r.strategies["flink"]
+    assert isinstance(st, FlinkReaderStrategy)
+    spec = flink_spec(r, FlinkTiming(pace_ms=200))
+    last = SCALING["duration_ms"] // 500
+    assert [(s["name"], s["first"], s["last"], s["slot"]) for s in spec["splits"]] == [
+        ("r-0", 0, last, 0),
+        ("r-1", 0, last, 1),
+    ]
+    assert spec["end_releases"] == [last + 1] and spec["slots"] == 2
+    for split in spec["splits"]:
+        steps = split["steps"]
+        assert [s[0] for s in steps].count(END) == 1 and steps[-1][0] == END
+        carried = [(w, q) for kind, _t, evs in steps if kind == BUNDLE for w, q, _et, _dup in evs]
+        assert carried == [(a[2], a[3]) for a in st.arrivals if a[1] == split["name"]]
+    # a replay that did what the model did is exact, and the row says which topology it checked
+    replay = FlinkReplay(
+        arrivals={(w, q): (wm, late) for _, _, w, q, _, wm, late in st.arrivals},
+        fired=[(f[1], f[3], wm) for f, wm in zip(st.pipeline.firings, st.fired_at, strict=True)],
+        max_slip_ms=1.0,
+        version="2.3.0",
+        timing=FlinkTiming(pace_ms=200),
+        slips_ms=(("bundle", 1.0), ("end", 1.0)),
+        slots=2,
+        moves=(-(2**63), *(wm for _, wm in st.emitted)),
+    )
+    v = flink_verdict(r, replay)
+    assert (v.strategy, v.verdict) == ("flink (reader)", "exact"), v.note
+    assert v.wm_equal == v.wm_checked == len(st.arrivals) and len(st.arrivals) > 500

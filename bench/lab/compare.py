@@ -336,9 +336,9 @@ def _drain(
     now: int,
     processing: tuple[DelaySpec, np.random.Generator, int] | None = None,
 ) -> int:
-    """Read into ``strat`` (as reader ``rid``) until nothing is left, the budget is spent or (with ``processing``:
-    the delay spec, its generator, the tick) the events' processing time fills the tick;
-    returns that processing time (ms)."""
+    """Read into ``strat`` (as reader ``rid``) until nothing is left, the budget is spent or
+    (with ``processing``: the delay spec, its generator, the tick) the events' processing time
+    fills the tick; returns that processing time (ms)."""
     stream_of: dict[str, str] = {}
     busy = 0
     while not limited or budget[i] >= 1.0:

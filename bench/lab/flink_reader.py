@@ -17,15 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from flink_compat import StatusWatermarkValve
 from readergroup.group_state.state import SegmentState
 from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MAX
 
-from flink_compat import StatusWatermarkValve
-
-from .compared_strategies import FlinkStrategy, LabEvent, _SplitEmitter
 from ..sim.errors import SimulationError
+from .compared_strategies import FlinkStrategy, LabEvent, _SplitEmitter
 from .lab_scenario import LabStrategies
 
 __all__ = ["FlinkReaderStrategy"]
@@ -105,7 +104,9 @@ class FlinkReaderStrategy(FlinkStrategy):
 
     def on_readers(self, readers: Sequence[str]) -> None:
         if self._valve is not None:
-            raise SimulationError("flink: the job's subtasks are fixed when it starts (on_readers called twice)")
+            raise SimulationError(
+                "flink: the job's subtasks are fixed when it starts (on_readers called twice)"
+            )
         if not readers or len(set(readers)) != len(readers):
             raise SimulationError(f"flink: the subtasks need distinct reader ids, got {list(readers)!r}")
         self._valve = StatusWatermarkValve(len(readers))  # every channel active and aligned at MIN
@@ -121,21 +122,27 @@ class FlinkReaderStrategy(FlinkStrategy):
     def deliver(self, event: LabEvent) -> None:
         i = self._subtasks.get(event.reader)
         if i is None:
-            raise SimulationError(f"flink: event delivered by {event.reader!r}, not a subtask of {self.subtasks}")
+            raise SimulationError(
+                f"flink: event delivered by {event.reader!r}, not a subtask of {self.subtasks}"
+            )
         self._sub_gens[i].on_event(None, event.event_time, None)
         p = self.pipeline
         wm, late, dups = p.watermark, p.late, p.duplicates
         p.event(event.writer, event.seq, event.event_time, event.nbytes)
         now = self.clock.now()
         if p.duplicates == dups:
-            self.arrivals.append((now, event.reader, event.writer, event.seq, event.event_time, wm, p.late > late))
+            self.arrivals.append(
+                (now, event.reader, event.writer, event.seq, event.event_time, wm, p.late > late)
+            )
         else:
             self.redelivered.append((now, event.reader, event.event_time))
 
     def on_event(
         self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
     ) -> None:
-        raise SimulationError("flink (reader topology): events come through deliver(), which names the reader")
+        raise SimulationError(
+            "flink (reader topology): events come through deliver(), which names the reader"
+        )
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
         if t_ms % self.config.flink_interval_ms or self._valve is None:

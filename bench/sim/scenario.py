@@ -349,9 +349,10 @@ class StrategiesSpec:
     ``ingestion`` uses ``group.max_event_time_lag_ms``; ``producer`` the writers'
     assertions; ``flink`` bounded out-of-orderness with idleness and a periodic emit
     interval, per reader subtask (``flink_source: reader``, Pravega's connectors) or per
-    segment, one bounded source each, unioned (``segment_union``); ``spark`` ``max(event time) - delay`` per trigger over one
-    input: the whole ``stream`` (Spark's maximum over all partitions of a source) or
-    each ``segment`` (the minimum across inputs); ``custom`` strategies run beside them.
+    segment, one bounded source each, unioned (``segment_union``); ``spark``
+    ``max(event time) - delay`` per trigger over one input: the whole ``stream`` (Spark's
+    maximum over all partitions of a source) or each ``segment`` (the minimum across
+    inputs); ``custom`` strategies run beside them.
     The lab steps every ``tick_ms``: writers hand over, the advancer, readers read,
     strategies tick.
     """
