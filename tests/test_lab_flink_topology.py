@@ -260,3 +260,42 @@ def test_validate_replays_the_reader_topology_as_one_paced_source_per_subtask() 
     v = flink_verdict(r, replay)
     assert (v.strategy, v.verdict) == ("flink (reader)", "exact"), v.note
     assert v.wm_equal == v.wm_checked == len(st.arrivals) and len(st.arrivals) > 500
+
+
+def test_validate_checks_each_topology_asked_for_in_a_row_of_its_own(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--flink-source`` (repeatable): a Flink row per topology, each from a lab run in that
+    topology; none given: the scenario's own; an unknown one is refused before anything runs."""
+    import yaml
+
+    from bench.validate import FlinkTiming, ValidateError
+    from bench.validate import run as run_mod
+    from bench.validate.verdict import Verdict
+
+    d = copy.deepcopy(SCALING)
+    d["duration_ms"] = 2_000
+    path = tmp_path / "topo.yaml"
+    path.write_text(yaml.safe_dump(d))
+    checked: list[str] = []
+
+    def fake_flink(result: LabResult, *_a: Any, **_k: Any) -> Verdict:
+        st = result.strategies["flink"]
+        assert isinstance(st, FlinkStrategy)
+        checked.append(type(st).__name__)
+        return Verdict(result.scenario.name, f"flink ({st.topology})", "Flink 2.3.0", verdict="exact")
+
+    monkeypatch.setattr(run_mod, "validate_flink", fake_flink)
+    monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
+    timing = FlinkTiming(pace_ms=100)
+    both = run_mod.validate(
+        [str(path)], ["flink"], lambda: None, timing, flink_sources=("segment_union", "reader")
+    )
+    assert [v.strategy for v in both] == ["flink (segment_union)", "flink (reader)"]
+    assert checked == ["FlinkStrategy", "FlinkReaderStrategy"]
+    own = run_mod.validate([str(path)], ["flink"], lambda: None, timing)
+    assert [v.strategy for v in own] == ["flink (reader)"]
+    checked.clear()
+    with pytest.raises(ValidateError, match="no Flink topology 'segments'"):
+        run_mod.validate([str(path)], ["flink"], lambda: None, timing, flink_sources=("segments",))
+    assert not checked
