@@ -299,3 +299,23 @@ def test_validate_checks_each_topology_asked_for_in_a_row_of_its_own(
     with pytest.raises(ValidateError, match="no Flink topology 'segments'"):
         run_mod.validate([str(path)], ["flink"], lambda: None, timing, flink_sources=("segments",))
     assert not checked
+
+
+def test_outputs_say_which_topology_the_flink_row_used(tmp_path: Any) -> None:
+    import json
+
+    from bench.lab import format_table, write_outputs
+
+    d = copy.deepcopy(SCALING)
+    d["duration_ms"] = 2_000
+    for topology in ("reader", "segment_union"):
+        r = _run(d, topology)
+        assert format_table(r).splitlines()[0].endswith(f"; flink: {topology} topology")
+        write_outputs(r, tmp_path / topology, plots=False)
+        assert json.loads((tmp_path / topology / "compare.json").read_text())["flink_source"] == topology
+
+
+def test_a_lab_event_built_without_a_reader_still_works() -> None:
+    """Plug-ins' own tests build ``LabEvent`` positionally with the eight fields it had."""
+    e = LabEvent(S, "lab/s", "lab/s/0", 0, 1, S - 5, S, 32)
+    assert e.reader == "" and (e.writer, e.seq, e.nbytes) == (0, 1, 32)
