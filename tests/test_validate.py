@@ -228,7 +228,12 @@ SPARSE = {  # two segments, B stops early (idle): a small case for the lab model
         _once("E", "k0", 4000, 1500),
     ],
     "readers": [{"name": "reader"}],
-    "strategies": {"flink_bound_ms": 500, "flink_idle_timeout_ms": 2000, "flink_interval_ms": 500},
+    "strategies": {
+        "flink_bound_ms": 500,
+        "flink_idle_timeout_ms": 2000,
+        "flink_interval_ms": 500,
+        "flink_source": "segment_union",
+    },
 }
 
 
@@ -247,9 +252,24 @@ def _scaling() -> dict[str, Any]:
         "flink_bound_ms": 1_000,
         "flink_idle_timeout_ms": 1_500,
         "flink_interval_ms": 500,
+        "flink_source": "segment_union",
         "spark_delay_ms": 1_000,
     }
     return d
+
+
+READER_SPLIT: dict[str, Any] = {  # the reader topology: one on-time writer, a split every 10 s, two readers
+    "name": "flink-reader-split",
+    "duration_ms": 30_000,
+    "stream": {"name": "lab/readers", "segments": 1},
+    "scaling": {"every_ms": 10_000, "mode": "split"},
+    "writers": [
+        {"name": "w", "keys": [f"k{i}" for i in range(8)], "workload": {"kind": "constant", "rate_per_s": 20}}
+    ],
+    "readers": [{"name": "r", "count": 2}],
+    "pipeline": {"ordering": True, "window_ms": 2000},
+    "strategies": {"flink_bound_ms": 500, "flink_idle_timeout_ms": 2000, "flink_interval_ms": 500},
+}
 
 
 def test_the_flink_model_is_the_union_of_per_segment_sources_flink_runs() -> None:
@@ -393,7 +413,13 @@ def test_validate_runs_a_flink_replay_out_of_the_regime_again_at_twice_the_pace(
     table = format_verdicts([v])
     assert "pace ms" in table.splitlines()[0] and " 200 " in table.splitlines()[1], table
     # the command says each verdict as it comes (a run of every scenario takes an hour)
-    monkeypatch.setattr(run_mod, "load_lab_scenario", lambda name: SimpleNamespace(name=name))
+    monkeypatch.setattr(
+        run_mod,
+        "load_lab_scenario",
+        lambda name: SimpleNamespace(
+            name=name, strategies=None, group=SimpleNamespace(max_event_time_lag_ms=0)
+        ),
+    )
     monkeypatch.setattr(run_mod, "run_compare", lambda sc: SimpleNamespace(scenario=sc))
     monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
     said: list[str] = []
@@ -403,7 +429,7 @@ def test_validate_runs_a_flink_replay_out_of_the_regime_again_at_twice_the_pace(
     assert [(r.verdict, r.pace_ms) for r in rows] == [("exact", 400)]
     assert said == [
         "a: running the lab model",
-        "a: replaying in Flink (pace 200 ms per emit)",
+        "a: replaying the reader topology in Flink (pace 200 ms per emit)",
         "a: out of the regime; again at 400 ms per emit",
         "s: Flink 2.3.0 exact at 400 ms per emit",  # (the fake verdict names its scenario "s")
     ], said
@@ -419,7 +445,8 @@ def _unavailable(why: str) -> NoReturn:
 @pytest.mark.slow
 @pytest.mark.flink
 def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
-    """One Flink job (one mini-cluster) replays flink-sparse and flink-scaling; both exact.
+    """One Flink job (one mini-cluster) replays flink-sparse, flink-scaling (segment_union) and
+    flink-reader-split (the reader topology); all exact.
 
     Exact: every event met the model's watermark at Flink's late filter and was late in
     both or neither, every window fired with the same count at the same watermark, the
@@ -428,7 +455,9 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     and one that joins unaligned (the +inf must reach the union after its tick's events
     and before the successor's first watermark), and a tick in which both segments' emits
     move the combined watermark (the union must take them in slot order: a window fires at
-    the intermediate value). A run a loaded machine pushed out of the regime is repeated once at four
+    the intermediate value); and subtasks of readers: one idle until the split's rebalance gives
+    it a successor segment, none ending when a segment is sealed. A run a loaded machine pushed
+    out of the regime is repeated once at four
     times the pace; out of it again, the test fails in CI and is skipped with the reasons
     elsewhere.
     (The shipped scenarios, hundreds of ticks each: ``ingestwm validate --engine flink``.)
@@ -438,7 +467,7 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
         _unavailable(why)
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("no Java runtime (java on PATH or JAVA_HOME) for Flink")
-    results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling())]
+    results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling(), READER_SPLIT)]
     for pace in (100, 400):
         replays = replay_flink_many(results, FlinkTiming(pace_ms=pace), python)
         # the regime is the verdict's: the replay's slips and every move's margin to the next release
@@ -451,4 +480,6 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
         assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
         assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine)
-    assert [(v.late_engine, v.windows_engine) for v in verdicts] == [(2, 5), (24, 4)]
+    assert [(v.late_engine, v.windows_engine) for v in verdicts[:2]] == [(2, 5), (24, 4)]
+    assert [v.strategy for v in verdicts] == ["flink (segment_union)"] * 2 + ["flink (reader)"]
+    assert verdicts[2].late_engine == 0  # the reader topology loses nothing to the scaling

@@ -43,6 +43,13 @@ DEFAULT_FLINK_MAX_PACE_MS = 2000
     help=f"Run a Flink replay that left the regime again at twice the pace, up to this "
     f"[default: the larger of {DEFAULT_FLINK_MAX_PACE_MS} and the pace; the pace itself: one run].",
 )
+@click.option(
+    "--flink-source",
+    "flink_sources",
+    multiple=True,
+    type=click.Choice(["reader", "segment_union"]),
+    help="Flink topologies to check, a row each (repeat; default: each scenario's strategies.flink_source).",
+)
 def validate_cmd(
     scenarios: tuple[str, ...],
     engines: tuple[str, ...],
@@ -50,6 +57,7 @@ def validate_cmd(
     flink_python: str | None,
     flink_pace_ms: int,
     flink_max_pace_ms: int | None,
+    flink_sources: tuple[str, ...],
 ) -> None:
     """Run lab scenarios (default: every shipped one) through the models and the real engines.
 
@@ -92,12 +100,17 @@ def validate_cmd(
             flink_python,
             echo=lambda s: click.echo(s, err=True),
             flink_max_pace_ms=flink_max_pace_ms,
+            flink_sources=flink_sources,
         )
     except (ValidateError, LabScenarioError, OutputError) as e:
         raise click.ClickException(str(e)) from None
     click.echo(format_verdicts(verdicts))
     if out is not None:
-        pacing = {"flink_timing": vars_of(timing), "flink_max_pace_ms": flink_max_pace_ms}
+        pacing = {
+            "flink_timing": vars_of(timing),
+            "flink_max_pace_ms": flink_max_pace_ms,
+            "flink_sources": list(flink_sources),  # none: each scenario's strategies.flink_source
+        }
         meta = {"scenarios": names, "python": platform.python_version(), **pacing}
         for p in write_verdicts(verdicts, Path(out), meta):
             click.echo(f"wrote {p}")

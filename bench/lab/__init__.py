@@ -11,6 +11,8 @@ workload's randomness comes from the scenario's seed).
 - ``lab_autoscale``: ``scaling.mode: auto`` in the lab (the writers' rates, the simulator's plan).
 - ``lab_run``: what ``ingestwm compare`` does (overrides, seed, replications, manifest).
 - ``compared_strategies``: the four strategies and the shared pipeline.
+- ``flink_reader``: the ``flink`` strategy as Flink jobs read a Pravega stream (a subtask
+  per reader, Flink's valve across subtasks: ``strategies.flink_source: reader``).
 - ``compare``: ``run_compare`` and the per-strategy summary row.
 - ``report``: the table, CSV/JSON and the figure.
 - ``tune``, ``tune_report``, ``tune_run``: ``ingestwm tune``, each strategy's least bound meeting

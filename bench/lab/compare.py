@@ -62,6 +62,7 @@ from .compared_strategies import (
     SparkStrategy,
     Strategy,
 )
+from .flink_reader import FlinkReaderStrategy
 from .lab_autoscale import AutoScaler, LoadMeter
 from .lab_scenario import LabStrategies, lab_ready, lab_strategies
 from .plugins import PluginStrategy
@@ -289,6 +290,8 @@ class _Readers:
         while self._next < len(plan) and plan[self._next].t_ms <= t:
             kind = plan[self._next].kind
             self._next += 1
+            for strat in strategies:
+                strat.on_reader(self.rid, kind)
             if kind == "join" or kind == "restart":
                 self.readers = [g.create_reader(self.rid) for g in self.groups]
                 self.budget = [0.0] * len(self.groups)
@@ -316,6 +319,7 @@ class _Readers:
                 self.budget[i] = min(self.budget[i] + s.rate_per_s * self.tick / 1000.0, cap)
             busy = _drain(
                 reader,
+                self.rid,
                 strat,
                 self.budget,
                 i,
@@ -328,6 +332,7 @@ class _Readers:
 
 def _drain(
     reader: EventReader,
+    rid: str,
     strat: Strategy,
     budget: list[float],
     i: int,
@@ -335,9 +340,9 @@ def _drain(
     now: int,
     processing: tuple[DelaySpec, np.random.Generator, int] | None = None,
 ) -> int:
-    """Read into ``strat`` until nothing is left, the budget is spent or (with ``processing``:
-    the delay spec, its generator, the tick) the events' processing time fills the tick;
-    returns that processing time (ms)."""
+    """Read into ``strat`` (as reader ``rid``) until nothing is left, the budget is spent or
+    (with ``processing``: the delay spec, its generator, the tick) the events' processing time
+    fills the tick; returns that processing time (ms)."""
     stream_of: dict[str, str] = {}
     busy = 0
     while not limited or budget[i] >= 1.0:
@@ -367,6 +372,7 @@ def _drain(
                     r.event_time,
                     r.ingestion_time,
                     r.length,
+                    rid,
                 )
             )
         elif r.kind is ReadKind.WATERMARK:
@@ -389,9 +395,11 @@ def make_strategies(
 ) -> list[Strategy]:
     """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order.
 
-    With ``stages``, each strategy's pipeline feeds its own chain of them.
+    The ``flink`` one in the topology of ``config.flink_source``. With ``stages``, each
+    strategy's pipeline feeds its own chain of them.
     """
-    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, FlinkStrategy, SparkStrategy)
+    flink = FlinkReaderStrategy if config.flink_source == "reader" else FlinkStrategy
+    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, flink, SparkStrategy)
     out = [cls(config, window_ms, clock) for cls in kinds]
     out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
     for st in out:
@@ -447,6 +455,8 @@ def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> 
             for spec in sc.readers
             for name in instance_names(spec.name, spec.count)
         ]
+        for st in strategies:
+            st.on_readers([r.rid for r in readers])
         scale_at = {} if auto else {t: k for k, t in enumerate(scale_times(sc.scaling, sc.duration_ms))}
         scaled: list[int] = []
         outages = store_outages(sc, seeds)

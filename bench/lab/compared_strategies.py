@@ -11,10 +11,13 @@ strategies differ only in the event-time watermark:
   minus ``max_event_time_lag_ms`` (PDP-26, docs/design.md §1).
 - ``producer``: the writers' own assertions (``TimeDomain.EVENT_TIME``): minimum over
   active writers at the group's acknowledged positions.
-- ``flink``: Flink with one source per segment: bounded out-of-orderness
-  ``max event time - bound - 1`` with idleness, emitted every ``flink_interval_ms``,
-  combined by Flink's ``StatusWatermarkValve`` (minimum over active, aligned
-  segments; checked against Flink itself by ``ingestwm validate``).
+- ``flink``: Flink's bounded out-of-orderness ``max event time - bound - 1`` with
+  idleness, emitted every ``flink_interval_ms``, combined by Flink's
+  ``StatusWatermarkValve`` (minimum over active, aligned channels; checked against Flink
+  itself by ``ingestwm validate``), in one of two job topologies
+  (``strategies.flink_source``): a subtask per reader of the group, as Pravega's
+  connectors run (``reader``, the default: ``flink_reader.FlinkReaderStrategy``), or one
+  bounded source per segment, unioned (``segment_union``: ``FlinkStrategy``).
 - ``spark``: Spark's micro-batch rule, checked against Spark itself by ``ingestwm
   validate``: per input ``max(event time) - delay`` after each micro-batch, the global
   watermark the ``min`` (or ``max``) over inputs, never decreasing; a batch drops rows
@@ -71,7 +74,9 @@ class LabEvent:
 
     ``now_ms``: the lab clock when it was delivered (ms since the epoch);
     ``ingestion_time``: when the store appended it; ``event_time``: the writer's time;
-    ``writer`` / ``seq``: which writer and its sequence number; ``nbytes``: frame size.
+    ``writer`` / ``seq``: which writer and its sequence number; ``nbytes``: frame size;
+    ``reader``: the reader instance of the strategy's group that delivered it (``""`` when
+    built without one: a plug-in's own tests may leave it out).
     """
 
     now_ms: int
@@ -82,6 +87,7 @@ class LabEvent:
     event_time: int
     ingestion_time: int
     nbytes: int
+    reader: str = ""
 
 
 Firing = tuple[int, int, int, int]
@@ -206,6 +212,12 @@ class Strategy:
     def on_watermark(self, watermark: int) -> None:
         """A watermark the reader group delivered (in its time domain)."""
 
+    def on_readers(self, readers: Sequence[str]) -> None:
+        """The reader instances of its group, in order, once before the first tick."""
+
+    def on_reader(self, reader: str, kind: str) -> None:
+        """Reader ``reader`` made a transition (join, crash, offline, restart, leave, stall, resume)."""
+
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
         """Called after each tick's reads, with ``t_ms`` since the start and the group's segments."""
 
@@ -271,6 +283,11 @@ class _SplitEmitter:
 class FlinkStrategy(Strategy):
     """Flink with one source per segment, each bounded out-of-orderness with idleness, unioned.
 
+    ``strategies.flink_source: segment_union``. No Pravega connector reads a stream this
+    way (they run a reader per subtask: ``flink_reader.FlinkReaderStrategy``, the default);
+    it is the job of a union of one bounded source per segment, and under scaling a
+    finished segment's ``+inf`` can end event time while its successors are unaligned.
+
     As ``ingestwm validate`` checks it against Flink (docs/engines.md): per segment a
     ``WatermarksWithIdleness(BoundedOutOfOrdernessWatermarks)`` generator emitting every
     ``flink_interval_ms`` through Flink's ``WatermarkEmitter`` (``_SplitEmitter``), and
@@ -300,6 +317,7 @@ class FlinkStrategy(Strategy):
     """
 
     name = "flink"
+    topology = "segment_union"
 
     def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
         super().__init__(config, window_ms, clock)

@@ -60,6 +60,9 @@ class LabStrategies:
     """The strategies' resolved knobs (``strategies`` and ``group.max_event_time_lag_ms``).
 
     ``custom``: the custom strategies run after the four built-in ones, in this order.
+    ``flink_source`` is the Flink job's topology: ``reader`` (a subtask per reader of the
+    group, ``FlinkReaderStrategy``) or ``segment_union`` (a bounded source per segment,
+    unioned, ``FlinkStrategy``).
     ``spark_policy`` is Spark's ``spark.sql.streaming.multipleWatermarkPolicy``: the global
     watermark is the ``min`` (Spark's default) or the ``max`` over inputs.
     """
@@ -68,6 +71,7 @@ class LabStrategies:
     flink_bound_ms: int = 1_000
     flink_idle_timeout_ms: int = 5_000
     flink_interval_ms: int = 200
+    flink_source: str = "reader"
     spark_delay_ms: int = 1_000
     spark_trigger_ms: int = 1_000
     spark_input: str = "stream"
@@ -83,6 +87,7 @@ def lab_strategies(sc: Scenario) -> LabStrategies:
         flink_bound_ms=st.flink_bound_ms,
         flink_idle_timeout_ms=st.flink_idle_timeout_ms,
         flink_interval_ms=st.flink_interval_ms,
+        flink_source=st.flink_source,
         spark_delay_ms=st.spark_delay_ms,
         spark_trigger_ms=st.spark_trigger_ms,
         spark_input=st.spark_input,

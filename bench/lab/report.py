@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import figures
 from .compare import LabResult
+from .lab_scenario import lab_strategies
 
 __all__ = ["COLUMNS", "format_table", "write_outputs", "plot"]
 
@@ -52,7 +53,8 @@ def format_table(result: LabResult) -> str:
     body = [[_cell(k, r) for k, _ in COLUMNS] for r in result.rows]
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     lines = [
-        f"{result.scenario.name}: {result.events_written} events, windows of {result.scenario.window_ms} ms",
+        f"{result.scenario.name}: {result.events_written} events, windows of {result.scenario.window_ms} ms; "
+        f"flink: {_flink_source(result)} topology",
         _line(head, widths),
     ]
     lines.extend(_line(row, widths) for row in body)
@@ -80,6 +82,11 @@ def format_table(result: LabResult) -> str:
     return "\n".join(lines)
 
 
+def _flink_source(result: LabResult) -> str:
+    """The topology the ``flink`` row used (``strategies.flink_source``: reader or segment_union)."""
+    return lab_strategies(result.scenario).flink_source
+
+
 def _dash(v: Any) -> str:
     return "-" if v is None else str(v)
 
@@ -101,6 +108,7 @@ def write_outputs(result: LabResult, out_dir: Path, plots: bool = True, fmt: str
     doc = {
         "scenario": result.scenario.name,
         "events": result.events_written,
+        "flink_source": _flink_source(result),
         "rows": list(result.rows),
         "series": {k: [list(s) for s in v] for k, v in result.series.items()},
     }
@@ -132,7 +140,8 @@ def plot(result: LabResult, path: Path) -> Path:
     fig, ax = plt.subplots(3 if stages else 2, 2, figsize=(12, 12 if stages else 8))
     start = sc.start_time_ms
     for i, name in enumerate(names):
-        style = {"color": figures.colour(i), "linestyle": figures.linestyle(i), "label": name}
+        label = f"flink ({_flink_source(result)})" if name == "flink" else name
+        style = {"color": figures.colour(i), "linestyle": figures.linestyle(i), "label": label}
         pts = [  # none yet or +inf (event time ended): no lag, left out as in the table
             (t / 1000, (start + t - wm) / 1000) for t, wm, _, _ in result.series[name] if wm is not None
         ]

@@ -58,6 +58,7 @@ __all__ = [
     "CustomStrategySpec",
     "StrategiesSpec",
     "BUILTIN_STRATEGIES",
+    "FLINK_SOURCES",
     "Scenario",
     "WHEN_IDLE",
     "shipped_scenarios",
@@ -311,6 +312,7 @@ class MetricsSpec:
 
 
 SPARK_INPUTS = ("stream", "segment")
+FLINK_SOURCES = ("reader", "segment_union")
 BUILTIN_STRATEGIES = ("ingestion", "producer", "flink", "spark")
 
 
@@ -363,10 +365,12 @@ class StrategiesSpec:
     """The lab's knobs (``ingestwm compare``): the watermark strategies it runs over this workload.
 
     ``ingestion`` uses ``group.max_event_time_lag_ms``; ``producer`` the writers'
-    assertions; ``flink`` bounded out-of-orderness per segment with idleness and a
-    periodic emit interval; ``spark`` ``max(event time) - delay`` per trigger over one
-    input: the whole ``stream`` (Spark's maximum over all partitions of a source) or
-    each ``segment`` (the minimum across inputs); ``custom`` strategies run beside them.
+    assertions; ``flink`` bounded out-of-orderness with idleness and a periodic emit
+    interval, per reader subtask (``flink_source: reader``, Pravega's connectors) or per
+    segment, one bounded source each, unioned (``segment_union``); ``spark``
+    ``max(event time) - delay`` per trigger over one input: the whole ``stream`` (Spark's
+    maximum over all partitions of a source) or each ``segment`` (the minimum across
+    inputs); ``custom`` strategies run beside them.
     The lab steps every ``tick_ms``: writers hand over, the advancer, readers read,
     strategies tick.
     """
@@ -375,6 +379,13 @@ class StrategiesSpec:
     flink_bound_ms: int = spec_field(1_000, low=0, doc="flink: forBoundedOutOfOrderness bound")
     flink_idle_timeout_ms: int = spec_field(5_000, low=1, doc="flink: withIdleness timeout")
     flink_interval_ms: int = spec_field(200, low=1, doc="flink: auto-watermark interval")
+    flink_source: str = spec_field(
+        "reader",
+        choices=FLINK_SOURCES,
+        doc="flink: the job's topology: one subtask per reader of the group, each a watermark generator "
+        "over what its reader delivers, combined by Flink's valve (Pravega's connectors), or one bounded "
+        "source per segment, unioned (docs/engines.md)",
+    )
     spark_delay_ms: int = spec_field(1_000, low=0, doc="spark: withWatermark delay")
     spark_trigger_ms: int = spec_field(1_000, low=1, doc="spark: trigger interval")
     spark_input: str = spec_field("stream", choices=SPARK_INPUTS, doc="spark: what one input is")

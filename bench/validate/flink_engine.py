@@ -191,7 +191,12 @@ def flink_available(python: str | None = None) -> str | None:
 
 
 def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
-    """One scenario of the job's input: per split (by segment) its steps ``[kind, tick, events]``."""
+    """One scenario of the job's input: per split its steps ``[kind, tick, events]``.
+
+    A split is a segment's bounded source (``segment_union``) or a subtask, its reader's
+    deliveries in order (``reader``: every subtask from tick 0 to the run's last, ending
+    only when the replay does); the job is the same union of paced sources either way.
+    """
     sc = result.scenario
     st = result.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
@@ -212,13 +217,11 @@ def flink_spec(result: LabResult, timing: FlinkTiming) -> dict[str, Any]:
     slots = max(st.slots.values(), default=0) + 1
     for name in sorted(bundles):
         if name not in st.spans:
-            raise EngineRunError(f"{sc.name}: segment {name} delivered events but never took part as a split")
+            raise EngineRunError(f"{sc.name}: {name} delivered events but never took part as a split")
         first, last = (tick(c) for c in st.spans[name])
         by_tick = bundles[name]
         if min(by_tick, default=first) < first or max(by_tick, default=last) > last + 1:
-            raise EngineRunError(
-                f"{sc.name}: segment {name} has events outside its ticks {first}..{last + 1}"
-            )
+            raise EngineRunError(f"{sc.name}: split {name} has events outside its ticks {first}..{last + 1}")
         # a wait every tick from the start (Flink emits after each), also before the segment
         # exists: after a sleep of many ticks a source's periodic emit no longer follows its
         # waits (flink-scaling's successor emitted right after its first bundle, before the

@@ -10,12 +10,13 @@ from ..lab import load_lab_scenario, run_compare
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import SparkStrategy
 from ..lab.lab_scenario import lab_strategies
+from ..sim.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
 from .errors import EngineUnavailableError, ValidateError
 from .flink_engine import FlinkTiming, flink_available, replay_flink, scenario_window_ms
 from .spark_engine import replay_spark, spark_available
 from .verdict import OUT_OF_REGIME, Verdict, flink_verdict, not_run, spark_verdict
 
-__all__ = ["ENGINES", "validate_spark", "validate_flink", "validate"]
+__all__ = ["ENGINES", "validate_spark", "validate_flink", "validate", "with_flink_source"]
 
 ENGINES = ("spark", "flink")
 
@@ -75,6 +76,13 @@ def validate_flink(
     return replace(verdict, note=f"{verdict.note} [before: {'; '.join(earlier)}]")
 
 
+def with_flink_source(sc: Scenario, source: str) -> Scenario:
+    """``sc`` with its ``flink`` strategy in the topology ``source`` (``strategies.flink_source``)."""
+    if source not in FLINK_SOURCES:
+        raise ValidateError(f"no Flink topology {source!r}; topologies: {', '.join(FLINK_SOURCES)}")
+    return replace(sc, strategies=replace(sc.strategies or StrategiesSpec(), flink_source=source))
+
+
 def validate(
     names: Sequence[str],
     engines: Sequence[str],
@@ -83,11 +91,19 @@ def validate(
     flink_python: str | None = None,
     echo: Callable[[str], None] = lambda _s: None,
     flink_max_pace_ms: int | None = None,
+    flink_sources: Sequence[str] = (),
 ) -> list[Verdict]:
-    """Every scenario through every engine; an engine that cannot run: a ``not run`` row saying why."""
+    """Every scenario through every engine; an engine that cannot run: a ``not run`` row saying why.
+
+    ``flink_sources``: the Flink topologies to check, each a row of its own (none given: the
+    scenario's own ``strategies.flink_source``).
+    """
     for e in engines:
         if e not in ENGINES:
             raise ValidateError(f"no engine {e!r}; engines: {', '.join(ENGINES)}")
+    for src in flink_sources:
+        if src not in FLINK_SOURCES:
+            raise ValidateError(f"no Flink topology {src!r}; topologies: {', '.join(FLINK_SOURCES)}")
     if "flink" in engines and flink_max_pace_ms is not None and flink_max_pace_ms < timing.pace_ms:
         raise ValidateError(f"flink_max_pace_ms {flink_max_pace_ms} is below the pace {timing.pace_ms} ms")
     scenarios = [load_lab_scenario(n) for n in names]  # bad names fail before anything runs
@@ -110,20 +126,25 @@ def validate(
                     _guard(sc.name, "spark", "Spark", lambda r=result, s=session: validate_spark(r, s))
                 )
                 echo(_said(out[-1]))
-        if "flink" in engines:
+        if "flink" not in engines:
+            continue
+        own = lab_strategies(sc).flink_source
+        for src in flink_sources or (own,):
+            name = f"flink ({src})"
             if flink_why is not None:
-                out.append(not_run(sc.name, "flink", "Flink", flink_why))
-            else:
-                echo(f"{sc.name}: replaying in Flink (pace {timing.pace_ms} ms per emit)")
-                out.append(
-                    _guard(
-                        sc.name,
-                        "flink",
-                        "Flink",
-                        lambda r=result: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo),
-                    )
+                out.append(not_run(sc.name, name, "Flink", flink_why))
+                continue
+            res = result if src == own else run_compare(with_flink_source(sc, src))
+            echo(f"{sc.name}: replaying the {src} topology in Flink (pace {timing.pace_ms} ms per emit)")
+            out.append(
+                _guard(
+                    sc.name,
+                    name,
+                    "Flink",
+                    lambda r=res: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo),
                 )
-                echo(_said(out[-1]))
+            )
+            echo(_said(out[-1]))
     return out
 
 

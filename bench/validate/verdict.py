@@ -206,7 +206,7 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         ok += f"; every move reached the late filter >= {-margin[0]:.1f} ms before the next release"
     return Verdict(
         result.scenario.name,
-        "flink",
+        f"flink ({st.topology})",
         f"Flink {replay.version}",
         late_model=sum(1 for a in st.arrivals if a[6]),
         late_engine=replay.late,
