@@ -533,7 +533,7 @@ def test_read_many_answers_each_read_with_the_watermarks_at_its_records(
     reqs = [("a", 0, 1000), ("a", 5, 14), ("b", 0, 100), ("missing", 0, 10), ("c", 0, 10), ("c", 11, 10)]
     got = client.read_many(reqs)
     assert len(got) == len(reqs)
-    for (name, offset, max_length), r in list(zip(reqs, got, strict=True))[:3] + [(reqs[5], got[5])]:
+    for (name, offset, max_length), r in [*list(zip(reqs, got, strict=True))[:3], (reqs[5], got[5])]:
         assert r.error is None and r.read == client.read(name, offset, max_length)
         data = r.read.data
         starts, pos = [], 0
