@@ -34,7 +34,7 @@ lease, resets) is ``reader_membership``.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -131,6 +131,7 @@ class EventReader(ReaderMembership):
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
+        self._looked: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())  # the last look at the tails
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
@@ -449,23 +450,32 @@ class EventReader(ReaderMembership):
         if s.end_of_segment:
             self._need_sync = True
 
-    def _fetch_all(self, todo: list[SegmentInput], probe: tuple[str, int] | None = None) -> bool:
+    def _fetch_all(self, todo: list[SegmentInput], look: bool = False) -> bool:
         """Read and decode the next block of each of ``todo``: one ``read_many`` (reads and the watermarks
         at their events), the same blocks as a ``_fetch`` each. A request that failed is fetched alone
-        (which handles or raises its error as ever). ``probe``: also ask whether the group's state log
-        has bytes past ``(segment, revision)``; returns whether it has (else ``False``). O(blocks)."""
+        (which handles or raises its error as ever). ``look``: ``todo`` are at their tails, read only
+        if something is new (data, a seal, a watermark above theirs: ``wait_any``'s ready), and the
+        group's state log is asked for bytes past the replica's revision; returns whether it has some
+        (else ``False``). O(blocks)."""
         if not self.batched_reads or self._buf > MAX_READ_MANY_LENGTH:
-            assert probe is None, "the state log is probed by a batched read only"
+            assert not look, "a look at the tails is a batched read only"
             for s in todo:
                 self._fetch(s, 0)
             return False
-        reqs = [(s.name, s.fetch, self._buf) for s in todo]
-        if probe is not None:
-            reqs.append((*probe, 0))
+        buf = self._buf
+        reqs: list[tuple[Any, ...]]
+        if look:
+            st = self._state
+            reqs = [(s.name, s.fetch, buf, s.base_wm) for s in todo]
+            reqs.append((st.segment, st.revision, 0, INT64_MAX))
+        else:
+            reqs = [(s.name, s.fetch, buf) for s in todo]
         answers = read_blocks(self._client, reqs)
-        epoch = self._epoch
-        valid = self._state.epoch == epoch
+        valid = self._state.epoch == self._epoch
         for s, a in zip(todo, answers, strict=False):
+            if a is None:  # nothing new: known to be at its tail
+                s.at_tail = True
+                continue
             r = a.read
             if r is None:
                 self._fetch(s, 0)
@@ -474,10 +484,7 @@ class EventReader(ReaderMembership):
                 self._bytes += s.take_block(self._client, r, a)
                 if s.end_of_segment:
                     self._need_sync = True
-        if probe is None:
-            return False
-        p = answers[-1].read
-        return p is None or bool(p.data) or not p.at_tail or p.end_of_segment
+        return look and answers[-1] is not None
 
     def _idle(self, timeout_ms: int, batch: bool, max_events: int = 1) -> EventRead | EventBatch:
         """Nothing buffered: learn what is new at the tails, sync, and wait up to ``timeout_ms``.
@@ -530,10 +537,16 @@ class EventReader(ReaderMembership):
             s.roll()
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
-            # no wait: read them all at once instead (a read of one with nothing new changes nothing)
+            # no wait: read them all at once instead (a read of one with nothing new changes nothing),
+            # unless each was looked at already at this instant of the reader's clock
+            now = self._now()
+            looked = self._looked
+            if looked[0] == now and looked[1].issuperset(map(id, live)):
+                return []
+            self._looked = (now, frozenset(map(id, live)))
             for s in live:
                 s.at_tail = False
-            if self._fetch_all(live, (st.segment, st.revision)):
+            if self._fetch_all(live, look=True):
                 self._state_moved = True
             return []
         requests = [(s.name, s.fetch, s.base_wm) for s in live]

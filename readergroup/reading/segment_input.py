@@ -253,15 +253,16 @@ def _at_records(rec: RecordsRead | None, offs: np.ndarray, whole: bool) -> np.nd
     return w if whole else np.append(w, wms[-1])
 
 
-def read_blocks(client: SegmentStoreClient, requests: list[tuple[str, int, int]]) -> list[RecordsRead]:
+def read_blocks(client: SegmentStoreClient, requests: list[tuple[Any, ...]]) -> list[RecordsRead | None]:
     """``read_many`` until every request is answered (a full reply leaves some for another call)."""
-    out: list[RecordsRead] = []
+    out: list[RecordsRead | None] = []
     for i in range(0, len(requests), MAX_READ_MANY):
         out.extend(client.read_many(requests[i : i + MAX_READ_MANY]))
     while True:  # the first request of a call is always answered: this ends
-        left = [i for i, a in enumerate(out) if a.read is None and a.error is None][:MAX_READ_MANY]
+        left = [i for i, a in enumerate(out) if a is not None and a.read is None and a.error is None]
         if not left:
             return out
+        left = left[:MAX_READ_MANY]
         again = client.read_many([requests[i] for i in left])
         for i, a in zip(left, again, strict=True):
             out[i] = a

@@ -9,7 +9,6 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
-from ..read_many import read_many
 from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
@@ -106,8 +105,8 @@ class EmbeddedClient(SegmentStoreClient):
         return self.store.watermarks_at(name, offsets)
 
     # -------------------------------------------------------------- batched reads (segmentstore.read_many)
-    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RecordsRead, ...]:
-        return read_many(self.store, requests)
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
+        return self.store.read_many(requests)
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:

@@ -266,16 +266,19 @@ class SegmentClient(Protocol):
 
     # -------------------------------------------------------------- batched reads (segmentstore.read_many)
     @idempotent
-    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RecordsRead, ...]:
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         """Many reads in one call, each with ``watermark_at`` at its records (``RecordsRead``).
 
-        ``requests`` are ``(segment, offset, max_length)``, ``max_length`` at most
-        ``read_many.MAX_READ_MANY_LENGTH``, at most ``read_many.MAX_READ_MANY`` of them; the
-        answers come in request order. Each is what ``read`` (never waiting) returns, with
-        the watermark at the start of every whole length-prefixed record of its data and at
-        the end of the last one; a failed read answers its error's class and message
-        instead (the others stand); past ``read_many.READ_MANY_REPLY_BYTES`` of reply the
-        rest come back unread. Bad requests refuse the whole call. O(bytes + records).
+        ``requests`` are ``(segment, offset, max_length)`` or ``(segment, offset, max_length,
+        known watermark)``, ``max_length`` at most ``read_many.MAX_READ_MANY_LENGTH``, at most
+        ``read_many.MAX_READ_MANY`` of them; the answers come in request order. Each is what
+        ``read`` (never waiting) returns, with the watermark at the start of every whole
+        length-prefixed record of its data and at the end of the last one; ``None`` if the
+        request has a known watermark and the read would bring nothing new (no data, no
+        seal, a tail watermark not above it: not ready, in ``wait_any``'s terms); a failed
+        read answers its error's class and message instead (the others stand); past
+        ``read_many.READ_MANY_REPLY_BYTES`` of reply the rest come back unread. Bad
+        requests refuse the whole call. O(bytes + records).
         """
         ...
 

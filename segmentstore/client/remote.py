@@ -412,7 +412,7 @@ class RemoteClient(WireCalls, SegmentStoreClient):
         return self._call(SegmentClient.watermarks_at, name=name, offsets=offsets)
 
     # -------------------------------------------------------------- batched reads (segmentstore.read_many)
-    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RecordsRead, ...]:
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         reqs = check_read_requests(requests)  # here too: a bad request is refused before it is sent
         result = self._call(SegmentClient.read_many, requests=reqs)
         if not isinstance(result, tuple) or len(result) != len(reqs):

@@ -82,9 +82,10 @@ def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
 
 def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
     """Where each whole record at the start of ``buf`` starts (int64, relative to ``buf``), and where
-    the last whole record ends (0 if none). O(records): plain Python below ``_NUMBA_MIN_BYTES``."""
+    the last whole record ends (0 if none). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until
+    the kernel is loaded."""
     n = len(buf)
-    if n < _NUMBA_MIN_BYTES:
+    if n < _NUMBA_MIN_BYTES and _starts_kernel is None:
         starts: list[int] = []
         pos = 0
         unpack = _U32.unpack_from
@@ -95,7 +96,7 @@ def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
             starts.append(pos)
             pos = end
         return np.array(starts, np.int64), pos
-    prepare(n)
+    prepare(_NUMBA_MIN_BYTES)
     assert _starts_kernel is not None
     out = np.empty(n // RECORD_PREFIX_BYTES, np.int64)
     count, used = _starts_kernel(np.frombuffer(buf, np.uint8), out)
