@@ -116,3 +116,24 @@ def test_batched_reads_deliver_what_a_read_per_segment_does() -> None:
         if not batched:
             assert all(n["read"] >= _SEGMENTS and n["watermarks_at"] >= _SEGMENTS for n in calls)
     assert runs[0] == runs[1]
+
+
+def test_an_idle_poll_is_one_look_at_the_tails(manual: tuple[ManualClock, SegmentStoreClient]) -> None:
+    """Nothing new and nothing to report: a poll is one ``read_many`` (the tails and the state log),
+    no append to the group's state, and an empty batch."""
+    clock, c = manual
+    c.create_stream(S, _SEGMENTS)
+    cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=50)
+    reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+    for _ in range(3):  # joined, holds every segment, reported, caught up
+        clock.advance(100)
+        _poll(reader)
+    for _ in range(3):
+        clock.advance(100)
+        calls = _count_calls(c)
+        batches = _poll(reader)
+        assert len(batches) == 1 and not len(batches[0]) and batches[0].watermark is None
+        assert dict(calls) == {"read_many": 1}
+        for name in list(vars(c)):
+            if not name.startswith("_") and callable(getattr(c, name)):
+                delattr(c, name)

@@ -132,6 +132,7 @@ class EventReader(ReaderMembership):
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
         self._looked: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())  # the last look at the tails
+        self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
@@ -223,7 +224,9 @@ class EventReader(ReaderMembership):
         st = self._state
         if self._sync_obj.version != self._version or self._closed:
             self._check_membership()
+        news = -1
         if self._sync_due(st):
+            news = self._news
             marker = self._sync()
             if marker is not None:
                 return self._batch([], None, marker.checkpoint_name)
@@ -231,6 +234,10 @@ class EventReader(ReaderMembership):
         parts = self._collect(max_events)
         if parts or wm is not None:
             return self._batch(parts, wm, None)
+        if not timeout_ms and news == self._news and self._quiet is not None and not self._state_moved:
+            # an idle poll: the sync just made left nothing to do and its look at the tails found
+            # nothing new, so the idle pass (another look and sync at this instant) would change nothing
+            return self._batch([], None, None)
         out = self._idle(timeout_ms, batch=True, max_events=max_events)
         assert isinstance(out, EventBatch)
         return out
@@ -445,6 +452,7 @@ class EventReader(ReaderMembership):
     # ------------------------------------------------------------------ reading blocks
     def _fetch(self, s: SegmentInput, wait_ms: int) -> None:
         """Read and decode the next block of ``s``; dropped if a reset happened meanwhile (PIP-194)."""
+        self._news += 1
         epoch = self._epoch
         self._bytes += s.fetch_block(self._client, self._buf, wait_ms, lambda: self._state.epoch == epoch)
         if s.end_of_segment:
@@ -476,6 +484,7 @@ class EventReader(ReaderMembership):
             if a is None:  # nothing new: known to be at its tail
                 s.at_tail = True
                 continue
+            self._news += 1
             r = a.read
             if r is None:
                 self._fetch(s, 0)
