@@ -11,7 +11,8 @@ reader decodes its blocks and has every event's ingestion time without a second 
 
 A request may carry the watermark its caller knows at ``offset`` (``(segment, offset,
 max_length, known)``): if a read there would return nothing new (no data, no seal, a
-tail watermark not above ``known``: what ``wait_any`` calls not ready) it is answered
+tail watermark not above ``known``, an offset at or beyond the length but not below the
+start: what ``wait_any`` calls not ready) it is answered
 ``None``, a few bytes instead of a read. So one call looks at a reader's tails too.
 
 Per request, not per call: a request whose read fails answers the error's class name

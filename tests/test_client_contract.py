@@ -551,6 +551,9 @@ def test_read_many_answers_each_read_with_the_watermarks_at_its_records(
     tail_wm = client.read("b", 0, 10).watermark
     known = client.read_many([("b", 0, 10, tail_wm), ("b", 0, 10, tail_wm - 1), ("a", 0, 5, 2**63 - 1)])
     assert known[0] is None and known[1] is not None and known[1].read == client.read("b", 0, 10)
+    assert client.read_many([("b", 7, 10, tail_wm)]) == (None,)  # beyond the length: not ready either
+    with pytest.raises(BadOffsetError):
+        client.read("b", 7, 10)
     assert known[2] is not None and known[2].read == client.read("a", 0, 5)  # data: always read
     client.seal("b")
     sealed = client.read_many([("b", 0, 10, 2**63 - 1)])[0]

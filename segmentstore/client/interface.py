@@ -275,7 +275,8 @@ class SegmentClient(Protocol):
         ``read`` (never waiting) returns, with the watermark at the start of every whole
         length-prefixed record of its data and at the end of the last one; ``None`` if the
         request has a known watermark and the read would bring nothing new (no data, no
-        seal, a tail watermark not above it: not ready, in ``wait_any``'s terms); a failed
+        seal, a tail watermark not above it, no error but an offset beyond the length: not
+        ready, in ``wait_any``'s terms); a failed
         read answers its error's class and message instead (the others stand); past
         ``read_many.READ_MANY_REPLY_BYTES`` of reply the rest come back unread. Bad
         requests refuse the whole call. O(bytes + records).

@@ -225,15 +225,15 @@ class ReadIndex:
                     continue
                 try:
                     seg = segment(name)
-                    self._check_position(seg, offset, "read offset")
                     if (
                         known is not None
-                        and offset == seg.length
+                        and seg.start_offset <= offset >= seg.length
                         and not seg.sealed
                         and seg.last_write_time - 1 <= known
                     ):
-                        out.append(None)  # not ready, as ``wait_any`` says
+                        out.append(None)  # not ready, as ``wait_any`` says (``_ready``)
                         continue
+                    self._check_position(seg, offset, "read offset")
                     r = read_locked(seg, offset, max_length)
                     data = r.data
                     if data:
