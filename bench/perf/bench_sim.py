@@ -19,9 +19,18 @@ Rows (all measured in one run, each run's result checked by ``_check`` before it
 - ``replications``: seeds of the stochastic scenario run by ``bench.sim.experiment.execute``
   (``--replications N --jobs K``) on 1 worker (in-process) and on 2 worker processes,
   same results required: the speed-up 2 workers give (at most 2: on 2 cores, less on a
-  shared machine and for short runs, as the pool's forkserver imports the simulator and
-  loads the kernels once before the first worker forks, ~2 s of CPU). ``--tiny`` runs
+  shared machine). The pool is started and warmed before (its forkserver imports the
+  simulator and loads the kernels once, ~2 s of CPU; the pool is kept between
+  ``execute`` calls), as in a sweep, whose runs all go to one warm pool. ``--tiny`` runs
   both on 1 worker (no pool).
+- ``sim stochastic`` on 4,096 segments and 1,000 readers with 100 ms polls and 100 ms
+  position reports (the readers of a realistic study; issue 36), and the same with a
+  ``read`` and ``watermarks_at`` per segment (``EventReader.batched_reads`` off, as before).
+- ``sim Pravega scale``: 10,000 segments and 10,000 readers, 100 ms polls and reports,
+  and the benchmark process's peak resident memory after it (an upper bound of that run's).
+- ``idle reader poll``: CPU µs of one idle reader's poll (``read_batch`` until empty) in
+  a group of 4,096 empty segments and 1,000 readers on a manual clock, timed once the
+  assignment settled (or after a bounded number of rounds), with the group state log's size.
 
 The kernels (numba) are loaded before anything is timed. ``--tiny`` shrinks the
 topologies (256 x 32 and 512 x 128) so that the smoke test stays short.
@@ -248,7 +257,9 @@ def _simpy_only(sc: Scenario) -> float:
 def _replications(sc: Scenario, seeds: int, workers: int) -> tuple[float, float]:
     """Wall s of ``seeds`` replications of ``sc`` on 1 worker and on ``workers`` (same metrics required)."""
     tasks = replication_tasks("simulate", scenario_to_dict(sc), sc.seed, seeds)
-    walls, results = [], []
+    short = {**scenario_to_dict(sc), "duration_ms": 100}
+    execute(replication_tasks("simulate", short, sc.seed, 2 * workers), "local", workers, show_progress=False)
+    walls, results = [], []  # the pool's workers are up and warm (kept between execute calls)
     for jobs in (1, workers):
         t0 = monotonic_s()
         runs = execute(tasks, "local", jobs, show_progress=False)
