@@ -33,7 +33,6 @@ from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventReader
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
-from segmentstore.client import connection as _connection
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
@@ -69,17 +68,18 @@ class _Counted:
 
 @contextmanager
 def _counted_sockets(tally: Counter[str]) -> Iterator[None]:
-    """Sockets the client connects while inside are counted in ``tally``."""
-    real: Callable[..., socket.socket] = _connection.socket.create_connection
+    """Sockets the client connects while inside are counted in ``tally`` (``socket.create_connection``,
+    which ``segmentstore.client.connection`` calls, wrapped meanwhile)."""
+    real: Callable[..., socket.socket] = socket.create_connection
 
     def create(*a: Any, **kw: Any) -> Any:
         return _Counted(real(*a, **kw), tally)
 
-    _connection.socket.create_connection = create  # type: ignore[assignment]
+    socket.create_connection = create  # type: ignore[assignment]
     try:
         yield
     finally:
-        _connection.socket.create_connection = real
+        socket.create_connection = real
 
 
 def _count_calls(client: SegmentStoreClient, tally: Counter[str]) -> None:
