@@ -2,8 +2,14 @@
 
 PDP-26 "EventReaderImpl". Each assigned segment is a ``SegmentInput`` (PDP-26
 "SegmentInputStream", ``segment_input.py``): read in blocks of ``read_buffer_bytes``,
-each decoded at once, with one batched ``watermarks_at`` call giving every event's
-ingestion time and the watermark after it.
+each decoded at once, with the watermarks at its events giving every event's ingestion
+time and the watermark after it. The segments that need a block are read in one
+``read_many`` call (the blocks and the watermarks at their records together: one round
+trip over ``RemoteClient``), and a look at the tails without waiting is one
+``read_many`` too (each tail with the watermark known there: only what is new comes
+back), not repeated within one instant of the reader's clock; ``batched_reads`` off
+reads each segment alone (a ``read`` and a ``watermarks_at``) as before, with the same
+results.
 
 Delivery order: across segments, the buffered event with the oldest ingestion time
 first (within a segment, segment order), so the group watermark advances evenly.

@@ -3,12 +3,14 @@
 PDP-26 "SegmentInputStream". The reader reads a segment in blocks (one ``SegmentRead``
 of up to ``read_buffer_bytes``), decodes a block at once (``events.decode_columns``),
 and makes one batched ``watermarks_at`` call over the block's event offsets (plus a
-partial frame's offset): ``ingestion_time = watermark_at(offset) + 1`` for each event,
-and the watermark *after* each event is the one at the next event's offset. A
-``SegmentRead``'s own watermark pertains to the end of the read, which is unaligned with
-events, so it is kept with the block and becomes the segment's watermark only once
-every event before it was delivered. Writer markers are skipped (the position moves
-past them). A zero-length read at the tail refreshes the watermark at the tail.
+partial frame's offset), or takes those watermarks from the ``read_many`` answer the
+block came with (``take_block``, ``read_blocks``): ``ingestion_time =
+watermark_at(offset) + 1`` for each event, and the watermark *after* each event is
+the one at the next event's offset. A ``SegmentRead``'s own watermark pertains to the
+end of the read, which is unaligned with events, so it is kept with the block and
+becomes the segment's watermark only once every event before it was delivered. Writer
+markers are skipped (the position moves past them). A zero-length read at the tail
+refreshes the watermark at the tail.
 """
 
 from __future__ import annotations
