@@ -33,6 +33,7 @@ from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventReader
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
+from segmentstore.client.interface import wire_methods
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
@@ -83,10 +84,9 @@ def _counted_sockets(tally: Counter[str]) -> Iterator[None]:
 
 
 def _count_calls(client: SegmentStoreClient, tally: Counter[str]) -> None:
-    """Count every public call made on ``client`` in ``tally['calls']``."""
-    for name in dir(SegmentStoreClient):
-        if name.startswith("_") or name == "close":
-            continue
+    """Count every call of a wire command made on ``client`` in ``tally['calls']`` (``append_async``,
+    client-side, is not one: the ``append`` it makes is)."""
+    for name, _ in wire_methods():
         method = getattr(client, name)
 
         def counted(*a: Any, _m: Callable[..., Any] = method, **kw: Any) -> Any:
