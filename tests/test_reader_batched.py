@@ -137,3 +137,29 @@ def test_an_idle_poll_is_one_look_at_the_tails(manual: tuple[ManualClock, Segmen
         for name in list(vars(c)):
             if not name.startswith("_") and callable(getattr(c, name)):
                 delattr(c, name)
+
+
+def test_blocks_past_a_full_reply_are_read_in_further_calls() -> None:
+    """Segments with more data than one ``read_many`` reply holds: the rest is asked again, and
+    the reader delivers what a read per segment delivers."""
+    runs = []
+    for batched in (True, False):
+        clock = ManualClock(START_MS)
+        with SegmentStore(clock=clock) as store:
+            c = EmbeddedClient(store)
+            c.create_stream(S, 4)
+            writer = EventWriter(c, S)
+            for k in range(4_000):
+                writer.write_event(f"k{k}", bytes(700))  # ~2.9 MB over 4 segments
+            writer.flush()
+            clock.advance(100)
+            cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME)
+            reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+            reader.batched_reads = batched
+            calls = _count_calls(c)
+            got = [(b.segments, b.offset.tolist(), b.ingestion_time.tolist()) for b in _poll(reader)]
+            runs.append(got)
+            assert sum(len(offsets) for _, offsets, _ in got) == 4_000
+            if batched:
+                assert calls["read_many"] >= 2 and calls["read"] == 0  # 4 blocks of ~0.7 MB: 2 MiB a reply
+    assert runs[0] == runs[1]
