@@ -40,7 +40,7 @@ lease, resets) is ``reader_membership``.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -50,7 +50,6 @@ from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MAX, INT64_MIN
-from segmentstore.read_many import MAX_READ_MANY_LENGTH
 
 from ..config import TimeDomain
 from ..errors import (
@@ -64,8 +63,9 @@ from .block_merge import merge_blocks as _merge
 from .block_merge import merge_kernel as _merge_kernel
 from .frontier import event_time_watermark
 from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
+from .reader_blocks import ReaderBlocks
 from .reader_membership import ReaderMembership
-from .segment_input import SegmentInput, read_blocks
+from .segment_input import SegmentInput
 
 if TYPE_CHECKING:
     from ..config import ReaderGroupConfig
@@ -87,18 +87,13 @@ _STRING, _BINARY = pa.string(), pa.binary()
 _EVENT = ReadKind.EVENT
 
 
-class EventReader(ReaderMembership):
+class EventReader(ReaderMembership, ReaderBlocks):
     """A reader of a reader group; create it with ``ReaderGroup.create_reader``. Not thread-safe.
 
     ``read_next_event(timeout_ms)`` returns one ``EventRead``; ``read_batch`` many
     events as columns. Close it (``close()``) to hand its segments back at its
     acknowledged positions; a crashed reader is declared with ``ReaderGroup.reader_offline``.
     """
-
-    batched_reads = True
-    """Read every segment that needs a block in one ``read_many`` per pass (off: a ``read`` and a
-    ``watermarks_at`` per segment and a ``wait_any`` over the tails, as before issue 36). The same
-    blocks, events and watermarks either way; kept for the benchmarks' before/after rows."""
 
     def __init__(
         self,
@@ -420,23 +415,6 @@ class EventReader(ReaderMembership):
             self._late += int(np.count_nonzero((e != NO_EVENT_TIME) & (e <= self._late_threshold)))
         return batch
 
-    def _refill_all(self) -> None:
-        """Read the next block of every exhausted segment not at its tail: one ``read_many`` for all.
-
-        A segment read to its sealed end makes the reader sync (report the completion,
-        register the successors).
-        """
-        todo: list[SegmentInput] = []
-        for s in self._segs.values():
-            if s.idx >= s.n:
-                s.roll()
-                if s.end_of_segment:
-                    self._need_sync = True
-                elif not s.at_tail:
-                    todo.append(s)
-        if todo:
-            self._fetch_all(todo)
-
     def _take_watermark(self) -> int | None:
         wm = self._wm_pending
         if wm is not None:
@@ -455,58 +433,13 @@ class EventReader(ReaderMembership):
         if not self._event_time:
             self._it_emitted = wm
 
-    # ------------------------------------------------------------------ reading blocks
-    def _fetch(self, s: SegmentInput, wait_ms: int) -> None:
-        """Read and decode the next block of ``s``; dropped if a reset happened meanwhile (PIP-194)."""
-        self._news += 1
-        epoch = self._epoch
-        self._bytes += s.fetch_block(self._client, self._buf, wait_ms, lambda: self._state.epoch == epoch)
-        if s.end_of_segment:
-            self._need_sync = True
-
-    def _fetch_all(self, todo: list[SegmentInput], look: bool = False) -> bool:
-        """Read and decode the next block of each of ``todo``: one ``read_many`` (reads and the watermarks
-        at their events), the same blocks as a ``_fetch`` each. A request that failed is fetched alone
-        (which handles or raises its error as ever). ``look``: ``todo`` are at their tails, read only
-        if something is new (data, a seal, a watermark above theirs: ``wait_any``'s ready), and the
-        group's state log is asked for bytes past the replica's revision; returns whether it has some
-        (else ``False``). O(blocks)."""
-        if not self.batched_reads or self._buf > MAX_READ_MANY_LENGTH:
-            assert not look, "a look at the tails is a batched read only"
-            for s in todo:
-                self._fetch(s, 0)
-            return False
-        buf = self._buf
-        reqs: list[tuple[Any, ...]]
-        if look:
-            st = self._state
-            reqs = [(s.name, s.fetch, buf, s.base_wm) for s in todo]
-            reqs.append((st.segment, st.revision, 0, INT64_MAX))
-        else:
-            reqs = [(s.name, s.fetch, buf) for s in todo]
-        answers = read_blocks(self._client, reqs)
-        valid = self._state.epoch == self._epoch
-        for s, a in zip(todo, answers, strict=False):
-            if a is None:  # nothing new: known to be at its tail
-                s.at_tail = True
-                continue
-            self._news += 1
-            r = a.read
-            if r is None:
-                self._fetch(s, 0)
-                continue
-            if valid:
-                self._bytes += s.take_block(self._client, r, a)
-                if s.end_of_segment:
-                    self._need_sync = True
-        return look and answers[-1] is not None
-
     def _idle(self, timeout_ms: int, batch: bool, max_events: int = 1) -> EventRead | EventBatch:
         """Nothing buffered: learn what is new at the tails, sync, and wait up to ``timeout_ms``.
 
-        Each pass is one ``wait_any`` over the caught-up segments (not a read per
-        segment), waiting up to ``_WAIT_SLICE_MS`` after the first pass; a wake-up (data,
-        a watermark rise, a seal) reads just the segments that changed. Between slices the
+        Each pass is one look at the caught-up segments (not a read per segment): the first,
+        without waiting, one ``read_many`` (what is new comes back read; not repeated in the
+        same instant), then ``wait_any`` waiting up to ``_WAIT_SLICE_MS``; a wake-up (data, a
+        watermark rise, a seal) reads just the segments that changed. Between slices the
         reader syncs with the group (checkpoints, new assignments): in-memory, no store call.
         """
         _check_timeout(self.reader_id, timeout_ms)
@@ -538,48 +471,6 @@ class EventReader(ReaderMembership):
                     continue  # catching up (marker-only blocks, empty sealed segments): not EMPTY yet
                 return self._batch([], None, None) if batch else EventRead(ReadKind.EMPTY, self._epoch)
             wait_ms = min(left_ms, _WAIT_SLICE_MS)
-
-    def _ready_tails(self, wait_ms: int) -> list[SegmentInput]:
-        """Which caught-up segments have something new: one ``wait_any`` (up to ``wait_ms``).
-
-        The ready ones are marked to be read, the others known to be at their tails;
-        returns the ready ones. The same call watches the group's state log past this
-        replica's revision (data only), so an idle reader learns of other processes'
-        updates (checkpoints, resets, new assignments) without polling the log.
-        """
-        live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
-        for s in live:
-            s.roll()
-        st = self._state
-        if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
-            # no wait: read them all at once instead (a read of one with nothing new changes nothing),
-            # unless each was looked at already at this instant of the reader's clock
-            now = self._now()
-            looked = self._looked
-            if looked[0] == now and looked[1].issuperset(map(id, live)):
-                return []
-            self._looked = (now, frozenset(map(id, live)))
-            for s in live:
-                s.at_tail = False
-            if self._fetch_all(live, look=True):
-                self._state_moved = True
-            return []
-        requests = [(s.name, s.fetch, s.base_wm) for s in live]
-        requests.append((st.segment, st.revision, INT64_MAX))
-        ready = self._client.wait_any(requests, wait_ms)
-        if ready and ready[-1] == len(live):
-            self._state_moved = True
-        for s in live:
-            s.at_tail = True
-        out = [live[i] for i in ready if i < len(live)]
-        for s in out:
-            s.at_tail = False
-        return out
-
-    def _progress(self) -> tuple[frozenset[str], int, int]:
-        """What a pass over the segments can change: which are held, how far read, how many ended."""
-        segs = self._segs.values()
-        return frozenset(self._segs), sum(s.fetch for s in segs), sum(s.end_of_segment for s in segs)
 
     # ------------------------------------------------------------------ invariants
     @checked
