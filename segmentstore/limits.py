@@ -19,7 +19,7 @@ server's (``segmentstore.net``); bytes per append are ``StoreConfig.max_append_b
   ``SYSTEM_NAME_EXTRA_CHARS`` (64) longer.
 - ``MAX_ATTRIBUTE_UPDATES`` (65,536): attribute updates in one ``update_attributes``;
   ``MAX_ATTRIBUTE_KEYS`` (65,536): keys asked for in one ``get_attributes``.
-- ``MAX_STREAM_SEGMENTS`` (4,096): active segments of a stream, so segments a
+- ``MAX_STREAM_SEGMENTS`` (16,384): active segments of a stream, so segments a
   ``create_stream`` or ``scale_stream`` makes and transaction segments a commit or abort
   names. ``MAX_PATTERN_CHARS`` (1024): a ``list_streams`` pattern.
 - ``wait_any`` takes at most ``wait_any.MAX_WAIT_REQUESTS`` requests; ``ingestion_runs``
@@ -53,7 +53,7 @@ MAX_SEGMENT_NAME_CHARS = 1024
 SYSTEM_NAME_EXTRA_CHARS = 64
 MAX_ATTRIBUTE_UPDATES = 65_536
 MAX_ATTRIBUTE_KEYS = 65_536
-MAX_STREAM_SEGMENTS = 4096
+MAX_STREAM_SEGMENTS = 16_384
 MAX_PATTERN_CHARS = 1024
 
 _SHOWN_CHARS = 80

@@ -9,9 +9,9 @@ immutability; the wire protocol registers it like the dataclasses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-__all__ = ["SegmentInfo", "AppendResult", "SegmentRead", "MergeResult", "RecordScan"]
+__all__ = ["SegmentInfo", "AppendResult", "SegmentRead", "MergeResult", "RecordScan", "RecordsRead"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +84,24 @@ class RecordScan:
     offset: int
     end: int
     records: int
+
+
+# ---------------------------------------------------------------------- read_many (one segment's answer)
+@dataclass(frozen=True, slots=True, eq=False)
+class RecordsRead:
+    """One request's answer in ``read_many``: the read, and the watermarks at its records.
+
+    ``read`` is what ``read`` would have returned (``None`` if the request failed or was
+    left for another call). ``starts`` are the offsets at which the whole length-prefixed
+    records of ``read.data`` start (int64), and ``watermarks`` is ``watermark_at`` at each
+    of them and then at the end of the last whole record (one more item than ``starts``).
+    ``error`` names the ``SegmentStoreError`` class a ``read`` of this request would have
+    raised (``message`` its text). ``read`` and ``error`` both ``None``: not read in this
+    call (the reply was full), ask again. Compared by identity (numpy fields).
+    """
+
+    read: SegmentRead | None
+    starts: Any
+    watermarks: Any
+    error: str | None = None
+    message: str = ""

@@ -18,7 +18,8 @@ from .core.container import SegmentContainer
 from .core.eviction import EvictionStats, Evictor, MemoryColdStore
 from .errors import InvalidArgumentError, StorageError
 from .future_read import FutureRead
-from .results import AppendResult, MergeResult, RecordScan, SegmentInfo, SegmentRead
+from .read_many import READ_MANY_REPLY_BYTES, check_read_requests
+from .results import AppendResult, MergeResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from .wait_any import ReadyFuture, WaitRequest
 
 if TYPE_CHECKING:
@@ -193,6 +194,10 @@ class SegmentStore:
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         """See ``SegmentClient.watermarks_at``."""
         return self._reads.watermarks_at(name, offsets)
+
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
+        """See ``SegmentClient.read_many`` (``segmentstore.read_many``)."""
+        return tuple(self._reads.read_many(check_read_requests(requests), READ_MANY_REPLY_BYTES))
 
     # ------------------------------------------------------------------ advancer
     def advance_idle_watermarks(self) -> list[str]:

@@ -509,3 +509,78 @@ def test_read_future_beyond_a_sealed_end_raises_like_read(client: SegmentStoreCl
         client.read("s", 5, 10)
     with pytest.raises(BadOffsetError, match="beyond the length 3"):
         client.read("s", 5, 10, wait_ms=200)
+
+
+# ---------------------------------------------------------------------- read_many (issue 36)
+def _records(*sizes: int) -> bytes:
+    return b"".join(len(bytes(n)).to_bytes(4, "little") + bytes([n]) * n for n in sizes)
+
+
+def test_read_many_answers_each_read_with_the_watermarks_at_its_records(
+    client: SegmentStoreClient, clock: ManualClock
+) -> None:
+    """Each answer is the read of that request and ``watermark_at`` at its records' starts and end;
+    a failed request answers its error (the others stand); bad requests refuse the whole call."""
+    for name in ("a", "b", "c"):
+        client.create_segment(name)
+    for sizes in ((1, 2), (3,), (4, 5, 6)):
+        clock.advance(10)
+        client.append("a", _records(*sizes))
+    clock.advance(10)
+    client.append("c", _records(7))
+    client.seal("c")
+    client.truncate("c", 11)
+    reqs = [("a", 0, 1000), ("a", 5, 14), ("b", 0, 100), ("missing", 0, 10), ("c", 0, 10), ("c", 11, 10)]
+    got = client.read_many(reqs)
+    assert len(got) == len(reqs) and all(r is not None for r in got)
+    for (name, offset, max_length), r in [*list(zip(reqs, got, strict=True))[:3], (reqs[5], got[5])]:
+        assert r.error is None and r.read == client.read(name, offset, max_length)
+        data = r.read.data
+        starts, pos = [], 0
+        while pos + 4 <= len(data) and pos + 4 + int.from_bytes(data[pos : pos + 4], "little") <= len(data):
+            starts.append(offset + pos)
+            pos += 4 + int.from_bytes(data[pos : pos + 4], "little")
+        assert r.starts.tolist() == starts
+        assert r.watermarks.tolist() == [client.watermark_at(name, o) for o in [*starts, offset + pos]]
+    assert got[1].read is not None and len(got[1].starts) == 2  # 5..19: two whole records, part of a third
+    assert got[2].read is not None and got[2].read.data == b"" and got[2].read.at_tail
+    assert got[5].read is not None and got[5].read.end_of_segment
+    assert (got[3].read, got[3].error) == (None, "SegmentNotFoundError") and "missing" in got[3].message
+    assert (got[4].read, got[4].error) == (None, "SegmentTruncatedError")
+    # with the watermark the caller knows: a tail with nothing above it is answered None (not ready)
+    tail_wm = client.read("b", 0, 10).watermark
+    known = client.read_many([("b", 0, 10, tail_wm), ("b", 0, 10, tail_wm - 1), ("a", 0, 5, 2**63 - 1)])
+    assert known[0] is None and known[1] is not None and known[1].read == client.read("b", 0, 10)
+    assert client.read_many([("b", 7, 10, tail_wm)]) == (None,)  # beyond the length: not ready either
+    with pytest.raises(BadOffsetError):
+        client.read("b", 7, 10)
+    assert known[2] is not None and known[2].read == client.read("a", 0, 5)  # data: always read
+    client.seal("b")
+    sealed = client.read_many([("b", 0, 10, 2**63 - 1)])[0]
+    assert sealed is not None and sealed.read is not None and sealed.read.end_of_segment
+    bad_requests = (
+        [],
+        [("a", -1, 10)],
+        [("a", 0, (1 << 20) + 1)],
+        [("a", 0)],
+        "a",
+        [(1, 0, 10)],
+        [("a", 0, 1, 2**63)],
+    )
+    for bad in bad_requests:
+        with pytest.raises(InvalidArgumentError, match="read_many"):
+            client.read_many(bad)  # type: ignore[arg-type]
+
+
+def test_read_many_leaves_requests_past_a_full_reply_unread(client: SegmentStoreClient) -> None:
+    """Past ``READ_MANY_REPLY_BYTES`` of reply the remaining requests come back unread (asked again)."""
+    from segmentstore.read_many import MAX_READ_MANY_LENGTH, READ_MANY_REPLY_BYTES
+
+    client.create_segment("big")
+    client.append("big", _records(*[255] * (MAX_READ_MANY_LENGTH // 259)))
+    n = READ_MANY_REPLY_BYTES // MAX_READ_MANY_LENGTH + 2
+    got = client.read_many([("big", 0, MAX_READ_MANY_LENGTH)] * n)
+    served = [r for r in got if r is not None and r.read is not None]
+    assert 0 < len(served) < n
+    assert all(r is not None and r.read is None and r.error is None for r in got[len(served) :])
+    assert all(len(r.starts) == MAX_READ_MANY_LENGTH // 259 for r in served)

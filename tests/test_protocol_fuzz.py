@@ -132,6 +132,7 @@ _VALID = [
     _frame([0, 2, "get_info", {"name": "a"}]),
     _frame([0, 2, "update_attributes", {"name": "a", "updates": [AttributeUpdate(1, 2)]}]),
     _frame([0, 2, "watermarks_at", {"name": "a", "offsets": [0, 1]}]),
+    _frame([0, 2, "read_many", {"requests": [["a", 0, 10], ["b/a", 0, 5], ["a", 3, 0]]}]),
 ]
 
 

@@ -19,9 +19,20 @@ Rows (all measured in one run, each run's result checked by ``_check`` before it
 - ``replications``: seeds of the stochastic scenario run by ``bench.sim.experiment.execute``
   (``--replications N --jobs K``) on 1 worker (in-process) and on 2 worker processes,
   same results required: the speed-up 2 workers give (at most 2: on 2 cores, less on a
-  shared machine and for short runs, as the pool's forkserver imports the simulator and
-  loads the kernels once before the first worker forks, ~2 s of CPU). ``--tiny`` runs
+  shared machine). The pool is started and warmed before (its forkserver imports the
+  simulator and loads the kernels once, ~2 s of CPU; the pool is kept between
+  ``execute`` calls), as in a sweep, whose runs all go to one warm pool. ``--tiny`` runs
   both on 1 worker (no pool).
+- ``sim stochastic`` on 4,096 segments and 1,000 readers with 100 ms polls and 100 ms
+  position reports (the readers of a realistic study; issue 36), and the same with a
+  ``read`` and ``watermarks_at`` per segment (``EventReader.batched_reads`` off: the read
+  path before issue 36, the group-sync savings kept; in one process the two are about
+  equal, the batched reads pay off over ``RemoteClient``: ``bench_remote_reader``).
+- ``sim Pravega scale``: 10,000 segments and 10,000 readers, 100 ms polls and reports,
+  and the benchmark process's peak resident memory after it (an upper bound of that run's).
+- ``idle reader poll``: CPU µs of one idle reader's poll (``read_batch`` until empty) in
+  a group of 4,096 empty segments and 1,000 readers on a manual clock, timed once the
+  assignment settled (or after a bounded number of rounds), with the group state log's size.
 
 The kernels (numba) are loaded before anything is timed. ``--tiny`` shrinks the
 topologies (256 x 32 and 512 x 128) so that the smoke test stays short.
@@ -32,16 +43,23 @@ Run ``python -m bench.perf.bench_sim [--quick | --tiny]``; ``run(size)`` returns
 from __future__ import annotations
 
 import gc
+import resource
 from collections.abc import Generator
 from typing import Any, NamedTuple
 
 import simpy
 
-from segmentstore.clock import monotonic_s
+from readergroup.config import ReaderGroupConfig
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventReader
+from segmentstore import ManualClock, SegmentStore
+from segmentstore.client import EmbeddedClient
+from segmentstore.clock import monotonic_s, process_s
 from segmentstore.core.warmup import warm_kernels
 
 from ..sim.engine import run_scenario
 from ..sim.experiment import execute, replication_tasks
+from ..sim.readers import MAX_BATCH
 from ..sim.result import SimResult
 from ..sim.scenario import Scenario, scenario_from_dict, scenario_to_dict
 from .errors import BenchmarkError
@@ -63,12 +81,15 @@ def bench_scenario(
     poll_ms: int = 1_000,
     tick_ms: int = 250,
     stochastic: bool = False,
+    report_ms: int = 200,
 ) -> Scenario:
     """The benchmark's scenario: ``rate_per_s`` events/s over ``writers`` x ``keys_per_writer`` keys.
 
     ``stochastic``: Poisson arrivals, lognormal event-time disorder (median 20 ms) and an
     exponential write latency (mean 50 ms) instead of a constant, in-order, immediate workload.
+    ``report_ms``: the readers' position report interval.
     """
+    polls = "" if poll_ms == 1_000 else f"-poll{poll_ms}"
     random: dict[str, Any] = (
         {
             "workload": {"kind": "poisson", "rate_per_s": rate_per_s / writers},
@@ -80,7 +101,7 @@ def bench_scenario(
     )
     return scenario_from_dict(
         {
-            "name": f"bench-{segments}x{readers}-{api}{'-random' if stochastic else ''}",
+            "name": f"bench-{segments}x{readers}-{api}{'-random' if stochastic else ''}{polls}",
             "duration_ms": duration_ms,
             "seed": 1,
             "store": {"max_watermark_lag_ms": 2_000, "polling_period_ms": 500},
@@ -98,7 +119,7 @@ def bench_scenario(
                 }
             ],
             "readers": [{"name": "r", "count": readers, "poll_ms": poll_ms}],
-            "group": {"position_report_interval_ms": 200, "max_event_time_lag_ms": 1_000},
+            "group": {"position_report_interval_ms": report_ms, "max_event_time_lag_ms": 1_000},
             "metrics": {"sample_ms": 1_000, "segments": False, "plots": False},
         }
     )
@@ -152,6 +173,70 @@ def _timed(sc: Scenario) -> _Timed:
     )
 
 
+def _timed_before(sc: Scenario) -> _Timed:
+    """``_timed`` with a read per segment (``EventReader.batched_reads`` off): as before issue 36."""
+    EventReader.batched_reads = False
+    try:
+        return _timed(sc)
+    finally:
+        EventReader.batched_reads = True
+
+
+def _peak_rss_mb() -> float:
+    """The process's peak resident memory so far (MB): an upper bound of any one run's."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class _IdlePolls(NamedTuple):
+    us: float
+    """CPU µs per idle poll."""
+    rounds: int
+    """Poll rounds before the timed ones: until one without an update but reports (the group's
+    assignment stood still for a round), or the cap (at 1,000 readers it still moves: the group
+    hands one segment at a time to a reader holding none)."""
+    state_bytes: int
+    """The group state log's bytes (snapshot and batches after it) once settled."""
+
+
+def _idle_poll_cost(segments: int, readers: int, rounds: int, settle_rounds: int) -> _IdlePolls:
+    """CPU µs of an idle reader's poll: ``readers`` readers of a group over ``segments`` empty
+    segments poll every 100 ms of a manual clock (``read_batch`` until empty, as the simulator's
+    readers do; reports every 100 ms), first until the assignment settles, then ``rounds`` rounds timed."""
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store:
+        client = EmbeddedClient(store)
+        client.create_stream("bench/idle", segments)
+        cfg = ReaderGroupConfig(("bench/idle",), position_report_interval_ms=100)
+        group = ReaderGroup("idle", cfg, client, clock)
+        rs = [group.create_reader(f"r-{i:05d}") for i in range(readers)]
+        state = group.state
+
+        def round_() -> None:
+            clock.advance(100)
+            for r in rs:
+                while len(b := r.read_batch(MAX_BATCH)) or b.watermark is not None:
+                    pass
+
+        settled = 0
+        while settled < settle_rounds:
+            settled += 1
+            layout = state.model.layout
+            round_()
+            if state.model.layout == layout:
+                break
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = process_s()
+            for _ in range(rounds):
+                round_()
+            cpu = process_s() - t0
+        finally:
+            gc.enable()
+        log = client.get_info(state.segment)
+        return _IdlePolls(cpu / (rounds * readers) * 1e6, settled, log.length - log.start_offset)
+
+
 def _simpy_only(sc: Scenario) -> float:
     """Wall seconds of SimPy running the scenario's processes and timeouts with no work in them."""
     env = simpy.Environment()
@@ -176,7 +261,9 @@ def _simpy_only(sc: Scenario) -> float:
 def _replications(sc: Scenario, seeds: int, workers: int) -> tuple[float, float]:
     """Wall s of ``seeds`` replications of ``sc`` on 1 worker and on ``workers`` (same metrics required)."""
     tasks = replication_tasks("simulate", scenario_to_dict(sc), sc.seed, seeds)
-    walls, results = [], []
+    short = {**scenario_to_dict(sc), "duration_ms": 100}
+    execute(replication_tasks("simulate", short, sc.seed, 2 * workers), "local", workers, show_progress=False)
+    walls, results = [], []  # the pool's workers are up and warm (kept between execute calls)
     for jobs in (1, workers):
         t0 = monotonic_s()
         runs = execute(tasks, "local", jobs, show_progress=False)
@@ -220,6 +307,23 @@ def _scenarios(size: Size) -> dict[str, Scenario]:
         "replicated": bench_scenario(
             rep_segs, rep_readers, rate_per_s=rep_rate, duration_ms=ms, stochastic=True
         ),
+        "big_stochastic_100ms": bench_scenario(
+            big_segs,
+            big_readers,
+            rate_per_s=rate,
+            duration_ms=ms,
+            stochastic=True,
+            poll_ms=100,
+            report_ms=100,
+        ),
+        "pravega": bench_scenario(
+            *sized(size, (1_024, 1_024), (10_000, 10_000), (10_000, 10_000)),
+            rate_per_s=rate,
+            duration_ms=sized(size, 1_000, 1_000, 2_000),
+            stochastic=True,
+            poll_ms=100,
+            report_ms=100,
+        ),
     }
 
 
@@ -248,12 +352,19 @@ def run(size: Size = "full") -> list[Row]:
     b, r = _timed(sc["batched"]), _timed(sc["stochastic"])
     bb, br = _timed(sc["big_batched"]), _timed(sc["big_stochastic"])
     e = _timed(sc["event_writer"])
+    b100 = _timed(sc["big_stochastic_100ms"])
+    b100_before = _timed_before(sc["big_stochastic_100ms"])
+    pr = _timed(sc["pravega"])
+    rss = _peak_rss_mb()
+    idle_segs, idle_readers = sized(size, (512, 128), (4_096, 1_000), (4_096, 1_000))
+    idle = _idle_poll_cost(idle_segs, idle_readers, sized(size, 5, 10, 20), sized(size, 200, 400, 400))
     simpy_s = _simpy_only(sc["batched"])
     seeds, workers = sized(size, (2, 1), (4, 2), (4, 2))  # tiny: no process pool (its start-up is seconds)
     one, two = _replications(sc["replicated"], seeds, workers)
     rep = f"{sc['replicated'].stream.segments} segments, {sc['replicated'].readers[0].count} readers"
     small = f"{sc['batched'].stream.segments} segments, {sc['batched'].readers[0].count} readers"
     big = f"{sc['big_batched'].stream.segments} segments, {sc['big_batched'].readers[0].count} readers"
+    pravega = f"{sc['pravega'].stream.segments:,} segments, {sc['pravega'].readers[0].count:,} readers"
     goal, unit = "goal 1M events/s", "events/CPU s"
     return [
         row(f"sim batched: {small} ({b.events:,} events, {b.sim_s:g} s simulated; {b.wall_rate()})",
@@ -264,6 +375,19 @@ def run(size: Size = "full") -> list[Row]:
             bb.rate() / GOAL_EVENTS_PER_S),
         row(f"sim stochastic: {big} ({br.wall_rate()})", br.rate(), unit, goal,
             br.rate() / GOAL_EVENTS_PER_S),
+        row(f"sim stochastic: {big}, 100 ms polls and reports ({b100.events:,} events; {b100.wall_rate()})",
+            b100.rate(), unit, goal, b100.rate() / GOAL_EVENTS_PER_S),
+        row(f"sim stochastic: {big}, 100 ms polls, a read per segment (batched_reads off; the sync "
+            "savings kept)", b100_before.rate(), unit, "batched / per segment",
+            b100.rate() / b100_before.rate()),
+        row(f"sim Pravega scale: {pravega}, 100 ms polls and reports ({pr.events:,} events; "
+            f"set-up {pr.setup:.1f} s; {pr.wall_rate()})", pr.rate(), unit, goal,
+            pr.rate() / GOAL_EVENTS_PER_S),
+        row(f"sim Pravega scale: peak resident memory of the benchmark process (after {pravega})", rss, "MB",
+            "8 GB", rss / 8192),
+        row(f"idle reader poll: CPU per poll, {idle_segs:,} segments, {idle_readers:,} readers, nothing "
+            f"written (timed after {idle.rounds} rounds: the first without an update but reports, or the "
+            f"cap; group state log {idle.state_bytes:,} bytes)", idle.us, "µs", "goal 20 µs", idle.us / 20),
         row(f"sim event_writer: {small}, EventWriter per event", e.rate(), unit, "batched / event_writer",
             b.rate() / e.rate()),
         row("sim batched: simulated seconds per wall second", b.sim_s / b.wall, "x", "real time",

@@ -18,13 +18,17 @@ Spark starts, when one cannot be), and a run that fails there with the simulator
 error comes back as one line (``ExecutorError``), not retried and without a traceback.
 The pool's workers fork from a forkserver that imported the simulator and loaded its
 numba kernels once (``worker_preload``; spawned where there is no forkserver), so a
-worker starts in milliseconds rather than paying ~2 s of imports and kernel loading.
+worker starts in milliseconds rather than paying ~2 s of imports and kernel loading; the
+pool is kept for the process's next ``execute`` calls (``shutdown_pool`` ends it), so
+its workers stay warm across them.
 ``aggregate`` turns the runs of one point into mean, sd and a 95 % Student-t interval per
 metric, kept inside the metric's domain (``bench.sim.stats``).
 """
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import multiprocessing
 import queue
 import sys
@@ -50,6 +54,7 @@ __all__ = [
     "sim_metrics",
     "lab_metrics",
     "replication_tasks",
+    "shutdown_pool",
 ]
 
 TOOLS = ("simulate", "compare")
@@ -216,7 +221,7 @@ def _pool_context() -> Any:
     return ctx
 
 
-def _worker(task: dict[str, Any], ident: int, out_dir: str | None) -> dict[str, Any]:
+def _worker(task: dict[str, Any], ident: tuple[int, int], out_dir: str | None) -> dict[str, Any]:
     q = _progress_queue[0]
     last = [0]
 
@@ -275,22 +280,56 @@ def execute(
                 results.append(run_task(t, report if show_progress else None, d))
                 bar.update(start + int(t["scenario"]["duration_ms"]) / 1000.0 - bar.n)
             return results
-        ctx = _pool_context()
-        q = ctx.Queue()
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(q,)) as pool:
+        pool, q = _warm_pool(workers)
+        call = next(_calls)
+        try:
             futures: dict[Future[dict[str, Any]], int] = {
-                pool.submit(_worker, t, i, d): i for i, (t, d) in enumerate(zip(tasks, dirs, strict=True))
+                pool.submit(_worker, t, (call, i), d): i
+                for i, (t, d) in enumerate(zip(tasks, dirs, strict=True))
             }
             out: list[dict[str, Any] | None] = [None] * len(tasks)
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                _drain(q, bar)
+                _drain(q, bar, call)
                 for f in done:
                     out[futures[f]] = f.result()
-            _drain(q, bar)
-        q.close()
+            _drain(q, bar, call)
+        except BaseException:
+            shutdown_pool()  # a failed run, an interrupt: the next call starts afresh
+            raise
         return [r for r in out if r is not None]
+
+
+_pool: list[tuple[int, ProcessPoolExecutor, Any]] = []
+"""The process's worker pool: ``(workers, pool, progress queue)``, kept between ``execute`` calls."""
+_calls = itertools.count()
+
+
+def _warm_pool(workers: int) -> tuple[ProcessPoolExecutor, Any]:
+    """The pool of ``workers`` processes, made on first use and kept for the next calls (so its
+    workers stay warm across a sweep's or a benchmark's ``execute`` calls: imports, kernels, the
+    first run's one-time costs are paid once per worker, not per call). Another size replaces it;
+    ``shutdown_pool`` (also at exit) ends it."""
+    if _pool and _pool[0][0] == workers:
+        return _pool[0][1], _pool[0][2]
+    shutdown_pool()
+    ctx = _pool_context()
+    q = ctx.Queue()
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(q,))
+    _pool.append((workers, pool, q))
+    return pool, q
+
+
+def shutdown_pool() -> None:
+    """End the kept worker pool, if any (its workers exit once their runs are done). Idempotent."""
+    while _pool:
+        _, pool, q = _pool.pop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        q.close()
+
+
+atexit.register(shutdown_pool)
 
 
 def spark_execute(
@@ -398,13 +437,15 @@ def _executor_error(failed: Mapping[str, Any]) -> ExecutorError:
     )
 
 
-def _drain(q: Any, bar: Any) -> None:
+def _drain(q: Any, bar: Any, call: int) -> None:
+    """Progress of call ``call``'s runs onto ``bar`` (a late report of an earlier call is dropped)."""
     while True:
         try:
-            _, dt = q.get_nowait()
+            ident, dt = q.get_nowait()
         except queue.Empty:
             return
-        bar.update(dt / 1000.0)
+        if ident[0] == call:
+            bar.update(dt / 1000.0)
 
 
 # ---------------------------------------------------------------------- aggregating

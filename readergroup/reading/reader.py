@@ -2,8 +2,14 @@
 
 PDP-26 "EventReaderImpl". Each assigned segment is a ``SegmentInput`` (PDP-26
 "SegmentInputStream", ``segment_input.py``): read in blocks of ``read_buffer_bytes``,
-each decoded at once, with one batched ``watermarks_at`` call giving every event's
-ingestion time and the watermark after it.
+each decoded at once, with the watermarks at its events giving every event's ingestion
+time and the watermark after it. The segments that need a block are read in one
+``read_many`` call (the blocks and the watermarks at their records together: one round
+trip over ``RemoteClient``), and a look at the tails without waiting is one
+``read_many`` too (each tail with the watermark known there: only what is new comes
+back), not repeated within one instant of the reader's clock; ``batched_reads`` off
+reads each segment alone (a ``read`` and a ``watermarks_at``) as before, with the same
+results.
 
 Delivery order: across segments, the buffered event with the oldest ingestion time
 first (within a segment, segment order), so the group watermark advances evenly.
@@ -57,6 +63,7 @@ from .block_merge import merge_blocks as _merge
 from .block_merge import merge_kernel as _merge_kernel
 from .frontier import event_time_watermark
 from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
+from .reader_blocks import ReaderBlocks
 from .reader_membership import ReaderMembership
 from .segment_input import SegmentInput
 
@@ -80,7 +87,7 @@ _STRING, _BINARY = pa.string(), pa.binary()
 _EVENT = ReadKind.EVENT
 
 
-class EventReader(ReaderMembership):
+class EventReader(ReaderMembership, ReaderBlocks):
     """A reader of a reader group; create it with ``ReaderGroup.create_reader``. Not thread-safe.
 
     ``read_next_event(timeout_ms)`` returns one ``EventRead``; ``read_batch`` many
@@ -125,6 +132,8 @@ class EventReader(ReaderMembership):
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
+        self._looked: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())  # the last look at the tails
+        self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
         self._events = self._bytes = self._wm_count = self._late = self._late_ingestion = 0
@@ -216,7 +225,9 @@ class EventReader(ReaderMembership):
         st = self._state
         if self._sync_obj.version != self._version or self._closed:
             self._check_membership()
+        news = -1
         if self._sync_due(st):
+            news = self._news
             marker = self._sync()
             if marker is not None:
                 return self._batch([], None, marker.checkpoint_name)
@@ -224,6 +235,10 @@ class EventReader(ReaderMembership):
         parts = self._collect(max_events)
         if parts or wm is not None:
             return self._batch(parts, wm, None)
+        if not timeout_ms and news == self._news and self._quiet is not None and not self._state_moved:
+            # an idle poll: the sync just made left nothing to do and its look at the tails found
+            # nothing new, so the idle pass (another look and sync at this instant) would change nothing
+            return self._batch([], None, None)
         out = self._idle(timeout_ms, batch=True, max_events=max_events)
         assert isinstance(out, EventBatch)
         return out
@@ -265,8 +280,9 @@ class EventReader(ReaderMembership):
         """Make the segment with the oldest buffered event current (fetching exhausted blocks). O(k)."""
         best: SegmentInput | None = None
         best_t = second = INT64_MAX
+        self._refill_all()
         for s in self._segs.values():
-            if s.idx >= s.n and not self._refill(s):
+            if s.idx >= s.n:
                 continue
             if s.lists is None:
                 s.make_lists()
@@ -290,13 +306,8 @@ class EventReader(ReaderMembership):
         several segments, once the kernels are loaded: one kernel call takes the same
         slices and copies them into the batch's columns (``_batch_kernels.merge``).
         """
-        live: list[SegmentInput] = []
-        for s in self._segs.values():
-            if s.idx >= s.n and (
-                (not s.n and s.at_tail and not s.end_of_segment) or not self._refill(s)
-            ):  # (an empty block at the tail of an open segment: nothing to refill)
-                continue
-            live.append(s)
+        self._refill_all()
+        live = [s for s in self._segs.values() if s.idx < s.n]
         self._cur = None
         if len(live) > 1:
             k = _merge_kernel()
@@ -404,16 +415,6 @@ class EventReader(ReaderMembership):
             self._late += int(np.count_nonzero((e != NO_EVENT_TIME) & (e <= self._late_threshold)))
         return batch
 
-    def _refill(self, s: SegmentInput) -> bool:
-        """Read the next block of an exhausted segment unless it is at its tail; whether events came."""
-        s.roll()
-        if s.end_of_segment:
-            self._need_sync = True  # report the completion, register the successors
-            return False
-        if not s.at_tail:
-            self._fetch(s, 0)
-        return s.idx < s.n
-
     def _take_watermark(self) -> int | None:
         wm = self._wm_pending
         if wm is not None:
@@ -432,20 +433,13 @@ class EventReader(ReaderMembership):
         if not self._event_time:
             self._it_emitted = wm
 
-    # ------------------------------------------------------------------ reading blocks
-    def _fetch(self, s: SegmentInput, wait_ms: int) -> None:
-        """Read and decode the next block of ``s``; dropped if a reset happened meanwhile (PIP-194)."""
-        epoch = self._epoch
-        self._bytes += s.fetch_block(self._client, self._buf, wait_ms, lambda: self._state.epoch == epoch)
-        if s.end_of_segment:
-            self._need_sync = True
-
     def _idle(self, timeout_ms: int, batch: bool, max_events: int = 1) -> EventRead | EventBatch:
         """Nothing buffered: learn what is new at the tails, sync, and wait up to ``timeout_ms``.
 
-        Each pass is one ``wait_any`` over the caught-up segments (not a read per
-        segment), waiting up to ``_WAIT_SLICE_MS`` after the first pass; a wake-up (data,
-        a watermark rise, a seal) reads just the segments that changed. Between slices the
+        Each pass is one look at the caught-up segments (not a read per segment): the first,
+        without waiting, one ``read_many`` (what is new comes back read; not repeated in the
+        same instant), then ``wait_any`` waiting up to ``_WAIT_SLICE_MS``; a wake-up (data, a
+        watermark rise, a seal) reads just the segments that changed. Between slices the
         reader syncs with the group (checkpoints, new assignments): in-memory, no store call.
         """
         _check_timeout(self.reader_id, timeout_ms)
@@ -453,8 +447,9 @@ class EventReader(ReaderMembership):
         wait_ms = 0
         while True:
             before = self._progress()
-            for s in self._ready_tails(wait_ms):
-                self._fetch(s, 0)
+            ready = self._ready_tails(wait_ms)
+            if ready:
+                self._fetch_all(ready)
             marker = self._sync(refresh=False)
             if marker is not None:
                 return self._batch([], None, marker.checkpoint_name) if batch else marker
@@ -476,35 +471,6 @@ class EventReader(ReaderMembership):
                     continue  # catching up (marker-only blocks, empty sealed segments): not EMPTY yet
                 return self._batch([], None, None) if batch else EventRead(ReadKind.EMPTY, self._epoch)
             wait_ms = min(left_ms, _WAIT_SLICE_MS)
-
-    def _ready_tails(self, wait_ms: int) -> list[SegmentInput]:
-        """Which caught-up segments have something new: one ``wait_any`` (up to ``wait_ms``).
-
-        The ready ones are marked to be read, the others known to be at their tails;
-        returns the ready ones. The same call watches the group's state log past this
-        replica's revision (data only), so an idle reader learns of other processes'
-        updates (checkpoints, resets, new assignments) without polling the log.
-        """
-        live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
-        for s in live:
-            s.roll()
-        st = self._state
-        requests = [(s.name, s.fetch, s.base_wm) for s in live]
-        requests.append((st.segment, st.revision, INT64_MAX))
-        ready = self._client.wait_any(requests, wait_ms)
-        if ready and ready[-1] == len(live):
-            self._state_moved = True
-        for s in live:
-            s.at_tail = True
-        out = [live[i] for i in ready if i < len(live)]
-        for s in out:
-            s.at_tail = False
-        return out
-
-    def _progress(self) -> tuple[frozenset[str], int, int]:
-        """What a pass over the segments can change: which are held, how far read, how many ended."""
-        segs = self._segs.values()
-        return frozenset(self._segs), sum(s.fetch for s in segs), sum(s.end_of_segment for s in segs)
 
     # ------------------------------------------------------------------ invariants
     @checked

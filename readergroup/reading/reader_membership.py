@@ -186,9 +186,16 @@ class ReaderMembership:
                     and self._sync_obj.deleted is None
                 ):
                     m = st.model
-                    if q[0] is m and q[1] == m.layout and q[2] == acked:
-                        quiet = True  # nothing moved since the last sync left nothing to do: skip this one
-                        break
+                    if q[0] is m and q[2] == acked:
+                        if q[1] == m.layout:
+                            quiet = True  # nothing moved since the last sync left nothing to do: skip it
+                            break
+                        # others' updates moved the layout: would this sync plan anything now?
+                        again = self._settled(st, acked, finished, None)
+                        if again is not None:
+                            self._quiet = again
+                            quiet = True
+                            break
                 fetch, self._state_moved = self._state_moved, False
                 try:
                     name = st.sync_reader(self.reader_id, self._token, self._epoch, acked, finished, fetch)

@@ -3,12 +3,14 @@
 PDP-26 "SegmentInputStream". The reader reads a segment in blocks (one ``SegmentRead``
 of up to ``read_buffer_bytes``), decodes a block at once (``events.decode_columns``),
 and makes one batched ``watermarks_at`` call over the block's event offsets (plus a
-partial frame's offset): ``ingestion_time = watermark_at(offset) + 1`` for each event,
-and the watermark *after* each event is the one at the next event's offset. A
-``SegmentRead``'s own watermark pertains to the end of the read, which is unaligned with
-events, so it is kept with the block and becomes the segment's watermark only once
-every event before it was delivered. Writer markers are skipped (the position moves
-past them). A zero-length read at the tail refreshes the watermark at the tail.
+partial frame's offset), or takes those watermarks from the ``read_many`` answer the
+block came with (``take_block``, ``read_blocks``): ``ingestion_time =
+watermark_at(offset) + 1`` for each event, and the watermark *after* each event is
+the one at the next event's offset. A ``SegmentRead``'s own watermark pertains to the
+end of the read, which is unaligned with events, so it is kept with the block and
+becomes the segment's watermark only once every event before it was delivered. Writer
+markers are skipped (the position moves past them). A zero-length read at the tail
+refreshes the watermark at the tail.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from segmentstore import SegmentTruncatedError, StreamSegment
+from segmentstore import SegmentRead, SegmentTruncatedError, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
+from segmentstore.read_many import MAX_READ_MANY
+from segmentstore.results import RecordsRead
 
 from ..format.events import NO_EVENT_TIME, EventBlock, block_arrays, decode_event_block, frame_length
 
-__all__ = ["SegmentInput"]
+__all__ = ["SegmentInput", "read_blocks"]
 
 _EMPTY_I64 = np.empty(0, np.int64)
 
@@ -132,16 +136,28 @@ class SegmentInput:
         is false once the read returns (the group was reset meanwhile), the read is
         dropped. O(block): one read, one decode, one ``watermarks_at`` call.
         """
-        name = self.name
         try:
-            r = client.read(name, self.fetch, max_bytes, wait_ms)
+            r = client.read(self.name, self.fetch, max_bytes, wait_ms)
         except SegmentTruncatedError:  # the data below the start offset is gone: move on
-            start = client.get_info(name).start_offset
-            self.fetch = self.base_pos = start
-            self.base_wm = max(self.base_wm, client.watermark_at(name, start))
-            return 0
+            return self._truncated(client)
         if not valid():
             return 0
+        return self.take_block(client, r, None)
+
+    def _truncated(self, client: SegmentStoreClient) -> int:
+        start = client.get_info(self.name).start_offset
+        self.fetch = self.base_pos = start
+        self.base_wm = max(self.base_wm, client.watermark_at(self.name, start))
+        return 0
+
+    def take_block(self, client: SegmentStoreClient, r: SegmentRead, rec: RecordsRead | None) -> int:
+        """Decode ``r``, the read at ``fetch``, as the next block; returns the bytes read.
+
+        ``rec``: ``read_many``'s answer that ``r`` came with, whose watermarks at the
+        records' starts give the events' ingestion times (no ``watermarks_at`` call); the
+        same numbers as the call's. O(block).
+        """
+        name = self.name
         data = r.data
         if not data:  # a zero-length read: the watermark at the tail
             self.at_tail = True
@@ -155,6 +171,7 @@ class SegmentInput:
         if consumed == 0:  # one frame is longer than the block: read exactly that frame
             need = frame_length(data) or 0
             r = client.read(name, self.fetch, max(need, len(data) + 1), 0)
+            rec = None
             data = r.data
             read += len(data)
             block, consumed = decode_event_block(data, r.offset)
@@ -167,7 +184,9 @@ class SegmentInput:
         self.at_tail = r.at_tail and whole
         if n:
             q = offs if whole else np.concatenate((offs, (end,)))
-            w = np.asarray(client.watermarks_at(name, q), dtype=np.int64)
+            w = _at_records(rec, offs, whole)
+            if w is None:
+                w = np.asarray(client.watermarks_at(name, q), dtype=np.int64)
             nxt = np.empty(2 * n, np.int64)  # the positions and watermarks after each event, side by side
             nxt_pos, nxt_wm = nxt[:n], nxt[n:]
             nxt_wm[:-1] = w[1:n]
@@ -181,7 +200,13 @@ class SegmentInput:
             self.n, self.idx, self.lists = n, 0, None
         else:  # writer markers only
             self.base_pos = end
-            self.base_wm = max(self.base_wm, r.watermark if whole else client.watermark_at(name, end))
+            if whole:
+                wm = r.watermark
+            elif rec is not None and len(rec.watermarks):
+                wm = int(rec.watermarks[-1])  # at the end of the last whole record: ``end``
+            else:
+                wm = client.watermark_at(name, end)
+            self.base_wm = max(self.base_wm, wm)
         if r.end_of_segment and whole:
             self.end_of_segment = True
             self.final_wm = max(self.base_wm, r.watermark)
@@ -213,3 +238,33 @@ class SegmentInput:
             assert self.itl == it.tolist() and len(self.etl) == n
             assert all(len(col) == n for col in self.lists)
             assert self.lists[0] == off.tolist()
+
+
+def _at_records(rec: RecordsRead | None, offs: np.ndarray, whole: bool) -> np.ndarray | None:
+    """The watermarks at the events' offsets (and at the end of the whole frames, unless ``whole``)
+    from ``read_many``'s answer, or ``None`` if it has no record starting at one of them."""
+    if rec is None:
+        return None
+    starts, wms = rec.starts, rec.watermarks
+    if len(wms) != len(starts) + 1 or not len(starts):
+        return None
+    i = np.searchsorted(starts, offs)
+    if int(i[-1]) >= len(starts) or not np.array_equal(starts[i], offs):
+        return None
+    w = wms[i]
+    return w if whole else np.append(w, wms[-1])
+
+
+def read_blocks(client: SegmentStoreClient, requests: list[tuple[Any, ...]]) -> list[RecordsRead | None]:
+    """``read_many`` until every request is answered (a full reply leaves some for another call)."""
+    out: list[RecordsRead | None] = []
+    for i in range(0, len(requests), MAX_READ_MANY):
+        out.extend(client.read_many(requests[i : i + MAX_READ_MANY]))
+    while True:  # the first request of a call is always answered: this ends
+        left = [i for i, a in enumerate(out) if a is not None and a.read is None and a.error is None]
+        if not left:
+            return out
+        left = left[:MAX_READ_MANY]
+        again = client.read_many([requests[i] for i in left])
+        for i, a in zip(left, again, strict=True):
+            out[i] = a

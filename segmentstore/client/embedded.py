@@ -9,7 +9,7 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
-from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
+from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms
@@ -103,6 +103,10 @@ class EmbeddedClient(SegmentStoreClient):
 
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         return self.store.watermarks_at(name, offsets)
+
+    # -------------------------------------------------------------- batched reads (segmentstore.read_many)
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
+        return self.store.read_many(requests)
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:

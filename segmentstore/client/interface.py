@@ -27,7 +27,7 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..errors import SegmentStoreError
-from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
+from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 
 __all__ = [
@@ -262,6 +262,25 @@ class SegmentClient(Protocol):
     @idempotent
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         """``watermark_at`` for an integer array of offsets, in one call."""
+        ...
+
+    # -------------------------------------------------------------- batched reads (segmentstore.read_many)
+    @idempotent
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
+        """Many reads in one call, each with ``watermark_at`` at its records (``RecordsRead``).
+
+        ``requests`` are ``(segment, offset, max_length)`` or ``(segment, offset, max_length,
+        known watermark)``, ``max_length`` at most ``read_many.MAX_READ_MANY_LENGTH``, at most
+        ``read_many.MAX_READ_MANY`` of them; the answers come in request order. Each is what
+        ``read`` (never waiting) returns, with the watermark at the start of every whole
+        length-prefixed record of its data and at the end of the last one; ``None`` if the
+        request has a known watermark and the read would bring nothing new (no data, no
+        seal, a tail watermark not above it, no error but an offset beyond the length: not
+        ready, in ``wait_any``'s terms); a failed
+        read answers its error's class and message instead (the others stand); past
+        ``read_many.READ_MANY_REPLY_BYTES`` of reply the rest come back unread. Bad
+        requests refuse the whole call. O(bytes + records).
+        """
         ...
 
 

@@ -43,7 +43,8 @@ from ..errors import (
 )
 from ..net.commands import decode_read
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
-from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
+from ..read_many import check_read_requests
+from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import Chunk
@@ -409,6 +410,14 @@ class RemoteClient(WireCalls, SegmentStoreClient):
                 f"segment {name!r}: offsets must be an integer array, got dtype {offsets.dtype}"
             )
         return self._call(SegmentClient.watermarks_at, name=name, offsets=offsets)
+
+    # -------------------------------------------------------------- batched reads (segmentstore.read_many)
+    def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
+        reqs = check_read_requests(requests)  # here too: a bad request is refused before it is sent
+        result = self._call(SegmentClient.read_many, requests=reqs)
+        if not isinstance(result, tuple) or len(result) != len(reqs):
+            raise ProtocolError(f"read_many: malformed reply {result!r:.80}")
+        return result
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:

@@ -18,17 +18,25 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..clock import Clock
-from ..errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
+from ..errors import (
+    BadOffsetError,
+    InvalidArgumentError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+)
 from ..future_read import FutureRead
 from ..limits import INT64_MAX
-from ..results import RecordScan, SegmentRead
+from ..results import RecordScan, RecordsRead, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
-from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare
+from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare, record_starts
 from .segment import Segment
 from .validation import check_offset, quote
 
 __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
+
+_NO_OFFSETS = np.empty(0, np.int64)
 
 Wakeup = tuple[FutureRead, SegmentRead | BaseException]
 """A waiting read and what completes it: a read, or the error it fails with."""
@@ -198,6 +206,48 @@ class ReadIndex:
             count += n
             pos += used
         return RecordScan(offset, pos, count)
+
+    def read_many(
+        self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int
+    ) -> list[RecordsRead | None]:
+        """``SegmentClient.read_many`` of checked requests under one hold of the lock (see
+        ``segmentstore.read_many``): each a read, its records' starts and the watermarks there, or its
+        error, or ``None`` (nothing new above its known watermark); unread past ``reply_bytes``.
+        O(bytes + records)."""
+        prepare(max(r[2] for r in reqs))  # the record walk's kernel: never loaded under the lock
+        out: list[RecordsRead | None] = []
+        used = 0
+        with self._lock:
+            segment = self._table.segment
+            for name, offset, max_length, known in reqs:
+                if used >= reply_bytes:
+                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS))
+                    continue
+                try:
+                    seg = segment(name)
+                    if (
+                        known is not None
+                        and seg.start_offset <= offset >= seg.length
+                        and not seg.sealed
+                        and seg.last_write_time - 1 <= known
+                    ):
+                        out.append(None)  # not ready, as ``wait_any`` says (``_ready``)
+                        continue
+                    self._check_position(seg, offset, "read offset")
+                    r = read_locked(seg, offset, max_length)
+                    data = r.data
+                    if data:
+                        rel, end = record_starts(data)
+                        starts = rel + offset
+                        wms = seg.windex.watermarks_at(np.append(starts, offset + end))
+                    else:
+                        starts, wms = _NO_OFFSETS, np.array([r.watermark], np.int64)
+                except SegmentStoreError as e:
+                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(e).__name__, str(e)))
+                    continue
+                used += len(data) + 16 * len(starts)
+                out.append(RecordsRead(r, starts, wms))
+        return out
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None

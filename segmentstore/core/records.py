@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RECORD_PREFIX_BYTES", "SCAN_CHUNK_BYTES", "SCAN_MAX_BYTES", "walk_records", "prepare"]
+__all__ = [
+    "RECORD_PREFIX_BYTES",
+    "SCAN_CHUNK_BYTES",
+    "SCAN_MAX_BYTES",
+    "walk_records",
+    "record_starts",
+    "prepare",
+]
 
 RECORD_PREFIX_BYTES = 4
 """The length prefix: u32 little-endian, the number of bytes after it."""
@@ -37,6 +44,7 @@ _NUMBA_MIN_BYTES = 1 << 15
 _U32 = struct.Struct("<I")
 
 _kernel: Callable[[Any, int], tuple[int, int]] | None = None
+_starts_kernel: Callable[[Any, Any], tuple[int, int]] | None = None
 
 
 def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
@@ -54,11 +62,12 @@ def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
 
 def prepare(size: int) -> None:
     """Load the kernel now if walks of ``size`` bytes use it (numba's import: never under a lock)."""
-    global _kernel
+    global _kernel, _starts_kernel
     if size >= _NUMBA_MIN_BYTES and _kernel is None:
+        from ._record_kernels import record_starts as starts
         from ._record_kernels import walk_records as kernel
 
-        _kernel = kernel
+        _kernel, _starts_kernel = kernel, starts
 
 
 def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
@@ -69,3 +78,26 @@ def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     assert _kernel is not None
     count, used = _kernel(np.frombuffer(buf, np.uint8), max_records)
     return int(count), int(used)
+
+
+def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
+    """Where each whole record at the start of ``buf`` starts (int64, relative to ``buf``), and where
+    the last whole record ends (0 if none). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until
+    the kernel is loaded."""
+    n = len(buf)
+    if n < _NUMBA_MIN_BYTES and _starts_kernel is None:
+        starts: list[int] = []
+        pos = 0
+        unpack = _U32.unpack_from
+        while pos + 4 <= n:
+            end = pos + 4 + unpack(buf, pos)[0]
+            if end > n:
+                break
+            starts.append(pos)
+            pos = end
+        return np.array(starts, np.int64), pos
+    prepare(_NUMBA_MIN_BYTES)
+    assert _starts_kernel is not None
+    out = np.empty(n // RECORD_PREFIX_BYTES, np.int64)
+    count, used = _starts_kernel(np.frombuffer(buf, np.uint8), out)
+    return out[:count].copy(), int(used)

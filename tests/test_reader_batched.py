@@ -1,0 +1,165 @@
+"""A reader owning several segments reads them all in one store call per poll (issue 36).
+
+Store calls are counted on the client the group uses, embedded and remote, on a manual
+clock (a poll is one instant). A poll with new data in every segment is one
+``read_many`` (the blocks, the watermarks at their events and the tails together),
+never a ``read``, ``watermarks_at`` or ``wait_any`` per segment; a second look at the
+tails in the same instant is not made; the events and watermarks delivered are the
+same as with a ``read`` and a ``watermarks_at`` per segment (``batched_reads`` off).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.reading.group import ReaderGroup
+from readergroup.reading.reader import EventBatch, EventReader
+from readergroup.writing.writer import EventWriter
+from segmentstore import ManualClock, SegmentStore
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
+from segmentstore.net.server import SegmentStoreServer
+
+START_MS = 1_000_000
+S = "test/batched"
+_SEGMENTS = 8
+
+
+@pytest.fixture(params=["embedded", "remote"])
+def manual(request: pytest.FixtureRequest) -> Iterator[tuple[ManualClock, SegmentStoreClient]]:
+    clock = ManualClock(START_MS)
+    store = SegmentStore(clock=clock)
+    try:
+        if request.param == "embedded":
+            yield clock, EmbeddedClient(store)
+        else:
+            with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
+                yield clock, c
+        store._check()
+    finally:
+        store.close()
+
+
+def _count_calls(client: SegmentStoreClient) -> Counter[str]:
+    """Count every public call made on ``client`` from now on (by method name)."""
+    calls: Counter[str] = Counter()
+    for name in dir(SegmentStoreClient):
+        if name.startswith("_") or name in ("close",):
+            continue
+        method = getattr(client, name)
+
+        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
+            calls[_n] += 1
+            return _m(*a, **kw)
+
+        setattr(client, name, counted)
+    return calls
+
+
+def _poll(reader: EventReader) -> list[EventBatch]:
+    """What the simulator's reader does each poll: batches until an empty one."""
+    out = []
+    while True:
+        b = reader.read_batch(1000)
+        out.append(b)
+        if not len(b) and b.watermark is None and b.checkpoint_name is None:
+            return out
+
+
+def _run(clock: ManualClock, c: SegmentStoreClient, batched: bool) -> tuple[list[Any], list[Counter[str]]]:
+    """Three rounds of writes to every segment, each followed by a poll (the clock moved between)."""
+    c.create_stream(S, _SEGMENTS)
+    cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=50)
+    reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+    reader.batched_reads = batched
+    writer = EventWriter(c, S)
+    _poll(reader)
+    seen: list[Any] = []
+    calls = []
+    for i in range(3):
+        clock.advance(100)
+        for k in range(64):
+            writer.write_event(f"k{k}", b"x%d" % i)
+        writer.flush()
+        clock.advance(100)
+        counted = _count_calls(c)
+        for b in _poll(reader):
+            cols = (b.offset.tolist(), b.ingestion_time.tolist())
+            seen.append((b.watermark, b.checkpoint_name, b.segments, *cols))
+        calls.append(Counter(counted))
+        for name in list(vars(c)):  # the counting wrappers off again
+            if not name.startswith("_") and callable(getattr(c, name)):
+                delattr(c, name)
+    return seen, calls
+
+
+def test_a_poll_reads_every_segment_in_one_store_call(manual: tuple[ManualClock, SegmentStoreClient]) -> None:
+    clock, c = manual
+    seen, calls = _run(clock, c, batched=True)
+    assert any(len(offsets) for *_, offsets, _ in seen)  # events came
+    for n in calls:
+        assert n["read_many"] == 1, n  # every segment's block, its events' watermarks and the tails
+        assert n["read"] == n["watermarks_at"] == n["wait_any"] == n["watermark_at"] == 0, n
+
+
+def test_batched_reads_deliver_what_a_read_per_segment_does() -> None:
+    runs = []
+    for batched in (True, False):
+        clock = ManualClock(START_MS)
+        with SegmentStore(clock=clock) as store:
+            seen, calls = _run(clock, EmbeddedClient(store), batched)
+        runs.append(seen)
+        if not batched:
+            assert all(n["read"] >= _SEGMENTS and n["watermarks_at"] >= _SEGMENTS for n in calls)
+    assert runs[0] == runs[1]
+
+
+def test_an_idle_poll_is_one_look_at_the_tails(manual: tuple[ManualClock, SegmentStoreClient]) -> None:
+    """Nothing new and nothing to report: a poll is one ``read_many`` (the tails and the state log),
+    no append to the group's state, and an empty batch."""
+    clock, c = manual
+    c.create_stream(S, _SEGMENTS)
+    cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=50)
+    reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+    for _ in range(3):  # joined, holds every segment, reported, caught up
+        clock.advance(100)
+        _poll(reader)
+    for _ in range(3):
+        clock.advance(100)
+        calls = _count_calls(c)
+        batches = _poll(reader)
+        assert len(batches) == 1 and not len(batches[0]) and batches[0].watermark is None
+        assert dict(calls) == {"read_many": 1}
+        for name in list(vars(c)):
+            if not name.startswith("_") and callable(getattr(c, name)):
+                delattr(c, name)
+
+
+def test_blocks_past_a_full_reply_are_read_in_further_calls() -> None:
+    """Segments with more data than one ``read_many`` reply holds: the rest is asked again, and
+    the reader delivers what a read per segment delivers."""
+    runs = []
+    for batched in (True, False):
+        clock = ManualClock(START_MS)
+        with SegmentStore(clock=clock) as store:
+            c = EmbeddedClient(store)
+            c.create_stream(S, 4)
+            writer = EventWriter(c, S)
+            for k in range(4_000):
+                writer.write_event(f"k{k}", bytes(700))  # ~2.9 MB over 4 segments
+            writer.flush()
+            clock.advance(100)
+            cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME)
+            reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+            reader.batched_reads = batched
+            calls = _count_calls(c)
+            got = [(b.segments, b.offset.tolist(), b.ingestion_time.tolist()) for b in _poll(reader)]
+            runs.append(got)
+            assert sum(len(offsets) for _, offsets, _ in got) == 4_000
+            if batched:
+                assert calls["read_many"] >= 2 and calls["read"] == 0  # 4 blocks of ~0.7 MB: 2 MiB a reply
+    assert runs[0] == runs[1]

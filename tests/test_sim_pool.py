@@ -1,0 +1,43 @@
+"""The replications' process pool is kept between ``execute`` calls: its workers stay warm (issue 36)."""
+
+from __future__ import annotations
+
+import os
+
+from bench.sim import experiment
+from bench.sim.experiment import execute, replication_tasks, shutdown_pool
+
+_SCENARIO = {
+    "name": "pool",
+    "duration_ms": 200,
+    "seed": 3,
+    "stream": {"name": "sim/pool", "segments": 2},
+    "writers": [
+        {"name": "w", "count": 1, "key_count": 4, "workload": {"kind": "constant", "rate_per_s": 200}}
+    ],
+    "readers": [{"name": "r", "count": 1, "poll_ms": 50}],
+    "metrics": {"plots": False},
+}
+
+
+def _worker_pids() -> set[int]:
+    assert experiment._pool, "no pool kept"
+    pool = experiment._pool[0][1]
+    return {pool.submit(os.getpid).result() for _ in range(8)}
+
+
+def test_the_workers_stay_warm_across_execute_calls() -> None:
+    tasks = replication_tasks("simulate", _SCENARIO, 3, 4)
+    try:
+        first = execute(tasks, "local", 2, show_progress=False)
+        pids = _worker_pids()
+        second = execute(tasks, "local", 2, show_progress=False)
+        assert _worker_pids() == pids and len(pids) == 2  # the same two processes ran both calls
+        assert [r["metrics"] for r in first] == [r["metrics"] for r in second]
+        assert [r["metrics"] for r in execute(tasks, "local", 1, show_progress=False)] == [
+            r["metrics"] for r in first
+        ]  # in-process: the same results
+    finally:
+        shutdown_pool()
+    assert not experiment._pool
+    shutdown_pool()  # idempotent
