@@ -44,6 +44,7 @@ from ..errors import (
 from ..net.commands import decode_read
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
+from ..segment_states import MAX_STATE_REQUESTS, SegmentState, check_state_requests
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import Chunk
@@ -409,6 +410,19 @@ class RemoteClient(WireCalls, SegmentStoreClient):
                 f"segment {name!r}: offsets must be an integer array, got dtype {offsets.dtype}"
             )
         return self._call(SegmentClient.watermarks_at, name=name, offsets=offsets)
+
+    # ------------------------------------------------------------------ many segments' state (issue 39)
+    def segment_states(self, requests: Sequence[tuple[str, int]]) -> tuple[SegmentState, ...]:
+        """One round trip per ``MAX_STATE_REQUESTS`` requests, all checked first (none sent if one is bad)."""
+        reqs = check_state_requests(requests)
+        out: list[SegmentState] = []
+        for i in range(0, len(reqs), MAX_STATE_REQUESTS):
+            part = [list(r) for r in reqs[i : i + MAX_STATE_REQUESTS]]
+            got = self._invoke("segment_states", {"requests": part})[0]
+            if not isinstance(got, (tuple, list)) or len(got) != len(part):
+                raise ProtocolError(f"segment_states: malformed reply {got!r:.80}")
+            out.extend(got)
+        return tuple(out)
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:

@@ -19,6 +19,7 @@ from ..errors import ProtocolError
 from ..future_read import FutureRead
 from ..limits import INT64_MAX, INT64_MIN
 from ..results import SegmentRead
+from ..segment_states import MAX_STATE_REQUESTS, check_state_requests
 from ..wait_any import ReadyFuture, check_wait_ms
 from .commands import COMMANDS, decode_args, encode_append_result, encode_read
 
@@ -114,6 +115,18 @@ def _wait_any(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
         conn.error(rid, e)
         return
     conn.reply(rid, *_encode_ready(ready))
+
+
+def _segment_states(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
+    """``segment_states``, bounded: at most ``MAX_STATE_REQUESTS`` requests in one frame."""
+    kw = decode_args(COMMANDS["segment_states"], args, payload)
+    try:
+        reqs = check_state_requests(kw["requests"], MAX_STATE_REQUESTS)
+        result = conn.client.segment_states(reqs)
+    except Exception as e:
+        conn.error(rid, e)
+    else:
+        conn.reply(rid, result)
 
 
 def _encode_ready(ready: tuple[int, ...]) -> tuple[Any, bytes]:
@@ -274,7 +287,13 @@ def _uniform(
     )
 
 
-_SPECIAL: dict[str, Handler] = {"ping": _ping, "read": _read, "wait_any": _wait_any, "append": _append}
+_SPECIAL: dict[str, Handler] = {
+    "ping": _ping,
+    "read": _read,
+    "wait_any": _wait_any,
+    "append": _append,
+    "segment_states": _segment_states,
+}
 
 
 def handlers() -> dict[str, Handler]:
