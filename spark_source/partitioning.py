@@ -4,7 +4,7 @@ A Spark task costs the same fixed time (~47 ms of a Python task on ``local[2]`` 
 however few bytes it reads, so one task per segment range made a micro-batch over a
 stream of 2,048 segments cost 2,047 tasks for a few hundred bytes each. Like Spark's
 file sources (``maxPartitionBytes``), ``pack_ranges`` fills each input partition with
-whole ranges, in order (stream, segment, begin), up to ``maxPartitionBytes``; a range
+whole ranges, in order (stream, epoch, segment, begin), up to ``maxPartitionBytes``; a range
 larger than that is a partition of its own. The number of tasks of a micro-batch thus
 follows the bytes in it, not the segments.
 
@@ -15,7 +15,10 @@ on the driver) into parts packed into consecutive partitions.
 
 Order: a range is read from its begin to its end by one task, and a task reads its
 ranges one after the other, so each segment's events of a micro-batch come out of one
-task in offset order, and micro-batches follow each other, as before. A range split by
+task in offset order, and micro-batches follow each other, as before; a task holding a
+segment and a successor that joined in the same micro-batch reads the older epoch first
+(across tasks Spark orders nothing: there, as before, ``offset`` within a segment and
+the segments' epochs give the order). A range split by
 ``minPartitions`` is read by several tasks at once, each part in order: Spark orders no
 rows across tasks, so per-key order within such a micro-batch is the ``offset`` column's
 (sort by it within a segment), as with Kafka's ``minPartitions``. Offsets do not depend
@@ -24,6 +27,7 @@ on the packing: it is computed again, equal, from a micro-batch's start and end.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 from segmentstore.client import SegmentStoreClient
@@ -33,6 +37,8 @@ from .planner import SegmentRange
 from .reading import frame_span
 
 __all__ = ["DEFAULT_MAX_PARTITION_BYTES", "pack_ranges", "split_range", "Splitter"]
+
+_EPOCH = re.compile(r"\.#epoch\.(\d+)$")
 
 Splitter = Callable[[SegmentRange, int], list[SegmentRange]]
 """Cuts a range into parts of at most about ``n`` bytes at frame boundaries (``split_range``)."""
@@ -51,7 +57,7 @@ def pack_ranges(
     """
     if max_bytes <= 0:
         raise ValueError(f"max_bytes must be > 0, got {max_bytes}")
-    ordered = sorted(ranges, key=lambda r: (r.stream, r.segment, r.begin))
+    ordered = sorted(ranges, key=lambda r: (r.stream, _epoch(r.segment), r.segment, r.begin))
     total = sum(r.end - r.begin for r in ordered)
     target = max_bytes
     if min_partitions is not None and min_partitions > 1 and total > 0:
@@ -69,6 +75,12 @@ def pack_ranges(
         out[-1].append(r)
         size += n
     return out
+
+
+def _epoch(segment: str) -> int:
+    """The epoch in a stream segment's name (``stream_segment_name``); 0 for another name."""
+    m = _EPOCH.search(segment)
+    return int(m.group(1)) if m else 0
 
 
 def split_range(client: SegmentStoreClient, r: SegmentRange, part_bytes: int) -> list[SegmentRange]:

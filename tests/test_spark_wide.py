@@ -135,6 +135,12 @@ def test_ranges_are_packed_whole_up_to_the_size_in_order() -> None:
     assert pack_ranges([], 100) == []
 
 
+def test_a_task_reads_a_predecessor_before_its_successor() -> None:
+    ranges = [_r("s/a/12.#epoch.2", 0, 10), _r("s/a/7.#epoch.1", 0, 10), _r("s/a/5.#epoch.0", 0, 10)]
+    [part] = pack_ranges(ranges, 100)  # by name alone, 12 would come first
+    assert [r.segment for r in part] == ["s/a/5.#epoch.0", "s/a/7.#epoch.1", "s/a/12.#epoch.2"]
+
+
 def _events_of(client: EmbeddedClient, rs: list[SegmentRange]) -> list[tuple[str, int]]:
     out = []
     for r in rs:
