@@ -31,12 +31,15 @@ trip per ``MAX_STATE_REQUESTS`` segments, however wide the streams), one more fo
 successors that join, one for the watermarks at the ends when a limit (or a truncation)
 ends segments short of their tails, and one ``list_streams`` with a pattern; with a
 limit, a ``scan_records`` per segment and round (one per 16 MiB). A truncated segment's
-head watermark costs a ``watermark_at``; ``timeDomain = event`` adds what
-``ProducerWatermarks`` asks (its cursors read the writers' markers per segment).
+head watermark costs a ``watermark_at``. ``timeDomain = event`` adds what
+``ProducerWatermarks`` reads: the writers' markers in the bytes that arrived (the infos
+come from the same call), and once per segment met, its snapshots and stream segment
+(one ``get_stream`` per stream for the active ones).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 from collections.abc import Callable
@@ -46,7 +49,7 @@ from readergroup.group_state.event_time import ProducerWatermarks
 from readergroup.reading.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
-from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
+from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError, StreamNotFoundError
 from segmentstore.results import SegmentInfo
 from segmentstore.segment_states import SegmentState
 from segmentstore.stream_metadata import StreamSegment
@@ -484,14 +487,14 @@ class Planner:
         ``at_target``: positions ahead of the query's (a run's bound), which must not raise
         the floor the producer watermark keeps for the query's own positions.
         """
+        self._ask(
+            [(seg, p) for so in streams.values() for seg, p in so.positions.items() if seg not in so.done]
+        )
         if self._producer is not None:
             pw = ProducerWatermarks(self._client) if at_target else self._producer
             return self._producer_watermark(streams, cap, pw)
         live: list[int] = []
         final: list[int] = []
-        self._ask(
-            [(seg, p) for so in streams.values() for seg, p in so.positions.items() if seg not in so.done]
-        )
         for stream, so in streams.items():
             for seg, pos in so.positions.items():
                 if seg in so.done:
@@ -523,7 +526,12 @@ class Planner:
     ) -> int:
         """The writers' watermark at the frontier's positions (``timeDomain = event``)."""
         rows: list[tuple[StreamSegment, int]] = []
-        for so in streams.values():
+        for stream, so in streams.items():
+            if any(n not in self._segments for n in so.positions):  # one call for the active ones
+                with contextlib.suppress(StreamNotFoundError):
+                    self._segments.update(
+                        (s.name, s) for s in self._client.get_stream(stream).active_segments
+                    )
             for name, pos in so.positions.items():
                 if name in so.done:
                     continue
@@ -534,7 +542,7 @@ class Planner:
                     except SegmentNotFoundError:
                         continue  # deleted: failOnDataLoss is the read's business
                 rows.append((seg, pos))
-        w = pw.watermark(0, rows)  # NO_WATERMARK while no writer asserted anything
+        w = pw.watermark(0, rows, self._infos)  # NO_WATERMARK while no writer asserted anything
         return w if cap is None or w == NO_WATERMARK else min(w, cap)
 
 

@@ -85,6 +85,23 @@ def test_a_micro_batch_is_planned_in_one_store_call_however_wide_the_stream(segm
     assert p.ranges(end, idle) == []
 
 
+def test_with_time_domain_event_a_micro_batch_asks_no_segment_one_by_one() -> None:
+    """The writers' watermark reads their markers where data moved; infos come from the one call."""
+    clock, inner = _wide(32)
+    client = Counting(inner)
+    p = _planner(client, timeDomain="event")
+    start = p.next_offset(p.initial_offset(), READ_ALL, None)  # meets every segment once
+    client.calls.clear()
+    end = p.next_offset(start, READ_ALL, None)
+    assert client.calls == {"segment_states": 1}
+    with EventWriter(inner, "s/a") as w:
+        w.write_event("k1", b"late", clock.now())
+    client.calls.clear()
+    p.next_offset(end, READ_ALL, None)
+    assert client.calls["segment_states"] == 1 and client.calls["get_info"] == 0
+    assert 0 < client.calls["read"] <= 4  # the one segment written: its markers scanned
+
+
 def test_successors_that_join_cost_one_more_call_not_one_per_segment() -> None:
     clock, inner = _wide(8)
     p = _planner(Counting(inner))
