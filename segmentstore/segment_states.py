@@ -1,4 +1,5 @@
-"""Many segments' state in one call: ``segment_states``, what a reader or planner asks of its frontier.
+"""Many segments in one call: ``segment_states`` (what a reader or planner asks of its frontier)
+and ``read_many`` (small reads of many segments with their ingestion runs).
 
 A reader or a query planner holding k segments used to make k ``get_info`` and k
 ``watermark_at`` calls, plus a ``get_successors`` per sealed one, each a round trip
@@ -22,6 +23,15 @@ between two of them is seen by the later one only), and ``watermark`` and
 ``tail_watermark`` are true bounds whatever was written since. A wire call takes at
 most ``MAX_STATE_REQUESTS`` requests (``RemoteClient`` sends more in several calls).
 Costs: O(k log n) store work for k requests, plus O(successors) for sealed segments.
+
+``read_many`` takes ``(segment, offset, max_length)`` requests and answers each with a
+``RangeRead``: the ``SegmentRead`` a ``read`` would return and the ``ingestion_runs`` of
+its bytes (``None`` for none), or the error's class and message where ``read`` would
+raise (truncated, deleted, beyond the length), without failing the others. The reads
+share one reply: a server gives them at most ``max_reply_bytes // 4`` bytes together,
+in request order (a later read may come back shorter than asked, or empty: ask again
+from its end, as after any short read). For a task reading many small ranges: one round
+trip for all of them instead of two each. O(bytes + k log n).
 """
 
 from __future__ import annotations
@@ -29,12 +39,30 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentTruncatedError
+import numpy as np
+
+from .errors import (
+    BadOffsetError,
+    InvalidArgumentError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+)
 from .limits import INT64_MAX, shorten
-from .results import SegmentInfo
+from .results import SegmentInfo, SegmentRead
 from .stream_metadata import SuccessorInfo
 
-__all__ = ["SegmentState", "StateRequest", "MAX_STATE_REQUESTS", "check_state_requests", "segment_states"]
+__all__ = [
+    "SegmentState",
+    "StateRequest",
+    "MAX_STATE_REQUESTS",
+    "check_state_requests",
+    "segment_states",
+    "RangeRead",
+    "ReadRequest",
+    "check_read_requests",
+    "read_many",
+]
 
 StateRequest = tuple[str, int]
 """``(segment name, position >= 0)``: whose state, and where its ``watermark`` is wanted."""
@@ -134,3 +162,66 @@ def _state(
 def _message(e: BaseException, name: str) -> str:
     text = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
     return text or f"segment {shorten(name)} not found"
+
+
+ReadRequest = tuple[str, int, int]
+"""``(segment name, offset >= 0, max_length >= 0)``: a ``read`` of ``read_many``."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RangeRead:
+    """One request's answer in ``read_many``: the read and its bytes' ingestion runs, or the error."""
+
+    read: SegmentRead | None
+    runs: np.ndarray | None
+    """``ingestion_runs`` of the read's bytes (``None`` for no bytes), as ``ingestion_runs`` gives them."""
+    error: str | None = None
+    """``"ErrorClass: message"`` where ``read`` would have raised, else ``None``."""
+
+
+def check_read_requests(requests: object, limit: int | None = None) -> list[ReadRequest]:
+    """The requests as a list of ``(str, int >= 0, int >= 0)``; ``InvalidArgumentError`` naming a bad one."""
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+        raise InvalidArgumentError(
+            f"read_many: requests must be a sequence of (segment, offset, max_length), got {requests!r:.80}"
+        )
+    if limit is not None and len(requests) > limit:
+        raise InvalidArgumentError(
+            f"read_many: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
+        )
+    out: list[ReadRequest] = []
+    for i, r in enumerate(requests):
+        ok = isinstance(r, (tuple, list)) and len(r) == 3
+        if ok:
+            name, offset, n = r
+            ok = type(name) is str and all(type(v) is int and 0 <= v <= INT64_MAX for v in (offset, n))
+        if not ok:
+            raise InvalidArgumentError(
+                f"read_many: request {i} must be (segment name, offset >= 0, max_length >= 0), got {r!r:.80}"
+            )
+        out.append((name, offset, n))
+    return out
+
+
+def read_many(
+    read: Callable[[str, int, int], SegmentRead],
+    ingestion_runs: Callable[[str, int, int], np.ndarray],
+    requests: Sequence[ReadRequest],
+    max_bytes: int | None = None,
+) -> tuple[RangeRead, ...]:
+    """Each request's read and runs, in order, at most ``max_bytes`` of data in all (module docstring)."""
+    out: list[RangeRead] = []
+    budget = max_bytes
+    for name, offset, n in requests:
+        if budget is not None:
+            n = min(n, budget)
+        try:
+            r = read(name, offset, n)
+            runs = ingestion_runs(name, r.offset, r.offset + len(r.data)) if r.data else None
+        except SegmentStoreError as e:
+            out.append(RangeRead(None, None, f"{type(e).__name__}: {_message(e, name)}"))
+            continue
+        if budget is not None:
+            budget -= len(r.data)
+        out.append(RangeRead(r, runs))
+    return tuple(out)

@@ -10,7 +10,14 @@ import numpy as np
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
 from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
-from ..segment_states import SegmentState, check_state_requests, segment_states
+from ..segment_states import (
+    RangeRead,
+    SegmentState,
+    check_read_requests,
+    check_state_requests,
+    read_many,
+    segment_states,
+)
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms
@@ -96,6 +103,9 @@ class EmbeddedClient(SegmentStoreClient):
     def segment_states(self, requests: Sequence[tuple[str, int]]) -> tuple[SegmentState, ...]:
         reqs = check_state_requests(requests)
         return segment_states(self.store.get_info, self.store.watermark_at, self.get_successors, reqs)
+
+    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        return read_many(self.store.read, self.store.ingestion_runs, check_read_requests(requests))
 
     def watermark_at(self, name: str, offset: int) -> int:
         return self.store.watermark_at(name, offset)

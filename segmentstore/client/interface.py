@@ -28,7 +28,7 @@ import numpy as np
 from ..attributes import AttributeUpdate
 from ..errors import SegmentStoreError
 from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
-from ..segment_states import SegmentState
+from ..segment_states import RangeRead, SegmentState
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 
 __all__ = [
@@ -247,6 +247,18 @@ class SegmentClient(Protocol):
         ``InvalidArgumentError`` naming it. What a planner or reader asks of its whole
         frontier once per round: one round trip (per ``MAX_STATE_REQUESTS`` segments)
         instead of two or three per segment. O(k log n).
+        """
+        ...
+
+    @idempotent
+    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        """Reads ``(segment, offset, max_length)`` of many segments, each with its bytes' ingestion runs.
+
+        One ``RangeRead`` per request, in order (``segmentstore.segment_states``): where a
+        ``read`` would raise (truncated, deleted, beyond the length) its ``error`` says so and
+        the others are answered. The reads share one reply, so a later one may come back
+        shorter than asked (or empty): ask again from its end. Never waits. What a task
+        reading many small ranges asks: one round trip instead of two per range. O(bytes).
         """
         ...
 

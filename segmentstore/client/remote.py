@@ -41,10 +41,16 @@ from ..errors import (
     StreamExistsError,
     StreamNotFoundError,
 )
-from ..net.commands import decode_read
+from ..net.commands import decode_read, decode_read_many
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
-from ..segment_states import MAX_STATE_REQUESTS, SegmentState, check_state_requests
+from ..segment_states import (
+    MAX_STATE_REQUESTS,
+    RangeRead,
+    SegmentState,
+    check_read_requests,
+    check_state_requests,
+)
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import Chunk
@@ -422,6 +428,17 @@ class RemoteClient(WireCalls, SegmentStoreClient):
             if not isinstance(got, (tuple, list)) or len(got) != len(part):
                 raise ProtocolError(f"segment_states: malformed reply {got!r:.80}")
             out.extend(got)
+        return tuple(out)
+
+    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        """One round trip per ``MAX_STATE_REQUESTS`` requests; the data travels as the payload."""
+        reqs = check_read_requests(requests)
+        out: list[RangeRead] = []
+        for i in range(0, len(reqs), MAX_STATE_REQUESTS):
+            part = reqs[i : i + MAX_STATE_REQUESTS]
+            args = {"requests": [list(r) for r in part]}
+            result, payload = self._invoke("read_many", args, copy_payload=True)
+            out.extend(decode_read_many(result, payload, [r[0] for r in part]))
         return tuple(out)
 
     # ------------------------------------------------------------------ streams (controller)
