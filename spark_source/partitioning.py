@@ -28,15 +28,36 @@ on the packing: it is computed again, equal, from a micro-batch's start and end.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
+import pyarrow as pa
+
+from readergroup.format.frame_batch import decode_events
 from segmentstore.client import SegmentStoreClient
+from segmentstore.segment_states import RangeRead
 
 from .options import DEFAULT_MAX_PARTITION_BYTES
 from .planner import SegmentRange
-from .reading import frame_span
+from .reading import BatchMeta, events_batch, frame_span, read_range, times_in_runs
 
-__all__ = ["DEFAULT_MAX_PARTITION_BYTES", "pack_ranges", "split_range", "Splitter"]
+__all__ = [
+    "DEFAULT_MAX_PARTITION_BYTES",
+    "SMALL_RANGE_BYTES",
+    "GROUP_BYTES",
+    "GROUP_RANGES",
+    "pack_ranges",
+    "split_range",
+    "read_ranges",
+    "Splitter",
+]
+
+SMALL_RANGE_BYTES = 1 << 20
+"""Ranges up to this size are read many at once (``read_ranges``); larger ones fetch ahead themselves."""
+GROUP_BYTES = 2 << 20
+"""Bytes of small ranges one ``read_many`` asks for (a server answers 4 MiB in one reply)."""
+GROUP_RANGES = 1024
+"""Small ranges one ``read_many`` asks for at most."""
 
 _EPOCH = re.compile(r"\.#epoch\.(\d+)$")
 
@@ -102,3 +123,84 @@ def split_range(client: SegmentStoreClient, r: SegmentRange, part_bytes: int) ->
     if pos < r.end:
         out.append(SegmentRange(r.stream, r.segment, pos, r.end))
     return out
+
+
+def read_ranges(
+    client: SegmentStoreClient,
+    ranges: Sequence[SegmentRange],
+    meta: BatchMeta,
+    warn: Callable[[str], None] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The events of ``ranges`` as ``read_range`` gives them, range after range, in order.
+
+    A task packed with many small ranges would wait two round trips per range: runs of
+    ranges of at most ``SMALL_RANGE_BYTES`` are read ``GROUP_BYTES`` (at most
+    ``GROUP_RANGES`` ranges) at a time with one ``read_many`` (bytes and ingestion runs
+    together), decoded range by range and handed to Spark as one record batch per group.
+    A range that ``read_many`` could not give whole (gone, truncated, cut short by the
+    reply's size, malformed) is read by ``read_range``, which reports it as it always
+    does; a larger range is read as ``read_range`` reads it. O(bytes).
+    """
+    i = 0
+    while i < len(ranges):
+        j = i
+        while j < len(ranges) and ranges[j].end - ranges[j].begin <= SMALL_RANGE_BYTES:
+            j += 1
+        if j - i < 2:  # a large range, or a small one alone
+            r = ranges[i]
+            yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn)
+            i += 1
+            continue
+        while i < j:
+            k, total = i, 0
+            while (
+                k < j
+                and k - i < GROUP_RANGES
+                and (k == i or total + ranges[k].end - ranges[k].begin <= GROUP_BYTES)
+            ):
+                total += ranges[k].end - ranges[k].begin
+                k += 1
+            yield from _read_group(client, ranges[i:k], meta, warn)
+            i = k
+
+
+def _read_group(
+    client: SegmentStoreClient,
+    group: Sequence[SegmentRange],
+    meta: BatchMeta,
+    warn: Callable[[str], None] | None,
+) -> Iterator[pa.RecordBatch]:
+    got = client.read_many([(r.segment, r.begin, r.end - r.begin) for r in group])
+    held: list[pa.RecordBatch] = []
+    for r, x in zip(group, got, strict=True):
+        batch = _whole_range(r, x, meta)
+        if batch is not None:
+            if batch.num_rows:
+                held.append(batch)
+            continue
+        if held:  # in order: what came before this range first
+            yield _combined(held)
+            held = []
+        yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn)
+    if held:
+        yield _combined(held)
+
+
+def _whole_range(r: SegmentRange, x: RangeRead, meta: BatchMeta) -> pa.RecordBatch | None:
+    """The range's events from its ``read_many`` answer; None if it is not the whole range, cleanly."""
+    if x.read is None or len(x.read.data) != r.end - r.begin or x.runs is None:
+        return None
+    runs = np.asarray(x.runs, dtype=np.int64)
+    if runs.ndim != 2 or runs.shape[0] != 2 or runs.shape[1] == 0 or int(runs[0, -1]) < r.end - 1:
+        return None  # more runs than one answer holds: read_range asks in parts
+    cols, consumed = decode_events(x.read.data, r.begin)
+    if consumed != len(x.read.data):
+        return None  # malformed, or not whole frames: read_range reports it
+    times = times_in_runs(cols.offsets, runs) if len(cols) else np.empty(0, np.int64)
+    return events_batch(r.stream, r.segment, meta, cols, times)
+
+
+def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]

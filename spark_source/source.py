@@ -49,9 +49,9 @@ from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 from .errors import InvalidOptionError
 from .offsets import SourceOffset
 from .options import EVENT, SourceOptions, parse_source_options
-from .partitioning import pack_ranges, split_range
+from .partitioning import pack_ranges, read_ranges, split_range
 from .planner import READ_ALL, Limit, Planner, SegmentRange
-from .reading import SPARK_SCHEMA, BatchMeta, connect, read_range, watermark_batch
+from .reading import SPARK_SCHEMA, BatchMeta, connect, watermark_batch
 
 __all__ = [
     "FORMAT",
@@ -93,10 +93,9 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
         # read_range fetches ahead itself
         client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
         try:
-            for r in partition.ranges:
-                for batch in read_range(client, r.stream, r.segment, r.begin, r.end, partition.meta):
-                    events += batch.num_rows
-                    yield batch
+            for batch in read_ranges(client, partition.ranges, partition.meta):
+                events += batch.num_rows
+                yield batch
         finally:
             client.close()
     if partition.watermark_row and events == 0:

@@ -16,7 +16,7 @@ from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient
 from segmentstore.net.server import SegmentStoreServer
-from spark_source.errors import InvalidOptionError
+from spark_source.errors import DataLossError, InvalidOptionError
 from spark_source.offsets import SourceOffset
 from spark_source.options import DEFAULT_MAX_PARTITION_BYTES, parse_source_options
 from spark_source.partitioning import pack_ranges, split_range
@@ -193,6 +193,33 @@ def test_split_range_gives_a_frame_longer_than_a_part_alone() -> None:
     assert parts[0].begin == 0 and parts[-1].end == r.end and len(parts) >= 3
     assert any(p.end - p.begin > 3000 for p in parts)
     assert _events_of(client, parts) == _events_of(client, [r])
+
+
+def _rows(batches: Any) -> list[dict[str, Any]]:
+    return [row for b in batches for row in b.to_pylist()]
+
+
+def test_a_task_of_many_small_ranges_reads_them_in_few_calls_as_read_range_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import spark_source.partitioning as partitioning
+
+    _, inner = _wide(64, events=600)
+    segs = [s.name for s in inner.get_stream("s/a").active_segments]
+    ranges = [_r(seg, 0, inner.get_info(seg).length) for seg in segs if inner.get_info(seg).length]
+    meta = BatchMeta(START + 5, 0)
+    want = _rows(b for r in ranges for b in read_range(inner, r.stream, r.segment, r.begin, r.end, meta))
+    monkeypatch.setattr(partitioning, "GROUP_RANGES", 10)
+    client = Counting(inner)
+    got = list(partitioning.read_ranges(client, ranges, meta))  # type: ignore[arg-type]
+    assert _rows(got) == want and len(want) == 600  # the same rows, in range order
+    assert client.calls == {"read_many": -(-len(ranges) // 10)} and len(got) == client.calls["read_many"]
+    # a range read_many cannot give whole is read as read_range reads it, and reports what it reports
+    inner.truncate(ranges[3].segment, ranges[3].end)
+    with pytest.raises(DataLossError, match=ranges[3].segment.replace(".", "\\.")):
+        list(partitioning.read_ranges(inner, ranges, meta))
+    skipped = _rows(partitioning.read_ranges(inner, ranges, BatchMeta(START + 5, 0, fail_on_data_loss=False)))
+    assert skipped == [row for row in want if row["segment"] != ranges[3].segment]
 
 
 @pytest.mark.parametrize("option", ["maxPartitionBytes", "minPartitions"])
