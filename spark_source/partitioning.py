@@ -23,6 +23,10 @@ the segments' epochs give the order). A range split by
 rows across tasks, so per-key order within such a micro-batch is the ``offset`` column's
 (sort by it within a segment), as with Kafka's ``minPartitions``. Offsets do not depend
 on the packing: it is computed again, equal, from a micro-batch's start and end.
+
+A task reads its ranges with ``read_ranges``: small ones (most of a wide stream's) many
+at a time through ``read_many`` (their bytes and ingestion runs in one round trip),
+handed to Spark as one record batch per call; large ones as ``read_range`` reads them.
 """
 
 from __future__ import annotations
