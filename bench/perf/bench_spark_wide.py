@@ -2,7 +2,7 @@
 
 Pravega's auto-scaling makes streams of thousands of segments ordinary. A served store
 (``ingestwm serve`` in its own process) holds one stream per width, each with the same
-20,000 events (``--tiny``: 2,000 in 4 and 64 segments) written by a default
+20,000 events (``--tiny``: 2,000 in 4 and 16 segments) written by a default
 ``EventWriter`` over ``RemoteClient``, keys spread over all segments. Measured in one
 ``local[2]`` session, for each width:
 
@@ -112,10 +112,10 @@ def run(size: Size = "full") -> list[Row]:
     """Batch reads and streaming queries over each width, one session; rows for ``ingestwm bench``."""
     from spark_source.session import local_session
 
-    widths = sized(size, (4, 64), (4, 256, 2048), (4, 256, 2048))
+    widths = sized(size, (4, 16), (4, 256, 2048), (4, 256, 2048))
     events = sized(size, 2_000, 20_000, 20_000)
     reads = sized(size, 1, 1, 3)
-    stream_s = sized(size, 4.0, _STREAM_S, _STREAM_S)
+    stream_s = sized(size, 2.5, _STREAM_S, _STREAM_S)
     serve_process, port = serve_in_process()
     endpoint = f"127.0.0.1:{port}"
     out: list[Row] = []
