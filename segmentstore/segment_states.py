@@ -1,5 +1,5 @@
 """Many segments in one call: ``segment_states`` (what a reader or planner asks of its frontier)
-and ``read_many`` (small reads of many segments with their ingestion runs).
+and ``read_ranges`` (small reads of many segments with their ingestion runs).
 
 A reader or a query planner holding k segments used to make k ``get_info`` and k
 ``watermark_at`` calls, plus a ``get_successors`` per sealed one, each a round trip
@@ -24,7 +24,7 @@ between two of them is seen by the later one only), and ``watermark`` and
 most ``MAX_STATE_REQUESTS`` requests (``RemoteClient`` sends more in several calls).
 Costs: O(k log n) store work for k requests, plus O(successors) for sealed segments.
 
-``read_many`` takes ``(segment, offset, max_length)`` requests and answers each with a
+``read_ranges`` takes ``(segment, offset, max_length)`` requests and answers each with a
 ``RangeRead``: the ``SegmentRead`` a ``read`` would return and the ``ingestion_runs`` of
 its bytes (``None`` for none), or the error's class and message where ``read`` would
 raise (truncated, deleted, beyond the length), without failing the others. The reads
@@ -61,7 +61,7 @@ __all__ = [
     "RangeRead",
     "ReadRequest",
     "check_read_requests",
-    "read_many",
+    "read_ranges",
 ]
 
 StateRequest = tuple[str, int]
@@ -165,12 +165,12 @@ def _message(e: BaseException, name: str) -> str:
 
 
 ReadRequest = tuple[str, int, int]
-"""``(segment name, offset >= 0, max_length >= 0)``: a ``read`` of ``read_many``."""
+"""``(segment name, offset >= 0, max_length >= 0)``: a ``read`` of ``read_ranges``."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class RangeRead:
-    """One request's answer in ``read_many``: the read and its bytes' ingestion runs, or the error."""
+    """One request's answer in ``read_ranges``: the read and its bytes' ingestion runs, or the error."""
 
     read: SegmentRead | None
     runs: np.ndarray | None
@@ -183,11 +183,11 @@ def check_read_requests(requests: object, limit: int | None = None) -> list[Read
     """The requests as a list of ``(str, int >= 0, int >= 0)``; ``InvalidArgumentError`` naming a bad one."""
     if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
         raise InvalidArgumentError(
-            f"read_many: requests must be a sequence of (segment, offset, max_length), got {requests!r:.80}"
+            f"read_ranges: requests must be a sequence of (segment, offset, max_length), got {requests!r:.80}"
         )
     if limit is not None and len(requests) > limit:
         raise InvalidArgumentError(
-            f"read_many: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
+            f"read_ranges: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
         )
     out: list[ReadRequest] = []
     for i, r in enumerate(requests):
@@ -197,13 +197,13 @@ def check_read_requests(requests: object, limit: int | None = None) -> list[Read
             ok = type(name) is str and all(type(v) is int and 0 <= v <= INT64_MAX for v in (offset, n))
         if not ok:
             raise InvalidArgumentError(
-                f"read_many: request {i} must be (segment name, offset >= 0, max_length >= 0), got {r!r:.80}"
+                f"read_ranges: request {i} must be (segment name, offset >= 0, max_length >= 0), got {r!r:.72}"
             )
         out.append((name, offset, n))
     return out
 
 
-def read_many(
+def read_ranges(
     read: Callable[[str, int, int], SegmentRead],
     ingestion_runs: Callable[[str, int, int], np.ndarray],
     requests: Sequence[ReadRequest],

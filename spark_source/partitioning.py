@@ -25,7 +25,7 @@ rows across tasks, so per-key order within such a micro-batch is the ``offset`` 
 on the packing: it is computed again, equal, from a micro-batch's start and end.
 
 A task reads its ranges with ``read_ranges``: small ones (most of a wide stream's) many
-at a time through ``read_many`` (their bytes and ingestion runs in one round trip),
+at a time through ``read_ranges`` (their bytes and ingestion runs in one round trip),
 handed to Spark as one record batch per call; large ones as ``read_range`` reads them.
 """
 
@@ -59,9 +59,9 @@ __all__ = [
 SMALL_RANGE_BYTES = 1 << 20
 """Ranges up to this size are read many at once (``read_ranges``); larger ones fetch ahead themselves."""
 GROUP_BYTES = 2 << 20
-"""Bytes of small ranges one ``read_many`` asks for (a server answers 4 MiB in one reply)."""
+"""Bytes of small ranges one ``read_ranges`` asks for (a server answers 4 MiB in one reply)."""
 GROUP_RANGES = 1024
-"""Small ranges one ``read_many`` asks for at most."""
+"""Small ranges one ``read_ranges`` asks for at most."""
 
 _EPOCH = re.compile(r"\.#epoch\.(\d+)$")
 
@@ -139,9 +139,9 @@ def read_ranges(
 
     A task packed with many small ranges would wait two round trips per range: runs of
     ranges of at most ``SMALL_RANGE_BYTES`` are read ``GROUP_BYTES`` (at most
-    ``GROUP_RANGES`` ranges) at a time with one ``read_many`` (bytes and ingestion runs
+    ``GROUP_RANGES`` ranges) at a time with one ``read_ranges`` (bytes and ingestion runs
     together), decoded range by range and handed to Spark as one record batch per group.
-    A range that ``read_many`` could not give whole (gone, truncated, cut short by the
+    A range that ``read_ranges`` could not give whole (gone, truncated, cut short by the
     reply's size, malformed) is read by ``read_range``, which reports it as it always
     does; a larger range is read as ``read_range`` reads it. O(bytes).
     """
@@ -174,7 +174,7 @@ def _read_group(
     meta: BatchMeta,
     warn: Callable[[str], None] | None,
 ) -> Iterator[pa.RecordBatch]:
-    got = client.read_many([(r.segment, r.begin, r.end - r.begin) for r in group])
+    got = client.read_ranges([(r.segment, r.begin, r.end - r.begin) for r in group])
     held: list[pa.RecordBatch] = []
     for r, x in zip(group, got, strict=True):
         batch = _whole_range(r, x, meta)
@@ -191,7 +191,7 @@ def _read_group(
 
 
 def _whole_range(r: SegmentRange, x: RangeRead, meta: BatchMeta) -> pa.RecordBatch | None:
-    """The range's events from its ``read_many`` answer; None if it is not the whole range, cleanly."""
+    """The range's events from its ``read_ranges`` answer; None if it is not the whole range, cleanly."""
     if x.read is None or len(x.read.data) != r.end - r.begin or x.runs is None:
         return None
     runs = np.asarray(x.runs, dtype=np.int64)

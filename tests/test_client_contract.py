@@ -591,7 +591,7 @@ def test_segment_states_beyond_one_frame_go_in_parts_and_the_server_refuses_more
         server.stop()
 
 
-def test_read_many_reads_as_read_does_with_the_ingestion_runs_and_a_failed_read_fails_only_itself(
+def test_read_ranges_reads_as_read_does_with_the_ingestion_runs_and_a_failed_read_fails_only_itself(
     client: SegmentStoreClient, clock: ManualClock
 ) -> None:
     client.create_segment("a")
@@ -602,7 +602,7 @@ def test_read_many_reads_as_read_does_with_the_ingestion_runs_and_a_failed_read_
     client.append("b", b"0123456789")
     client.truncate("b", 4)
     asks = [("a", 1, 5), ("gone", 0, 1), ("b", 2, 3), ("b", 5, 100), ("a", 7, 10), ("a", 9, 1)]
-    got = client.read_many(asks)
+    got = client.read_ranges(asks)
     assert len(got) == len(asks)
     for (name, offset, n), x in zip(asks, got, strict=True):
         try:
@@ -619,12 +619,12 @@ def test_read_many_reads_as_read_does_with_the_ingestion_runs_and_a_failed_read_
             assert x.runs is None
     assert got[0].read is not None and got[0].read.data == b"bcdef"
     assert [x.error is not None for x in got] == [False, True, True, False, False, True]
-    assert client.read_many([]) == ()
-    with pytest.raises(InvalidArgumentError, match="read_many: request 1"):
-        client.read_many([("a", 0, 1), ("a", -1, 1)])
+    assert client.read_ranges([]) == ()
+    with pytest.raises(InvalidArgumentError, match="read_ranges: request 1"):
+        client.read_ranges([("a", 0, 1), ("a", -1, 1)])
 
 
-def test_read_many_shares_one_reply_frame_and_later_reads_come_back_short(store: SegmentStore) -> None:
+def test_read_ranges_shares_one_reply_frame_and_later_reads_come_back_short(store: SegmentStore) -> None:
     big = 3 * 1024 * 1024
     for name in ("x", "y"):
         store.create_segment(name)
@@ -633,7 +633,7 @@ def test_read_many_shares_one_reply_frame_and_later_reads_come_back_short(store:
     port = server.start()
     try:
         with RemoteClient(("127.0.0.1", port), timeout_s=20) as remote:
-            got = remote.read_many([("x", 0, big), ("y", 0, big)])
+            got = remote.read_ranges([("x", 0, big), ("y", 0, big)])
         sizes = [len(x.read.data) for x in got if x.read is not None]
         assert len(sizes) == 2 and 0 < sum(sizes) < 4 * 1024 * 1024 and sizes[1] < big
         assert all(x.error is None for x in got)

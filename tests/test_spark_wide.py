@@ -213,8 +213,8 @@ def test_a_task_of_many_small_ranges_reads_them_in_few_calls_as_read_range_would
     client = Counting(inner)
     got = list(partitioning.read_ranges(client, ranges, meta))  # type: ignore[arg-type]
     assert _rows(got) == want and len(want) == 600  # the same rows, in range order
-    assert client.calls == {"read_many": -(-len(ranges) // 10)} and len(got) == client.calls["read_many"]
-    # a range read_many cannot give whole is read as read_range reads it, and reports what it reports
+    assert client.calls == {"read_ranges": -(-len(ranges) // 10)} and len(got) == client.calls["read_ranges"]
+    # a range read_ranges cannot give whole is read as read_range reads it, and reports what it reports
     inner.truncate(ranges[3].segment, ranges[3].end)
     with pytest.raises(DataLossError, match=ranges[3].segment.replace(".", "\\.")):
         list(partitioning.read_ranges(inner, ranges, meta))

@@ -15,7 +15,7 @@ from ..segment_states import (
     SegmentState,
     check_read_requests,
     check_state_requests,
-    read_many,
+    read_ranges,
     segment_states,
 )
 from ..store import SegmentStore
@@ -104,8 +104,8 @@ class EmbeddedClient(SegmentStoreClient):
         reqs = check_state_requests(requests)
         return segment_states(self.store.get_info, self.store.watermark_at, self.get_successors, reqs)
 
-    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
-        return read_many(self.store.read, self.store.ingestion_runs, check_read_requests(requests))
+    def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        return read_ranges(self.store.read, self.store.ingestion_runs, check_read_requests(requests))
 
     def watermark_at(self, name: str, offset: int) -> int:
         return self.store.watermark_at(name, offset)

@@ -251,7 +251,7 @@ class SegmentClient(Protocol):
         ...
 
     @idempotent
-    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+    def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
         """Reads ``(segment, offset, max_length)`` of many segments, each with its bytes' ingestion runs.
 
         One ``RangeRead`` per request, in order (``segmentstore.segment_states``): where a

@@ -41,7 +41,7 @@ from ..errors import (
     StreamExistsError,
     StreamNotFoundError,
 )
-from ..net.commands import decode_read, decode_read_many
+from ..net.commands import decode_read, decode_read_ranges
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from ..results import AppendResult, RecordScan, SegmentInfo, SegmentRead
 from ..segment_states import (
@@ -430,15 +430,15 @@ class RemoteClient(WireCalls, SegmentStoreClient):
             out.extend(got)
         return tuple(out)
 
-    def read_many(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+    def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
         """One round trip per ``MAX_STATE_REQUESTS`` requests; the data travels as the payload."""
         reqs = check_read_requests(requests)
         out: list[RangeRead] = []
         for i in range(0, len(reqs), MAX_STATE_REQUESTS):
             part = reqs[i : i + MAX_STATE_REQUESTS]
             args = {"requests": [list(r) for r in part]}
-            result, payload = self._invoke("read_many", args, copy_payload=True)
-            out.extend(decode_read_many(result, payload, [r[0] for r in part]))
+            result, payload = self._invoke("read_ranges", args, copy_payload=True)
+            out.extend(decode_read_ranges(result, payload, [r[0] for r in part]))
         return tuple(out)
 
     # ------------------------------------------------------------------ streams (controller)

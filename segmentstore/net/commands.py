@@ -38,8 +38,8 @@ __all__ = [
     "decode_append_items",
     "encode_read",
     "decode_read",
-    "encode_read_many",
-    "decode_read_many",
+    "encode_read_ranges",
+    "decode_read_ranges",
 ]
 
 
@@ -218,8 +218,8 @@ def decode_read(result: Any, payload: bytes) -> SegmentRead:
     return SegmentRead(result[0], payload, result[1], result[2], result[3])
 
 
-def encode_read_many(reads: Sequence[RangeRead]) -> tuple[list[Any], bytes]:
-    """A ``read_many`` reply: per read ``[offset, size, watermark, end_of_segment, at_tail, runs,
+def encode_read_ranges(reads: Sequence[RangeRead]) -> tuple[list[Any], bytes]:
+    """A ``read_ranges`` reply: per read ``[offset, size, watermark, end_of_segment, at_tail, runs,
     error]`` (``offset`` nil for an error), the data back to back as the payload."""
     items: list[Any] = []
     for x in reads:
@@ -231,27 +231,27 @@ def encode_read_many(reads: Sequence[RangeRead]) -> tuple[list[Any], bytes]:
     return items, b"".join(x.read.data for x in reads if x.read is not None)
 
 
-def decode_read_many(result: Any, payload: bytes, names: Sequence[str]) -> list[RangeRead]:
-    """Rebuild the ``RangeRead`` of each of ``names``' requests from a ``read_many`` reply."""
+def decode_read_ranges(result: Any, payload: bytes, names: Sequence[str]) -> list[RangeRead]:
+    """Rebuild the ``RangeRead`` of each of ``names``' requests from a ``read_ranges`` reply."""
     if not isinstance(result, list) or len(result) != len(names):
-        raise ProtocolError(f"read_many: malformed reply {result!r:.80}")
+        raise ProtocolError(f"read_ranges: malformed reply {result!r:.80}")
     out: list[RangeRead] = []
     pos = 0
     view = memoryview(payload)
     for item in result:
         if not isinstance(item, list) or len(item) != 7 or type(item[1]) is not int or item[1] < 0:
-            raise ProtocolError(f"read_many: malformed read {item!r:.80}")
+            raise ProtocolError(f"read_ranges: malformed read {item!r:.80}")
         offset, size, watermark, eos, at_tail, runs, error = item
         if offset is None:
             out.append(RangeRead(None, None, error if isinstance(error, str) else "SegmentStoreError"))
             continue
         if pos + size > len(payload):
-            raise ProtocolError(f"read_many: reads of {pos + size} bytes, payload of {len(payload)}")
+            raise ProtocolError(f"read_ranges: reads of {pos + size} bytes, payload of {len(payload)}")
         data = bytes(view[pos : pos + size])
         pos += size
         out.append(RangeRead(SegmentRead(offset, data, watermark, eos, at_tail), runs))
     if pos != len(payload):
-        raise ProtocolError(f"read_many: reads of {pos} bytes, payload of {len(payload)}")
+        raise ProtocolError(f"read_ranges: reads of {pos} bytes, payload of {len(payload)}")
     return out
 
 

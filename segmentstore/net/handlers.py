@@ -19,9 +19,9 @@ from ..errors import ProtocolError
 from ..future_read import FutureRead
 from ..limits import INT64_MAX, INT64_MIN
 from ..results import SegmentRead
-from ..segment_states import MAX_STATE_REQUESTS, check_read_requests, check_state_requests, read_many
+from ..segment_states import MAX_STATE_REQUESTS, check_read_requests, check_state_requests, read_ranges
 from ..wait_any import ReadyFuture, check_wait_ms
-from .commands import COMMANDS, decode_args, encode_append_result, encode_read, encode_read_many
+from .commands import COMMANDS, decode_args, encode_append_result, encode_read, encode_read_ranges
 
 if TYPE_CHECKING:
     from ..store import SegmentStore
@@ -129,17 +129,17 @@ def _segment_states(conn: Conn, rid: int, args: Any, payload: memoryview) -> Non
         conn.reply(rid, result)
 
 
-def _read_many(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
-    """``read_many``, bounded: ``MAX_STATE_REQUESTS`` requests, data of a quarter of a reply frame."""
-    kw = decode_args(COMMANDS["read_many"], args, payload)
+def _read_ranges(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
+    """``read_ranges``, bounded: ``MAX_STATE_REQUESTS`` requests, data of a quarter of a reply frame."""
+    kw = decode_args(COMMANDS["read_ranges"], args, payload)
     store = conn.store
     try:
         reqs = check_read_requests(kw["requests"], MAX_STATE_REQUESTS)
-        reads = read_many(store.read, store.ingestion_runs, reqs, max(0, conn.max_reply - 65536) // 4)
+        reads = read_ranges(store.read, store.ingestion_runs, reqs, max(0, conn.max_reply - 65536) // 4)
     except Exception as e:
         conn.error(rid, e)
     else:
-        conn.reply(rid, *encode_read_many(reads))
+        conn.reply(rid, *encode_read_ranges(reads))
 
 
 def _encode_ready(ready: tuple[int, ...]) -> tuple[Any, bytes]:
@@ -306,7 +306,7 @@ _SPECIAL: dict[str, Handler] = {
     "wait_any": _wait_any,
     "append": _append,
     "segment_states": _segment_states,
-    "read_many": _read_many,
+    "read_ranges": _read_ranges,
 }
 
 

@@ -75,7 +75,7 @@ the method's parameters by name and whose result is the method's return value
   server caps ``max_length`` to fit a frame. With ``wait_ms > 0`` at the tail, the
   read completes on data, on a tail watermark increase, on seal, or after ``wait_ms``
   with a zero-length read, without holding up other requests.
-- ``read_many``: args ``{"requests": [[name, offset, max_length], ...]}`` (at most
+- ``read_ranges``: args ``{"requests": [[name, offset, max_length], ...]}`` (at most
   ``MAX_STATE_REQUESTS``); the result is one entry per request, ``[offset, size,
   watermark, end_of_segment, at_tail, runs, nil]`` with ``size`` bytes of the payload
   (the reads' data back to back, a quarter of a frame at most in all: later reads come
