@@ -32,6 +32,7 @@ __all__ = [
     "parse_sink_options",
     "parse_duration_ms",
     "DEFAULT_TIMEOUT_MS",
+    "DEFAULT_MAX_PARTITION_BYTES",
     "INGESTION",
     "EVENT",
     "AT_LEAST_ONCE",
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 DEFAULT_TIMEOUT_MS = 30_000
+DEFAULT_MAX_PARTITION_BYTES = 8 << 20
+"""8 MiB: about 140,000 events of 57 bytes, read in ~0.3 s here, six times a task's fixed cost."""
 INGESTION = "ingestion"
 """``timeDomain`` (default): the store's ingestion watermark, minus ``maxEventTimeLag`` for event time."""
 EVENT = "event"
@@ -55,6 +58,8 @@ _SOURCE_OPTIONS = (
     "timeDomain",
     "maxEventsPerTrigger",
     "maxBytesPerTrigger",
+    "maxPartitionBytes",
+    "minPartitions",
     "emitWatermarkRows",
     "failOnDataLoss",
     "timeoutMs",
@@ -139,6 +144,10 @@ class SourceOptions:
     time_domain: str = INGESTION
     security: ClientSecurity = field(default_factory=ClientSecurity)
     """Token and TLS (options token / INGESTWM_TOKEN, tls, tlsCaFile, tlsServerName); never shown."""
+    max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
+    """Bytes of segment ranges one Spark task reads at most (a larger range alone): ``partitioning``."""
+    min_partitions: int | None = None
+    """At least this many tasks per micro-batch when the data allows (ranges split at frames)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +216,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool | None) 
         consumer_name=_name(opts, "consumerName", "spark"),
         time_domain=domain,
         security=_security(opts),
+        max_partition_bytes=_positive_int(opts, "maxPartitionBytes") or DEFAULT_MAX_PARTITION_BYTES,
+        min_partitions=_positive_int(opts, "minPartitions"),
     )
 
 

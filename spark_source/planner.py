@@ -25,13 +25,21 @@ stream that joins later (pattern) may hold events ingested before the watermark 
 query already passed (as a new Kafka partition would): they are delivered, and they are
 late in event time if their event time is at or below the event-time watermark.
 
-Costs per micro-batch: one ``get_info`` and one ``watermark_at`` per frontier segment,
-one ``get_successors`` per newly complete segment (cached), one ``list_streams`` with
-a pattern; with a limit, a ``scan_records`` per segment and round (one per 16 MiB).
+Costs per micro-batch: one ``segment_states`` call for the whole frontier (infos,
+watermarks at the positions and at the tails, successors of sealed segments: one round
+trip per ``MAX_STATE_REQUESTS`` segments, however wide the streams), one more for the
+successors that join, one for the watermarks at the ends when a limit (or a truncation)
+ends segments short of their tails, and one ``list_streams`` with a pattern; with a
+limit, a ``scan_records`` per segment and round (one per 16 MiB). A truncated segment's
+head watermark costs a ``watermark_at``. ``timeDomain = event`` adds what
+``ProducerWatermarks`` reads: the writers' markers in the bytes that arrived (the infos
+come from the same call), and once per segment met, its snapshots and stream segment
+(one ``get_stream`` per stream for the active ones).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 from collections.abc import Callable
@@ -41,8 +49,9 @@ from readergroup.group_state.event_time import ProducerWatermarks
 from readergroup.reading.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
-from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
+from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError, StreamNotFoundError
 from segmentstore.results import SegmentInfo
+from segmentstore.segment_states import SegmentState
 from segmentstore.stream_metadata import StreamSegment
 
 from .errors import DataLossError, InvalidOptionError
@@ -100,6 +109,36 @@ class Planner:
         self._dropped: set[str] = set()  # checkpointed streams no longer selected (reported once)
         self._producer = ProducerWatermarks(client) if options.time_domain == EVENT else None
         self._segments: dict[str, StreamSegment] = {}  # key ranges and epochs never change
+        self._states: dict[str, SegmentState] = {}  # this planning call's: each segment's first answer
+        self._wms: dict[tuple[str, int], int | None] = {}  # this planning call's watermarks known
+
+    def _fresh(self) -> None:
+        """Forget what the store said in the last planning call (lengths and watermarks move)."""
+        self._infos = {}
+        self._states = {}
+        self._wms = {}
+
+    def _ask(self, pairs: list[tuple[str, int]]) -> None:
+        """One ``segment_states`` call for the ``(segment, position)`` pairs not known yet. O(pairs)."""
+        todo = sorted({p for p in pairs if p not in self._wms})
+        if not todo:
+            return
+        for st in self._client.segment_states(todo):
+            self._wms[(st.name, st.position)] = st.watermark
+            if st.name in self._states:
+                continue
+            self._states[st.name] = st
+            if st.info is None:
+                continue
+            info = self._infos[st.name] = st.info
+            self._wms.setdefault((st.name, info.length), st.tail_watermark)
+            self._seen_length[st.name] = info.length
+            if info.sealed:
+                self._sealed_length[st.name] = info.length
+                if st.name not in self._successors:  # a sealed segment's successors never change
+                    self._successors[st.name] = [
+                        (i.segment.name, tuple(i.predecessors)) for i in st.successors
+                    ]
 
     # ------------------------------------------------------------------ streams
     def selected_streams(self) -> list[str]:
@@ -120,8 +159,9 @@ class Planner:
     def _stream_start(self, stream: str, position: Position) -> dict[str, int]:
         cut = position.cut_of(stream)
         if cut is not None:
+            self._ask(sorted(cut.items()))
             for segment in cut:
-                self._client.get_info(segment)  # raises SegmentNotFoundError naming it
+                self._info(segment)  # raises SegmentNotFoundError naming it
                 if not segment.startswith(stream + "/"):
                     raise InvalidOptionError(
                         f"the cut of stream {stream!r} names segment {segment!r} of another stream"
@@ -134,7 +174,7 @@ class Planner:
     # ------------------------------------------------------------------ offsets
     def initial_offset(self) -> SourceOffset:
         """Where a new query starts (option startingPosition); no watermark yet: the first batch has one."""
-        self._infos = {}
+        self._fresh()
         streams = {
             s: StreamOffset(self._stream_start(s, self._options.starting)) for s in self.selected_streams()
         }
@@ -142,7 +182,7 @@ class Planner:
 
     def target_offset(self, ending: Position | None = None) -> SourceOffset:
         """The bound of a run: each stream's tail cut now, or ``ending``'s cut where it has one."""
-        self._infos = {}
+        self._fresh()
         ending = ending or Position("latest")
         streams = {}
         for s in self.selected_streams():
@@ -157,7 +197,16 @@ class Planner:
         only carries the watermark at the starting positions (with ``emitWatermarkRows``),
         so that Spark knows it before the first events arrive and can tell they are late.
         """
-        self._infos = {}
+        self._fresh()
+        self._ask(
+            [
+                (seg, pos)
+                for stream, so in start.streams.items()
+                if self.selects(stream)
+                for seg, pos in so.positions.items()
+                if seg not in so.done
+            ]
+        )
         if start.watermark == NO_WATERMARK and self._options.emit_watermark_rows:
             first = self._watermark(dict(start.streams), None)
             if target is not None:
@@ -185,6 +234,7 @@ class Planner:
             if not joined or not limit.unlimited:
                 break
             caps = {}
+            self._ask([(seg, 0) for _, seg in joined])
             for stream, seg in joined:
                 self._add_caps(stream, [seg], ends, starts, caps, target)
             self._admit(ends, caps, limit)
@@ -259,6 +309,9 @@ class Planner:
     def _info(self, seg: str) -> SegmentInfo:
         info = self._infos.get(seg)
         if info is None:
+            st = self._states.get(seg)
+            if st is not None and st.info is None:
+                raise SegmentNotFoundError(st.error or f"segment {seg!r} does not exist")
             info = self._infos[seg] = self._client.get_info(seg)
             self._seen_length[seg] = info.length
             if info.sealed:
@@ -434,6 +487,9 @@ class Planner:
         ``at_target``: positions ahead of the query's (a run's bound), which must not raise
         the floor the producer watermark keeps for the query's own positions.
         """
+        self._ask(
+            [(seg, p) for so in streams.values() for seg, p in so.positions.items() if seg not in so.done]
+        )
         if self._producer is not None:
             pw = ProducerWatermarks(self._client) if at_target else self._producer
             return self._producer_watermark(streams, cap, pw)
@@ -443,8 +499,9 @@ class Planner:
             for seg, pos in so.positions.items():
                 if seg in so.done:
                     continue
-                try:
-                    w = self._client.watermark_at(seg, pos)
+                known = self._wms.get((seg, pos))
+                try:  # a position the store could not answer for (gone, truncated): as one call would
+                    w = known if known is not None else self._client.watermark_at(seg, pos)
                 except SegmentNotFoundError:
                     continue  # deleted: nothing more comes from it
                 except SegmentTruncatedError:
@@ -469,7 +526,12 @@ class Planner:
     ) -> int:
         """The writers' watermark at the frontier's positions (``timeDomain = event``)."""
         rows: list[tuple[StreamSegment, int]] = []
-        for so in streams.values():
+        for stream, so in streams.items():
+            if any(n not in self._segments for n in so.positions):  # one call for the active ones
+                with contextlib.suppress(StreamNotFoundError):
+                    self._segments.update(
+                        (s.name, s) for s in self._client.get_stream(stream).active_segments
+                    )
             for name, pos in so.positions.items():
                 if name in so.done:
                     continue
@@ -480,7 +542,7 @@ class Planner:
                     except SegmentNotFoundError:
                         continue  # deleted: failOnDataLoss is the read's business
                 rows.append((seg, pos))
-        w = pw.watermark(0, rows)  # NO_WATERMARK while no writer asserted anything
+        w = pw.watermark(0, rows, self._infos)  # NO_WATERMARK while no writer asserted anything
         return w if cap is None or w == NO_WATERMARK else min(w, cap)
 
 

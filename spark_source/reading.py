@@ -57,6 +57,7 @@ __all__ = [
     "ingestion_times",
     "times_in_runs",
     "watermark_batch",
+    "events_batch",
     "frame_ends",
     "frame_span",
     "connect",
@@ -320,6 +321,13 @@ def _event_batch(shared: _SharedColumns, cols: EventColumns, ingestion_ms: np.nd
         kind_col,
     ]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def events_batch(
+    stream: str, segment: str, meta: BatchMeta, cols: EventColumns, ingestion_ms: np.ndarray
+) -> pa.RecordBatch:
+    """Decoded events of one segment with their ingestion times as a batch of ``ARROW_SCHEMA``. O(rows)."""
+    return _event_batch(_SharedColumns(stream, segment, meta), cols, ingestion_ms)
 
 
 def watermark_batch(meta: BatchMeta) -> pa.RecordBatch:

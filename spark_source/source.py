@@ -49,8 +49,9 @@ from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 from .errors import InvalidOptionError
 from .offsets import SourceOffset
 from .options import EVENT, SourceOptions, parse_source_options
+from .partitioning import pack_ranges, read_ranges, split_range
 from .planner import READ_ALL, Limit, Planner, SegmentRange
-from .reading import SPARK_SCHEMA, BatchMeta, connect, read_range, watermark_batch
+from .reading import SPARK_SCHEMA, BatchMeta, connect, watermark_batch
 
 __all__ = [
     "FORMAT",
@@ -92,14 +93,24 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
         # read_range fetches ahead itself
         client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
         try:
-            for r in partition.ranges:
-                for batch in read_range(client, r.stream, r.segment, r.begin, r.end, partition.meta):
-                    events += batch.num_rows
-                    yield batch
+            for batch in read_ranges(client, partition.ranges, partition.meta):
+                events += batch.num_rows
+                yield batch
         finally:
             client.close()
     if partition.watermark_row and events == 0:
         yield watermark_batch(partition.meta)
+
+
+def _packed(
+    options: SourceOptions, client: SegmentStoreClient | None, ranges: list[SegmentRange]
+) -> list[list[SegmentRange]]:
+    """The ranges in input partitions by size (options maxPartitionBytes, minPartitions): ``partitioning``."""
+    split = None
+    if client is not None:
+        c = client
+        split = lambda r, n: split_range(c, r, n)  # noqa: E731
+    return pack_ranges(ranges, options.max_partition_bytes, options.min_partitions, split)
 
 
 def _meta(options: SourceOptions, watermark: int) -> BatchMeta:
@@ -190,7 +201,8 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         moved = self._options.emit_watermark_rows and e.watermark > s.watermark
         # The first task stands in for the batch: a watermark row if it read no event (markers only)
         parts: list[InputPartition] = [
-            IngestPartition([r], meta, watermark_row=moved and i == 0) for i, r in enumerate(ranges)
+            IngestPartition(rs, meta, watermark_row=moved and i == 0)
+            for i, rs in enumerate(_packed(self._options, self._client, ranges))
         ]
         if not parts and moved:
             parts.append(IngestPartition([], meta, watermark_row=True))
@@ -255,10 +267,11 @@ class IngestBatchReader(DataSourceReader):
                     break
                 ranges.extend(planner.ranges(offset, nxt))
                 offset = nxt
+            packed = _packed(self._options, client, ranges)
         finally:
             client.close()
         meta = _meta(self._options, offset.watermark)
-        return [IngestPartition([r], meta) for r in ranges]
+        return [IngestPartition(rs, meta) for rs in packed]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(self._options, partition)

@@ -584,3 +584,133 @@ def test_read_many_leaves_requests_past_a_full_reply_unread(client: SegmentStore
     assert 0 < len(served) < n
     assert all(r is not None and r.read is None and r.error is None for r in got[len(served) :])
     assert all(len(r.starts) == MAX_READ_MANY_LENGTH // 259 for r in served)
+
+
+# ---------------------------------------------------------------- many segments' state in one call
+def test_segment_states_answer_as_the_single_calls_do_and_a_gone_segment_fails_only_itself(
+    client: SegmentStoreClient, clock: ManualClock
+) -> None:
+    info = client.create_stream("sc/st", 2)
+    low, high = (s.name for s in info.active_segments)
+    client.append(low, b"abcdef")
+    clock.advance(10)
+    client.append(low, b"gh")
+    new = client.scale_stream("sc/st", [low], [(0.0, 0.25), (0.25, 0.5)])
+    client.create_segment("plain")
+    client.append("plain", b"0123456789")
+    client.truncate("plain", 4)
+    asks = [(low, 3), (high, 0), ("gone", 0), (low, 8), ("plain", 2), ("plain", 6), (low, 9)]
+    got = client.segment_states(asks)
+    assert [(s.name, s.position) for s in got] == asks
+    for s in got:
+        if s.name == "gone":
+            assert (s.info, s.watermark, s.tail_watermark) == (None, None, None)
+            assert s.error is not None and "'gone'" in s.error
+            continue
+        assert s.info == client.get_info(s.name) and s.error is None
+        assert s.tail_watermark == client.watermark_at(s.name, s.info.length)
+        inside = s.info.start_offset <= s.position <= s.info.length
+        assert s.watermark == (client.watermark_at(s.name, s.position) if inside else None)
+        assert s.successors == (client.get_successors(s.name) if s.info.sealed else ())
+    assert {i.segment for i in got[0].successors} == set(new)
+    assert got[5].watermark is not None and got[4].watermark is None  # truncated below 4
+    assert got[6].watermark is None  # beyond the length
+    assert client.segment_states([]) == ()
+
+
+@pytest.mark.parametrize(
+    ("requests", "named"),
+    [
+        ([("s", -1)], "request 0"),
+        ([("s", 0), ("s", 1.5)], "request 1"),
+        ([("s", 0, 0)], "request 0"),
+        ("s", "'s'"),
+        ([(5, 0)], "request 0"),
+    ],
+    ids=["negative", "float", "triple", "str", "int-name"],
+)
+def test_segment_states_refuse_a_malformed_request_naming_it(
+    client: SegmentStoreClient, requests: Any, named: str
+) -> None:
+    client.create_segment("s")
+    with pytest.raises(InvalidArgumentError, match="segment_states") as e:
+        client.segment_states(requests)
+    assert named in str(e.value)
+    assert client.segment_states([("s", 0)])[0].info == client.get_info("s")
+
+
+def test_segment_states_beyond_one_frame_go_in_parts_and_the_server_refuses_more_than_its_limit(
+    store: SegmentStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import segmentstore.client.remote as remote_mod
+    import segmentstore.net.handlers as handlers_mod
+
+    for i in range(5):
+        store.create_segment(f"s{i}")
+        store.append(f"s{i}", b"x" * (i + 1))
+    asks = [(f"s{i}", 0) for i in range(5)]
+    server = SegmentStoreServer(store)
+    port = server.start()
+    try:
+        with RemoteClient(("127.0.0.1", port), timeout_s=20) as remote:
+            monkeypatch.setattr(handlers_mod, "MAX_STATE_REQUESTS", 2)
+            monkeypatch.setattr(remote_mod, "MAX_STATE_REQUESTS", 2)
+            got = remote.segment_states(asks)  # three calls of at most 2
+            assert got == EmbeddedClient(store).segment_states(asks)
+            assert [s.info.length for s in got if s.info is not None] == [1, 2, 3, 4, 5]
+            monkeypatch.setattr(remote_mod, "MAX_STATE_REQUESTS", 5)
+            with pytest.raises(InvalidArgumentError, match="at most 2 requests in one call, got 5"):
+                remote.segment_states(asks)
+            assert remote.segment_states(asks[:2]) == got[:2]  # the connection still serves
+    finally:
+        server.stop()
+
+
+def test_read_ranges_reads_as_read_does_with_the_ingestion_runs_and_a_failed_read_fails_only_itself(
+    client: SegmentStoreClient, clock: ManualClock
+) -> None:
+    client.create_segment("a")
+    client.append("a", b"abc")
+    clock.advance(5)
+    client.append("a", b"defg")
+    client.create_segment("b")
+    client.append("b", b"0123456789")
+    client.truncate("b", 4)
+    asks = [("a", 1, 5), ("gone", 0, 1), ("b", 2, 3), ("b", 5, 100), ("a", 7, 10), ("a", 9, 1)]
+    got = client.read_ranges(asks)
+    assert len(got) == len(asks)
+    for (name, offset, n), x in zip(asks, got, strict=True):
+        try:
+            want = client.read(name, offset, n)
+        except SegmentStoreError as e:
+            assert x.read is None and x.runs is None
+            assert x.error is not None and x.error.startswith(type(e).__name__ + ":")
+            continue
+        assert x.read == want and x.error is None
+        if want.data:
+            assert x.runs is not None
+            assert np.array_equal(x.runs, client.ingestion_runs(name, offset, want.end_offset))
+        else:
+            assert x.runs is None
+    assert got[0].read is not None and got[0].read.data == b"bcdef"
+    assert [x.error is not None for x in got] == [False, True, True, False, False, True]
+    assert client.read_ranges([]) == ()
+    with pytest.raises(InvalidArgumentError, match="read_ranges: request 1"):
+        client.read_ranges([("a", 0, 1), ("a", -1, 1)])
+
+
+def test_read_ranges_shares_one_reply_frame_and_later_reads_come_back_short(store: SegmentStore) -> None:
+    big = 3 * 1024 * 1024
+    for name in ("x", "y"):
+        store.create_segment(name)
+        store.append(name, bytes(big))
+    server = SegmentStoreServer(store, max_frame_bytes=4 * 1024 * 1024)
+    port = server.start()
+    try:
+        with RemoteClient(("127.0.0.1", port), timeout_s=20) as remote:
+            got = remote.read_ranges([("x", 0, big), ("y", 0, big)])
+        sizes = [len(x.read.data) for x in got if x.read is not None]
+        assert len(sizes) == 2 and 0 < sum(sizes) < 4 * 1024 * 1024 and sizes[1] < big
+        assert all(x.error is None for x in got)
+    finally:
+        server.stop()

@@ -133,6 +133,8 @@ _VALID = [
     _frame([0, 2, "update_attributes", {"name": "a", "updates": [AttributeUpdate(1, 2)]}]),
     _frame([0, 2, "watermarks_at", {"name": "a", "offsets": [0, 1]}]),
     _frame([0, 2, "read_many", {"requests": [["a", 0, 10], ["b/a", 0, 5], ["a", 3, 0]]}]),
+    _frame([0, 2, "segment_states", {"requests": [["a", 0], ["keep-1", 3], ["nope", 0]]}]),
+    _frame([0, 2, "read_ranges", {"requests": [["keep-0", 0, 50], ["nope", 0, 1], ["keep-1", 500, 1]]}]),
 ]
 
 

@@ -44,6 +44,7 @@ from segmentstore import SegmentExistsError, SegmentNotFoundError, SegmentTrunca
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
+from segmentstore.results import SegmentInfo
 
 from ..errors import FrameFormatError, InvalidEventError
 from .events import KIND_EVENT, KIND_IDLE, KIND_WATERMARK, decode_columns, encode_event, frame_length
@@ -337,8 +338,12 @@ class SegmentWatermarkCursor:
         self._last_snap = self.position
         self.advance_to(position)
 
-    def advance_to(self, position: int) -> None:
-        """Apply the markers in ``[self.position, position)``; a no-op for ``position <= self.position``."""
+    def advance_to(self, position: int, info: SegmentInfo | None = None) -> None:
+        """Apply the markers in ``[self.position, position)``; a no-op for ``position <= self.position``.
+
+        ``info``: the segment's info if the caller has just asked for it (else one ``get_info``
+        here, to learn whether it is sealed at ``position``).
+        """
         client, name = self.client, self.segment
         while self.position < position:
             step = min(self.read_bytes, self.snapshot_bytes) if self.write_snapshots else self.read_bytes
@@ -368,7 +373,7 @@ class SegmentWatermarkCursor:
             if self.position - self._last_snap >= self.snapshot_bytes:
                 self._snapshot()
         if self.sealed_end is None and self.position >= position:
-            info = client.get_info(name)
+            info = info if info is not None else client.get_info(name)
             if info.sealed and self.position == info.length:
                 self.sealed_end = self.position
         if self.sealed_end is not None and self.position == self.sealed_end and self._log_max < self.position:

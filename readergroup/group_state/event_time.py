@@ -47,12 +47,13 @@ predecessors are found by walking the stream's history from its head cut once
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from segmentstore import SegmentNotFoundError, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
+from segmentstore.results import SegmentInfo
 
 from ..format.events import KIND_WATERMARK, frame_length
 from ..format.producer_watermarks import SegmentWatermarkCursor, load_snapshots, scan_markers
@@ -116,16 +117,35 @@ class ProducerWatermarks:
         self._sealed: set[str] = set()
         self._ahead: dict[str, _Ahead] = {}  # segment -> what its look-ahead found
         self._epoch: int | None = None
+        self._given: Mapping[str, SegmentInfo] = {}  # infos handed to the current call
         self._floor = INT64_MIN
         self.bounds: dict[str, dict[int, int]] = {}
         """Per stream, the bound of every writer that counted at the last call (``INT64_MIN``: holding)."""
 
     # ------------------------------------------------------------------ queries
-    def watermark(self, epoch: int, rows: Iterable[tuple[StreamSegment, int]]) -> int:
+    def watermark(
+        self,
+        epoch: int,
+        rows: Iterable[tuple[StreamSegment, int]],
+        infos: Mapping[str, SegmentInfo] | None = None,
+    ) -> int:
         """The event-time watermark for segments at acknowledged positions ``rows`` in ``epoch``.
 
         ``INT64_MIN`` while no writer is active; never decreasing within an epoch.
+        ``infos``: segments' infos the caller has just asked for (``segment_states``), used
+        instead of a ``get_info`` each for this call: a look-ahead scans to their lengths.
         """
+        self._given = infos or {}
+        try:
+            return self._watermark(epoch, rows)
+        finally:
+            self._given = {}
+
+    def _info(self, name: str) -> SegmentInfo:
+        info = self._given.get(name)
+        return info if info is not None else self.client.get_info(name)
+
+    def _watermark(self, epoch: int, rows: Iterable[tuple[StreamSegment, int]]) -> int:
         if epoch != self._epoch:
             self._epoch = epoch
             self._floor = INT64_MIN
@@ -163,7 +183,7 @@ class ProducerWatermarks:
                 self.client, seg.name, position, self.snapshot_bytes, self.read_bytes
             )
         elif position >= cur.position:
-            cur.advance_to(position)
+            cur.advance_to(position, self._given.get(seg.name))
         else:
             cur.seek(position)
         return _overlay(self._inherit(seg.name, seg.stream), cur.tracker.marks())
@@ -220,7 +240,7 @@ class ProducerWatermarks:
         a.base = position
         pos = max(a.scanned, position)
         try:
-            info = self.client.get_info(name)
+            info = self._info(name)
         except SegmentNotFoundError:
             return a.found
         length = info.length
@@ -289,7 +309,7 @@ class ProducerWatermarks:
         name = seg.name
         if name not in self._sealed:
             try:
-                if not self.client.get_info(name).sealed:
+                if not self._info(name).sealed:
                     return True
             except SegmentNotFoundError:
                 return False

@@ -10,6 +10,14 @@ import numpy as np
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
 from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
+from ..segment_states import (
+    RangeRead,
+    SegmentState,
+    check_range_requests,
+    check_state_requests,
+    read_ranges,
+    segment_states,
+)
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms
@@ -91,6 +99,13 @@ class EmbeddedClient(SegmentStoreClient):
         self, name: str, offset: int, max_length: int, max_records: int | None = None
     ) -> RecordScan:
         return self.store.scan_records(name, offset, max_length, max_records)
+
+    def segment_states(self, requests: Sequence[tuple[str, int]]) -> tuple[SegmentState, ...]:
+        reqs = check_state_requests(requests)
+        return segment_states(self.store.get_info, self.store.watermark_at, self.get_successors, reqs)
+
+    def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        return read_ranges(self.store.read, self.store.ingestion_runs, check_range_requests(requests))
 
     def watermark_at(self, name: str, offset: int) -> int:
         return self.store.watermark_at(name, offset)

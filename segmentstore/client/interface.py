@@ -28,6 +28,7 @@ import numpy as np
 from ..attributes import AttributeUpdate
 from ..errors import SegmentStoreError
 from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
+from ..segment_states import RangeRead, SegmentState
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 
 __all__ = [
@@ -232,6 +233,32 @@ class SegmentClient(Protocol):
         indexes of those whose read at ``offset`` would return something new: data, a
         seal, a tail watermark above the known one, or an error (truncated, deleted).
         One call however many segments (``segmentstore.wait_any``).
+        """
+        ...
+
+    @idempotent
+    def segment_states(self, requests: Sequence[tuple[str, int]]) -> tuple[SegmentState, ...]:
+        """Many segments' info, watermark at a position and at the tail, and successors, in one call.
+
+        ``requests`` are ``(segment, position)``; the result has one ``SegmentState`` per
+        request, in order (``segmentstore.segment_states``): a segment that is gone is
+        answered with ``info=None`` and its error's message, not raised; a position outside
+        ``[start offset, length]`` gets ``watermark=None``. A malformed request raises
+        ``InvalidArgumentError`` naming it. What a planner or reader asks of its whole
+        frontier once per round: one round trip (per ``MAX_STATE_REQUESTS`` segments)
+        instead of two or three per segment. O(k log n).
+        """
+        ...
+
+    @idempotent
+    def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        """Reads ``(segment, offset, max_length)`` of many segments, each with its bytes' ingestion runs.
+
+        One ``RangeRead`` per request, in order (``segmentstore.segment_states``): where a
+        ``read`` would raise (truncated, deleted, beyond the length) its ``error`` says so and
+        the others are answered. The reads share one reply, so a later one may come back
+        shorter than asked (or empty): ask again from its end. Never waits. What a task
+        reading many small ranges asks: one round trip instead of two per range. O(bytes).
         """
         ...
 

@@ -41,10 +41,17 @@ from ..errors import (
     StreamExistsError,
     StreamNotFoundError,
 )
-from ..net.commands import decode_read
+from ..net.commands import decode_read, decode_read_ranges
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
 from ..read_many import check_read_requests
 from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
+from ..segment_states import (
+    MAX_STATE_REQUESTS,
+    RangeRead,
+    SegmentState,
+    check_range_requests,
+    check_state_requests,
+)
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import Chunk
@@ -418,6 +425,30 @@ class RemoteClient(WireCalls, SegmentStoreClient):
         if not isinstance(result, tuple) or len(result) != len(reqs):
             raise ProtocolError(f"read_many: malformed reply {result!r:.80}")
         return result
+
+    # ------------------------------------------------------------------ many segments' state (issue 39)
+    def segment_states(self, requests: Sequence[tuple[str, int]]) -> tuple[SegmentState, ...]:
+        """One round trip per ``MAX_STATE_REQUESTS`` requests, all checked first (none sent if one is bad)."""
+        reqs = check_state_requests(requests)
+        out: list[SegmentState] = []
+        for i in range(0, len(reqs), MAX_STATE_REQUESTS):
+            part = [list(r) for r in reqs[i : i + MAX_STATE_REQUESTS]]
+            got = self._invoke("segment_states", {"requests": part})[0]
+            if not isinstance(got, (tuple, list)) or len(got) != len(part):
+                raise ProtocolError(f"segment_states: malformed reply {got!r:.80}")
+            out.extend(got)
+        return tuple(out)
+
+    def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
+        """One round trip per ``MAX_STATE_REQUESTS`` requests; the data travels as the payload."""
+        reqs = check_range_requests(requests)
+        out: list[RangeRead] = []
+        for i in range(0, len(reqs), MAX_STATE_REQUESTS):
+            part = reqs[i : i + MAX_STATE_REQUESTS]
+            args = {"requests": [list(r) for r in part]}
+            result, payload = self._invoke("read_ranges", args, copy_payload=True)
+            out.extend(decode_read_ranges(result, payload, [r[0] for r in part]))
+        return tuple(out)
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:

@@ -24,6 +24,7 @@ from typing import Any
 from ..client.interface import SegmentStoreClient, is_idempotent, wire_methods
 from ..errors import ProtocolError
 from ..results import AppendResult, SegmentRead
+from ..segment_states import RangeRead
 from .protocol import decode_error, error_header, register_type, wire_type
 
 __all__ = [
@@ -37,6 +38,8 @@ __all__ = [
     "decode_append_items",
     "encode_read",
     "decode_read",
+    "encode_read_ranges",
+    "decode_read_ranges",
 ]
 
 
@@ -213,6 +216,43 @@ def decode_read(result: Any, payload: bytes) -> SegmentRead:
     if not isinstance(result, list) or len(result) != 4:
         raise ProtocolError(f"malformed read result {result!r:.80}")
     return SegmentRead(result[0], payload, result[1], result[2], result[3])
+
+
+def encode_read_ranges(reads: Sequence[RangeRead]) -> tuple[list[Any], bytes]:
+    """A ``read_ranges`` reply: per read ``[offset, size, watermark, end_of_segment, at_tail, runs,
+    error]`` (``offset`` nil for an error), the data back to back as the payload."""
+    items: list[Any] = []
+    for x in reads:
+        r = x.read
+        if r is None:
+            items.append([None, 0, None, False, False, None, x.error])
+        else:
+            items.append([r.offset, len(r.data), r.watermark, r.end_of_segment, r.at_tail, x.runs, None])
+    return items, b"".join(x.read.data for x in reads if x.read is not None)
+
+
+def decode_read_ranges(result: Any, payload: bytes, names: Sequence[str]) -> list[RangeRead]:
+    """Rebuild the ``RangeRead`` of each of ``names``' requests from a ``read_ranges`` reply."""
+    if not isinstance(result, list) or len(result) != len(names):
+        raise ProtocolError(f"read_ranges: malformed reply {result!r:.80}")
+    out: list[RangeRead] = []
+    pos = 0
+    view = memoryview(payload)
+    for item in result:
+        if not isinstance(item, list) or len(item) != 7 or type(item[1]) is not int or item[1] < 0:
+            raise ProtocolError(f"read_ranges: malformed read {item!r:.80}")
+        offset, size, watermark, eos, at_tail, runs, error = item
+        if offset is None:
+            out.append(RangeRead(None, None, error if isinstance(error, str) else "SegmentStoreError"))
+            continue
+        if pos + size > len(payload):
+            raise ProtocolError(f"read_ranges: reads of {pos + size} bytes, payload of {len(payload)}")
+        data = bytes(view[pos : pos + size])
+        pos += size
+        out.append(RangeRead(SegmentRead(offset, data, watermark, eos, at_tail), runs))
+    if pos != len(payload):
+        raise ProtocolError(f"read_ranges: reads of {pos} bytes, payload of {len(payload)}")
+    return out
 
 
 register_command("hello", params={"version": True, "token": False, "client": False, "max_frame_bytes": False})

@@ -19,8 +19,9 @@ from ..errors import ProtocolError
 from ..future_read import FutureRead
 from ..limits import INT64_MAX, INT64_MIN
 from ..results import SegmentRead
+from ..segment_states import MAX_STATE_REQUESTS, check_range_requests, check_state_requests, read_ranges
 from ..wait_any import ReadyFuture, check_wait_ms
-from .commands import COMMANDS, decode_args, encode_append_result, encode_read
+from .commands import COMMANDS, decode_args, encode_append_result, encode_read, encode_read_ranges
 
 if TYPE_CHECKING:
     from ..store import SegmentStore
@@ -114,6 +115,31 @@ def _wait_any(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
         conn.error(rid, e)
         return
     conn.reply(rid, *_encode_ready(ready))
+
+
+def _segment_states(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
+    """``segment_states``, bounded: at most ``MAX_STATE_REQUESTS`` requests in one frame."""
+    kw = decode_args(COMMANDS["segment_states"], args, payload)
+    try:
+        reqs = check_state_requests(kw["requests"], MAX_STATE_REQUESTS)
+        result = conn.client.segment_states(reqs)
+    except Exception as e:
+        conn.error(rid, e)
+    else:
+        conn.reply(rid, result)
+
+
+def _read_ranges(conn: Conn, rid: int, args: Any, payload: memoryview) -> None:
+    """``read_ranges``, bounded: ``MAX_STATE_REQUESTS`` requests, data of a quarter of a reply frame."""
+    kw = decode_args(COMMANDS["read_ranges"], args, payload)
+    store = conn.store
+    try:
+        reqs = check_range_requests(kw["requests"], MAX_STATE_REQUESTS)
+        reads = read_ranges(store.read, store.ingestion_runs, reqs, max(0, conn.max_reply - 65536) // 4)
+    except Exception as e:
+        conn.error(rid, e)
+    else:
+        conn.reply(rid, *encode_read_ranges(reads))
 
 
 def _encode_ready(ready: tuple[int, ...]) -> tuple[Any, bytes]:
@@ -274,7 +300,14 @@ def _uniform(
     )
 
 
-_SPECIAL: dict[str, Handler] = {"ping": _ping, "read": _read, "wait_any": _wait_any, "append": _append}
+_SPECIAL: dict[str, Handler] = {
+    "ping": _ping,
+    "read": _read,
+    "wait_any": _wait_any,
+    "append": _append,
+    "segment_states": _segment_states,
+    "read_ranges": _read_ranges,
+}
 
 
 def handlers() -> dict[str, Handler]:

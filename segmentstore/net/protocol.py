@@ -75,6 +75,14 @@ the method's parameters by name and whose result is the method's return value
   server caps ``max_length`` to fit a frame. With ``wait_ms > 0`` at the tail, the
   read completes on data, on a tail watermark increase, on seal, or after ``wait_ms``
   with a zero-length read, without holding up other requests.
+- ``read_ranges``: args ``{"requests": [[name, offset, max_length], ...]}`` (at most
+  ``MAX_STATE_REQUESTS``); the result is one entry per request, ``[offset, size,
+  watermark, end_of_segment, at_tail, runs, nil]`` with ``size`` bytes of the payload
+  (the reads' data back to back, a quarter of a frame at most in all: later reads come
+  back shorter) and ``runs`` their ingestion runs (a numpy array, nil for no bytes), or
+  ``[nil, 0, nil, false, false, nil, "ErrorClass: message"]`` for a read that failed.
+- ``segment_states``: at most ``MAX_STATE_REQUESTS`` requests per frame
+  (``InvalidArgumentError`` beyond); ``RemoteClient`` sends more in parts.
 - ``ping``: no args, result ``true``.
 
 Limits

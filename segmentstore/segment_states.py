@@ -1,0 +1,228 @@
+"""Many segments in one call: ``segment_states`` (what a reader or planner asks of its frontier)
+and ``read_ranges`` (small reads of many segments with their ingestion runs).
+
+A reader or a query planner holding k segments used to make k ``get_info`` and k
+``watermark_at`` calls, plus a ``get_successors`` per sealed one, each a round trip
+over ``RemoteClient``. ``segment_states`` answers all of them at once: a request is
+``(segment, position)``, its answer a ``SegmentState``:
+
+- ``info``: the segment's ``SegmentInfo`` (length, start offset, sealed, times), or
+  ``None`` with ``error`` saying why (no such segment: deleted, or never created);
+- ``watermark``: ``watermark_at(segment, position)``, or ``None`` where that call would
+  raise: a position below the start offset (truncated) or beyond the length;
+- ``tail_watermark``: ``watermark_at(segment, info.length)``, the watermark at the
+  length that ``info`` reports (a position read to ``info.length`` has it);
+- ``successors``: a sealed stream segment's successors, each with all its
+  predecessors (``get_successors``); ``()`` for an open segment and one that is no
+  stream's.
+
+A segment that is gone does not fail the call: its state says so, and the others
+are answered. A malformed request fails the whole call (``InvalidArgumentError``
+naming it) and nothing is asked. Each state is read at its own moment (a write
+between two of them is seen by the later one only), and ``watermark`` and
+``tail_watermark`` are true bounds whatever was written since. A wire call takes at
+most ``MAX_STATE_REQUESTS`` requests (``RemoteClient`` sends more in several calls).
+Costs: O(k log n) store work for k requests, plus O(successors) for sealed segments.
+
+``read_ranges`` takes ``(segment, offset, max_length)`` requests and answers each with a
+``RangeRead``: the ``SegmentRead`` a ``read`` would return and the ``ingestion_runs`` of
+its bytes (``None`` for none), or the error's class and message where ``read`` would
+raise (truncated, deleted, beyond the length), without failing the others. The reads
+share one reply: a server gives them at most ``max_reply_bytes // 4`` bytes together,
+in request order (a later read may come back shorter than asked, or empty: ask again
+from its end, as after any short read). For a task reading many small ranges: one round
+trip for all of them instead of two each. O(bytes + k log n).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import (
+    BadOffsetError,
+    InvalidArgumentError,
+    SegmentNotFoundError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+)
+from .limits import INT64_MAX, shorten
+from .results import SegmentInfo, SegmentRead
+from .stream_metadata import SuccessorInfo
+
+__all__ = [
+    "SegmentState",
+    "StateRequest",
+    "MAX_STATE_REQUESTS",
+    "check_state_requests",
+    "segment_states",
+    "RangeRead",
+    "RangeRequest",
+    "check_range_requests",
+    "read_ranges",
+]
+
+StateRequest = tuple[str, int]
+"""``(segment name, position >= 0)``: whose state, and where its ``watermark`` is wanted."""
+
+MAX_STATE_REQUESTS = 4096
+"""Requests in one wire call: as many as a stream's active segments may be (``MAX_STREAM_SEGMENTS``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentState:
+    """One segment's answer in ``segment_states``: info, watermarks at position and tail, successors."""
+
+    name: str
+    position: int
+    info: SegmentInfo | None
+    watermark: int | None
+    tail_watermark: int | None
+    successors: tuple[SuccessorInfo, ...] = ()
+    error: str | None = None
+    """Why there is no ``info`` (the store's one-line message), else ``None``."""
+
+    @property
+    def exists(self) -> bool:
+        return self.info is not None
+
+
+def check_state_requests(requests: object, limit: int | None = None) -> list[StateRequest]:
+    """The requests as a list of ``(str, int >= 0)``; ``InvalidArgumentError`` naming the bad one.
+
+    ``limit``: at most this many (the server's ``MAX_STATE_REQUESTS``). O(k).
+    """
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+        raise InvalidArgumentError(
+            f"segment_states: requests must be a sequence of (segment, position), got {requests!r:.80}"
+        )
+    if limit is not None and len(requests) > limit:
+        raise InvalidArgumentError(
+            f"segment_states: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
+        )
+    out: list[StateRequest] = []
+    for i, r in enumerate(requests):
+        ok = isinstance(r, (tuple, list)) and len(r) == 2
+        if ok:
+            name, pos = r
+            ok = type(name) is str and type(pos) is int and 0 <= pos <= INT64_MAX
+        if not ok:
+            raise InvalidArgumentError(
+                f"segment_states: request {i} must be (segment name, position >= 0), got {r!r:.80}"
+            )
+        out.append((name, pos))
+    return out
+
+
+def segment_states(
+    get_info: Callable[[str], SegmentInfo],
+    watermark_at: Callable[[str, int], int],
+    get_successors: Callable[[str], tuple[SuccessorInfo, ...]],
+    requests: Sequence[StateRequest],
+) -> tuple[SegmentState, ...]:
+    """The state of every requested segment, in request order (see the module docstring)."""
+    return tuple(_state(get_info, watermark_at, get_successors, name, pos) for name, pos in requests)
+
+
+def _state(
+    get_info: Callable[[str], SegmentInfo],
+    watermark_at: Callable[[str, int], int],
+    get_successors: Callable[[str], tuple[SuccessorInfo, ...]],
+    name: str,
+    pos: int,
+) -> SegmentState:
+    try:
+        info = get_info(name)
+        tail = watermark_at(name, info.length)
+    except SegmentNotFoundError as e:
+        return SegmentState(name, pos, None, None, None, (), _message(e, name))
+    except SegmentTruncatedError:  # truncated to its length between the two calls
+        tail = None
+    watermark: int | None
+    if pos == info.length:
+        watermark = tail
+    elif info.start_offset <= pos < info.length:
+        try:
+            watermark = watermark_at(name, pos)
+        except (SegmentTruncatedError, BadOffsetError, SegmentNotFoundError):
+            watermark = None  # truncated or deleted since get_info: as if asked after
+    else:
+        watermark = None
+    successors: tuple[SuccessorInfo, ...] = ()
+    if info.sealed:
+        try:
+            successors = get_successors(name)
+        except SegmentNotFoundError:
+            successors = ()  # not a stream's segment (or its stream is gone)
+    return SegmentState(name, pos, info, watermark, tail, successors)
+
+
+def _message(e: BaseException, name: str) -> str:
+    text = e.args[0] if len(e.args) == 1 and isinstance(e.args[0], str) else str(e)
+    return text or f"segment {shorten(name)} not found"
+
+
+RangeRequest = tuple[str, int, int]
+"""``(segment name, offset >= 0, max_length >= 0)``: a ``read`` of ``read_ranges``."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class RangeRead:
+    """One request's answer in ``read_ranges``: the read and its bytes' ingestion runs, or the error."""
+
+    read: SegmentRead | None
+    runs: np.ndarray | None
+    """``ingestion_runs`` of the read's bytes (``None`` for no bytes), as ``ingestion_runs`` gives them."""
+    error: str | None = None
+    """``"ErrorClass: message"`` where ``read`` would have raised, else ``None``."""
+
+
+def check_range_requests(requests: object, limit: int | None = None) -> list[RangeRequest]:
+    """The requests as a list of ``(str, int >= 0, int >= 0)``; ``InvalidArgumentError`` naming a bad one."""
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+        raise InvalidArgumentError(
+            f"read_ranges: requests must be a sequence of (segment, offset, max_length), got {requests!r:.80}"
+        )
+    if limit is not None and len(requests) > limit:
+        raise InvalidArgumentError(
+            f"read_ranges: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
+        )
+    out: list[RangeRequest] = []
+    for i, r in enumerate(requests):
+        ok = isinstance(r, (tuple, list)) and len(r) == 3
+        if ok:
+            name, offset, n = r
+            ok = type(name) is str and all(type(v) is int and 0 <= v <= INT64_MAX for v in (offset, n))
+        if not ok:
+            raise InvalidArgumentError(
+                f"read_ranges: request {i} must be (segment name, offset >= 0, max_length >= 0),"
+                f" got {r!r:.80}"
+            )
+        out.append((name, offset, n))
+    return out
+
+
+def read_ranges(
+    read: Callable[[str, int, int], SegmentRead],
+    ingestion_runs: Callable[[str, int, int], np.ndarray],
+    requests: Sequence[RangeRequest],
+    max_bytes: int | None = None,
+) -> tuple[RangeRead, ...]:
+    """Each request's read and runs, in order, at most ``max_bytes`` of data in all (module docstring)."""
+    out: list[RangeRead] = []
+    budget = max_bytes
+    for name, offset, n in requests:
+        if budget is not None:
+            n = min(n, budget)
+        try:
+            r = read(name, offset, n)
+            runs = ingestion_runs(name, r.offset, r.offset + len(r.data)) if r.data else None
+        except SegmentStoreError as e:
+            out.append(RangeRead(None, None, f"{type(e).__name__}: {_message(e, name)}"))
+            continue
+        if budget is not None:
+            budget -= len(r.data)
+        out.append(RangeRead(r, runs))
+    return tuple(out)
