@@ -265,7 +265,7 @@ class _SharedColumns:
 
     def of(self, n: int) -> tuple[pa.Array, ...]:
         """Stream, segment, watermark, event-time watermark and kind columns of ``n`` rows."""
-        if n > self._rows:
+        if n > self._rows or not self._arrays:  # (a range of no events, only markers, is 0 rows)
             rows = n + n // 4
             self._arrays = tuple(_repeated(v, rows) for v in self._values)
             self._rows = rows

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 from bench.sim import experiment
 from bench.sim.experiment import execute, replication_tasks, shutdown_pool
 
@@ -21,9 +19,12 @@ _SCENARIO = {
 
 
 def _worker_pids() -> set[int]:
+    """The pool's worker processes (which of them runs a tiny task is up to the scheduler)."""
     assert experiment._pool, "no pool kept"
     pool = experiment._pool[0][1]
-    return {pool.submit(os.getpid).result() for _ in range(8)}
+    procs = pool._processes  # pid -> process: the workers it started
+    assert procs and all(p.is_alive() for p in procs.values())
+    return set(procs)
 
 
 def test_the_workers_stay_warm_across_execute_calls() -> None:
@@ -32,7 +33,7 @@ def test_the_workers_stay_warm_across_execute_calls() -> None:
         first = execute(tasks, "local", 2, show_progress=False)
         pids = _worker_pids()
         second = execute(tasks, "local", 2, show_progress=False)
-        assert _worker_pids() == pids and len(pids) == 2  # the same two processes ran both calls
+        assert _worker_pids() == pids and 1 <= len(pids) <= 2  # no worker started anew for the second call
         assert [r["metrics"] for r in first] == [r["metrics"] for r in second]
         assert [r["metrics"] for r in execute(tasks, "local", 1, show_progress=False)] == [
             r["metrics"] for r in first

@@ -159,7 +159,7 @@ def test_a_task_reads_a_predecessor_before_its_successor() -> None:
 
 
 def _events_of(client: EmbeddedClient, rs: list[SegmentRange]) -> list[tuple[str, int]]:
-    out = []
+    out: list[tuple[str, int]] = []
     for r in rs:
         for b in read_range(client, r.stream, r.segment, r.begin, r.end, BatchMeta(0, 0)):
             out.extend(zip(b.column("segment").to_pylist(), b.column("offset").to_pylist(), strict=True))
@@ -286,3 +286,15 @@ def test_a_streaming_micro_batch_of_a_wide_stream_is_packed_and_keeps_its_waterm
         assert SourceOffset.from_dict(end).watermark >= SourceOffset.from_dict(first).watermark
     finally:
         reader.stop()
+
+
+def test_a_range_holding_only_markers_is_a_batch_of_no_rows() -> None:
+    """A range of watermark markers and no events (``timeDomain=event``): zero rows, not an error."""
+    import numpy as np
+
+    from readergroup.format.frame_batch import decode_events
+    from spark_source.reading import ARROW_SCHEMA, events_batch
+
+    cols, _ = decode_events(b"", 0)
+    batch = events_batch("s/t", "s/t/0.#epoch.0", BatchMeta(1_000, 0), cols, np.empty(0, np.int64))
+    assert batch.num_rows == 0 and batch.schema == ARROW_SCHEMA

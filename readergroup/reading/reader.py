@@ -7,7 +7,7 @@ time and the watermark after it. The segments that need a block are read in one
 ``read_many`` call (the blocks and the watermarks at their records together: one round
 trip over ``RemoteClient``), and a look at the tails without waiting is one
 ``read_many`` too (each tail with the watermark known there: only what is new comes
-back), not repeated within one instant of the reader's clock; ``batched_reads`` off
+back), not repeated within one call at one instant of the reader's clock; ``batched_reads`` off
 reads each segment alone (a ``read`` and a ``watermarks_at``) as before, with the same
 results.
 
@@ -73,6 +73,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
+_NOT_LOOKED: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())
+"""No look at the tails yet in this call (``_ready_tails`` skips a second look only within one call)."""
+
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
 _new = tuple.__new__
 # an empty batch's columns (Arrow arrays are immutable: shared); from buffers, as ``pa.array`` would
@@ -132,7 +135,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
-        self._looked: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())  # the last look at the tails
+        self._looked: tuple[int, frozenset[int]] = _NOT_LOOKED  # the last look at the tails in this call
         self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
@@ -179,6 +182,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         """
         if timeout_ms:
             _check_timeout(self.reader_id, timeout_ms)
+        self._looked = _NOT_LOOKED  # a new call looks again: data may have come at this same instant
         st = self._state
         if self._sync_obj.version != self._version or self._closed:
             self._check_membership()
@@ -222,6 +226,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
                 f"reader {self.reader_id!r}: max_events must be an int >= 1, got {max_events!r}"
             )
         _check_timeout(self.reader_id, timeout_ms)
+        self._looked = _NOT_LOOKED  # a new call looks again: data may have come at this same instant
         st = self._state
         if self._sync_obj.version != self._version or self._closed:
             self._check_membership()

@@ -5,7 +5,7 @@ whose block is delivered are read again together (``read_many``: the blocks and 
 watermarks at their events in one call, one round trip over ``RemoteClient``), a look
 at the caught-up tails without waiting is one ``read_many`` too (each with the
 watermark known there, so only what is new comes back, and the group's state log
-probed in the same call), not repeated within one instant of the reader's clock; a
+probed in the same call), not repeated within one read call at one instant of the reader's clock; a
 waiting look is one ``wait_any``. ``batched_reads`` off reads a segment at a time (a
 ``read`` and a ``watermarks_at``) as before issue 36, with the same results.
 """
@@ -123,7 +123,8 @@ class ReaderBlocks:
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
             # no wait: read them all at once instead (a read of one with nothing new changes nothing),
-            # unless each was looked at already at this instant of the reader's clock
+            # unless each was looked at already in this read call at this instant of the reader's clock
+            # (a later call looks again: an append may have come since, at the same instant)
             now = self._now()
             looked = self._looked
             if looked[0] == now and looked[1].issuperset(map(id, live)):
