@@ -12,53 +12,27 @@ segment (``batched_reads`` off).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from call_counts import count_calls, uncount
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventBatch, EventReader
 from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore
-from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
-from segmentstore.net.server import SegmentStoreServer
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 START_MS = 1_000_000
 S = "test/batched"
 _SEGMENTS = 8
 
 
-@pytest.fixture(params=["embedded", "remote"])
-def manual(request: pytest.FixtureRequest) -> Iterator[tuple[ManualClock, SegmentStoreClient]]:
-    clock = ManualClock(START_MS)
-    store = SegmentStore(clock=clock)
-    try:
-        if request.param == "embedded":
-            yield clock, EmbeddedClient(store)
-        else:
-            with SegmentStoreServer(store) as srv, RemoteClient(("127.0.0.1", srv.port), timeout_s=20) as c:
-                yield clock, c
-        store._check()
-    finally:
-        store.close()
-
-
-def _count_calls(client: SegmentStoreClient) -> Counter[str]:
-    """Count every public call made on ``client`` from now on (by method name)."""
-    calls: Counter[str] = Counter()
-    for name in dir(SegmentStoreClient):
-        if name.startswith("_") or name in ("close",):
-            continue
-        method = getattr(client, name)
-
-        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
-            calls[_n] += 1
-            return _m(*a, **kw)
-
-        setattr(client, name, counted)
-    return calls
+@pytest.fixture
+def manual(clock: ManualClock, client: SegmentStoreClient) -> tuple[ManualClock, SegmentStoreClient]:
+    """The manual clock and a client of its store, embedded or remote (conftest's ``clock``, ``client``)."""
+    return clock, client
 
 
 def _poll(reader: EventReader) -> list[EventBatch]:
@@ -91,16 +65,14 @@ def _run(
             writer.write_event(f"k{k}", b"x%d" % i)
         writer.flush()
         clock.advance(100)
-        counted = _count_calls(c)
+        counted = count_calls(c)
         batches = _poll(reader)
         polls.append(len(batches))
         for b in batches:
             cols = (b.offset.tolist(), b.ingestion_time.tolist())
             seen.append((b.watermark, b.checkpoint_name, b.segments, *cols))
         calls.append(Counter(counted))
-        for name in list(vars(c)):  # the counting wrappers off again
-            if not name.startswith("_") and callable(getattr(c, name)):
-                delattr(c, name)
+        uncount(c)
     return seen, calls, polls
 
 
@@ -139,13 +111,11 @@ def test_an_idle_poll_is_one_look_at_the_tails(manual: tuple[ManualClock, Segmen
         _poll(reader)
     for _ in range(3):
         clock.advance(100)
-        calls = _count_calls(c)
+        calls = count_calls(c)
         batches = _poll(reader)
         assert len(batches) == 1 and not len(batches[0]) and batches[0].watermark is None
         assert dict(calls) == {"read_many": 1}
-        for name in list(vars(c)):
-            if not name.startswith("_") and callable(getattr(c, name)):
-                delattr(c, name)
+        uncount(c)
 
 
 def test_blocks_past_a_full_reply_are_read_in_further_calls() -> None:
@@ -165,7 +135,7 @@ def test_blocks_past_a_full_reply_are_read_in_further_calls() -> None:
             cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME)
             reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
             reader.batched_reads = batched
-            calls = _count_calls(c)
+            calls = count_calls(c)
             got = [(b.segments, b.offset.tolist(), b.ingestion_time.tolist()) for b in _poll(reader)]
             runs.append(got)
             assert sum(len(offsets) for _, offsets, _ in got) == 4_000

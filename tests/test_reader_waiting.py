@@ -8,11 +8,9 @@ that ticks at every reading. Before ``wait_any`` an idle ``read_next_event(500)`
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 import pytest
+from call_counts import count_calls
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.reading.group import ReaderGroup
@@ -23,22 +21,6 @@ from segmentstore.client import SegmentStoreClient
 
 S = "test/waiting"
 _SEGMENTS = 16
-
-
-def _count_calls(client: SegmentStoreClient) -> Counter[str]:
-    """Count every public call made on ``client`` from now on (by method name)."""
-    calls: Counter[str] = Counter()
-    for name in dir(SegmentStoreClient):
-        if name.startswith("_") or name in ("close",):
-            continue
-        method = getattr(client, name)
-
-        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
-            calls[_n] += 1
-            return _m(*a, **kw)
-
-        setattr(client, name, counted)
-    return calls
 
 
 def _caught_up_reader(c: SegmentStoreClient, clock: TickingClock) -> EventReader:
@@ -56,7 +38,7 @@ def test_an_idle_reader_makes_one_store_call_per_wait_slice(
 ) -> None:
     clock, c = ticking
     reader = _caught_up_reader(c, clock)
-    calls = _count_calls(c)
+    calls = count_calls(c)
     r = reader.read_next_event(timeout_ms=500)
     assert r.kind is ReadKind.EMPTY
     assert calls["read"] == calls["watermarks_at"] == 0  # nothing changed: no segment was read alone
@@ -70,7 +52,7 @@ def test_a_waiting_reader_wakes_on_an_event_and_reads_only_its_segment(
 ) -> None:
     clock, c = ticking
     reader = _caught_up_reader(c, clock)
-    calls = _count_calls(c)
+    calls = count_calls(c)
     got: list[EventRead] = []
     t = threading.Thread(target=lambda: got.append(reader.read_next_event(timeout_ms=30_000)))
     t.start()

@@ -1,0 +1,34 @@
+"""Count the public calls a test makes on a ``SegmentStoreClient``, by method name (and stop counting)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from segmentstore.client import SegmentStoreClient
+
+__all__ = ["count_calls", "uncount"]
+
+
+def count_calls(client: SegmentStoreClient) -> Counter[str]:
+    """Count every public call made on ``client`` from now on (by method name)."""
+    calls: Counter[str] = Counter()
+    for name in dir(SegmentStoreClient):
+        if name.startswith("_") or name in ("close",):
+            continue
+        method = getattr(client, name)
+
+        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
+            calls[_n] += 1
+            return _m(*a, **kw)
+
+        setattr(client, name, counted)
+    return calls
+
+
+def uncount(client: SegmentStoreClient) -> None:
+    """The counting wrappers of ``count_calls`` off again."""
+    for name in list(vars(client)):
+        if not name.startswith("_") and callable(getattr(client, name)):
+            delattr(client, name)
