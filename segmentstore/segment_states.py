@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -89,21 +90,24 @@ class SegmentState:
         return self.info is not None
 
 
+def _request_sequence(command: str, shape: str, requests: object, limit: int | None) -> Sequence[Any]:
+    """``requests`` if it is a sequence (not a string) of at most ``limit`` items; else the error."""
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+        raise InvalidArgumentError(f"{command}: requests must be a sequence of {shape}, got {requests!r:.80}")
+    if limit is not None and len(requests) > limit:
+        raise InvalidArgumentError(
+            f"{command}: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
+        )
+    return requests
+
+
 def check_state_requests(requests: object, limit: int | None = None) -> list[StateRequest]:
     """The requests as a list of ``(str, int >= 0)``; ``InvalidArgumentError`` naming the bad one.
 
     ``limit``: at most this many (the server's ``MAX_STATE_REQUESTS``). O(k).
     """
-    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
-        raise InvalidArgumentError(
-            f"segment_states: requests must be a sequence of (segment, position), got {requests!r:.80}"
-        )
-    if limit is not None and len(requests) > limit:
-        raise InvalidArgumentError(
-            f"segment_states: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
-        )
     out: list[StateRequest] = []
-    for i, r in enumerate(requests):
+    for i, r in enumerate(_request_sequence("segment_states", "(segment, position)", requests, limit)):
         ok = isinstance(r, (tuple, list)) and len(r) == 2
         if ok:
             name, pos = r
@@ -181,16 +185,9 @@ class RangeRead:
 
 def check_range_requests(requests: object, limit: int | None = None) -> list[RangeRequest]:
     """The requests as a list of ``(str, int >= 0, int >= 0)``; ``InvalidArgumentError`` naming a bad one."""
-    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
-        raise InvalidArgumentError(
-            f"read_ranges: requests must be a sequence of (segment, offset, max_length), got {requests!r:.80}"
-        )
-    if limit is not None and len(requests) > limit:
-        raise InvalidArgumentError(
-            f"read_ranges: at most {limit} requests in one call, got {len(requests)} (send them in parts)"
-        )
     out: list[RangeRequest] = []
-    for i, r in enumerate(requests):
+    shape = "(segment, offset, max_length)"
+    for i, r in enumerate(_request_sequence("read_ranges", shape, requests, limit)):
         ok = isinstance(r, (tuple, list)) and len(r) == 3
         if ok:
             name, offset, n = r
