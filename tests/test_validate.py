@@ -22,6 +22,7 @@ import yaml
 from click.testing import CliRunner
 from spark_fixtures import spark_fixture  # noqa: F401
 from test_lab import TINY
+from test_lab_flink_topology import SCALING
 
 from bench.cli import cli
 from bench.lab import LabScenarioError, lab_scenario_from_dict, lab_scenarios, load_lab_scenario, run_compare
@@ -259,16 +260,9 @@ def _scaling() -> dict[str, Any]:
 
 
 READER_SPLIT: dict[str, Any] = {  # the reader topology: one on-time writer, a split every 10 s, two readers
+    **SCALING,
     "name": "flink-reader-split",
-    "duration_ms": 30_000,
     "stream": {"name": "lab/readers", "segments": 1},
-    "scaling": {"every_ms": 10_000, "mode": "split"},
-    "writers": [
-        {"name": "w", "keys": [f"k{i}" for i in range(8)], "workload": {"kind": "constant", "rate_per_s": 20}}
-    ],
-    "readers": [{"name": "r", "count": 2}],
-    "pipeline": {"ordering": True, "window_ms": 2000},
-    "strategies": {"flink_bound_ms": 500, "flink_idle_timeout_ms": 2000, "flink_interval_ms": 500},
 }
 
 
