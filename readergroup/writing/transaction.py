@@ -104,20 +104,7 @@ class Transaction:
     ) -> WriteFuture:
         """Queue one event for the transaction segment of its key's range; returns its future at once."""
         frame, h = self._framer.frame(routing_key, payload, event_time)
-        segment = self._txn_of[self._table.segment_for_hash(h).name]
-        eng = self._engine
-        eng.check_fork()
-        with eng.lock:  # an open transaction with room: the event goes in here; else ``_add``
-            room = not eng.unacked or eng.unacked + len(frame) <= self._config.max_bytes_in_flight
-            fast = room and self._status is TransactionStatus.OPEN and not (self._ending or self._forked)
-            if fast:
-                app = eng.appenders[segment]
-                fut, send = eng.add(app, frame)
-        if not fast:
-            return self._add(frame, segment)
-        if send is None and not eng.work and not self._config.sync:
-            return fut
-        return eng.dispatch(app, send, fut, self._config.sync)
+        return self._add(frame, self._txn_of[self._table.segment_for_hash(h).name])
 
     def write_encoded(self, events: EncodedEvents) -> None:
         """Queue events framed in bulk (``frame_batch.encode_events``), as ``write_event`` each, in order.
