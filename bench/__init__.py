@@ -1,17 +1,18 @@
-"""bench: what runs on top of the engines — the ``ingestwm`` command, the simulator, the lab, the benchmarks.
+"""bench: the experiment side on top of the engines — a folder per role, each importing only those before it.
 
-- ``cli``: the ``ingestwm`` command (``demo``, ``simulate``, ``experiment``, ``compare``,
-  ``bench``, ``serve``, ``group``) and the main job (``ingestwm demo``); ``python -m bench.cli``.
-- ``sim``: the discrete-event simulator driving the real store and reader groups, and
-  its parameter sweeps on Spark (``ingestwm simulate``, ``ingestwm experiment``).
-- ``lab``: the watermark-strategy lab (``ingestwm compare``).
+- ``spec``: the scenario language every tool reads (schema, fields, loader, generated
+  docs, custom strategies by ``module:Class``, seeds, errors).
+- ``scenarios``: the shipped YAML scenarios and ``sweeps/`` (data only).
+- ``sim``: the discrete-event simulation driving the real store and reader groups.
+- ``lab``: the watermark-strategy lab, the strategies side by side on one workload.
+- ``study``: runs into results — the ``simulate``/``compare``/``tune`` drivers, outputs,
+  figures, replications, sweeps, statistics, executors (local pool, Spark), manifest.
+- ``validate``: the lab's engine models against real Spark and Flink (``ingestwm validate``).
 - ``perf``: the benchmark suite (``ingestwm bench``; ``pytest bench/perf --benchmark-only``).
-- ``scenarios``: the shipped YAML (simulator scenarios, ``lab/``, ``sweeps/``) and the one
-  loader the simulator, the lab and the sweeps read them with.
+- ``cli``: the ``ingestwm`` command and the main job (``ingestwm demo``); ``python -m bench.cli``.
 
-Each folder imports only the engines below (``spark_source``, ``flink_compat``,
-``readergroup``, ``segmentstore``; docs/design.md §2), ``scenarios``, and, for ``cli`` and
-``perf``, the other folders whose work they run.
+Every folder may also import the engines below ``bench`` (``spark_source``, ``flink_compat``,
+``readergroup``, ``segmentstore``; docs/design.md §2). ``tests/test_project.py`` checks the order.
 """
 
 __all__: list[str] = []

@@ -18,14 +18,16 @@ from spark_fixtures import spark_fixture  # noqa: F401 (fixture)
 
 from bench.cli import cli
 from bench.lab import run_compare
-from bench.sim import ScenarioError, load_scenario, run_scenario, scenario_from_dict, write_result
+from bench.sim import run_scenario
 from bench.sim.arrivals import EventSource
-from bench.sim.experiment import LAB_METRICS, SIM_METRICS, aggregate, execute, replication_tasks, run_task
-from bench.sim.replicate import run_replications
-from bench.sim.scenario import scenario_to_dict
-from bench.sim.schema_doc import schema_markdown
-from bench.sim.seeds import Seeds
-from bench.sim.stats import (
+from bench.spec import ScenarioError, load_scenario, scenario_from_dict
+from bench.spec.scenario import scenario_to_dict
+from bench.spec.schema_doc import schema_markdown
+from bench.spec.seeds import Seeds
+from bench.study import write_result
+from bench.study.experiment import LAB_METRICS, SIM_METRICS, aggregate, execute, replication_tasks, run_task
+from bench.study.replicate import run_replications
+from bench.study.stats import (
     DOMAINS,
     FRACTION,
     NON_NEGATIVE,
@@ -36,7 +38,7 @@ from bench.sim.stats import (
     summarise,
     t_quantile_975,
 )
-from bench.sim.sweep import SweepError, load_sweep, run_experiment, sweep_tasks
+from bench.study.sweep import SweepError, load_sweep, run_experiment, sweep_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -419,7 +421,7 @@ def test_the_lab_runs_the_simulators_workload_and_its_seed_matters() -> None:
 
 
 def load_scenario_data_for(over: list[str]) -> dict[str, Any]:
-    from bench.sim.scenario import apply_overrides, load_scenario_data
+    from bench.spec.scenario import apply_overrides, load_scenario_data
 
     return apply_overrides(load_scenario_data("false-assertions"), over)
 
@@ -469,7 +471,7 @@ def test_the_schema_reference_is_generated_from_the_code() -> None:
 
 
 def test_a_local_lab_sweep_writes_means_intervals_and_a_manifest(tmp_path: Path) -> None:
-    from bench.sim.sweep import run_experiment
+    from bench.study.sweep import run_experiment
 
     sweep = tmp_path / "s.yaml"
     sweep.write_text(
@@ -515,8 +517,8 @@ def test_shipped_sweeps_load_and_the_scenario_commands_answer() -> None:
 @pytest.mark.slow
 def test_spark_runs_report_progress_per_simulation_and_give_the_local_results(spark: Any) -> None:
     """``--executor spark`` showed nothing until every run was back; now each finished run counts."""
-    from bench.sim.experiment import spark_execute
-    from bench.sim.scenario import apply_overrides, load_scenario_data
+    from bench.spec.scenario import apply_overrides, load_scenario_data
+    from bench.study.experiment import spark_execute
 
     data = apply_overrides(load_scenario_data("random-faults"), SMALL_RANDOM)
     short = replication_tasks("simulate", dict(data, duration_ms=1_000), 1, 1)
@@ -525,7 +527,7 @@ def test_spark_runs_report_progress_per_simulation_and_give_the_local_results(sp
     stops = ("writers.steady.stop_ms=29000", "writers.bursty.stop_ms=29000")
     long = replication_tasks("simulate", apply_overrides(data, ["duration_ms=30000", *stops]), 2, 2)
     sc = spark.sparkContext  # the executors' Python workers import the simulator before the job:
-    sc.parallelize(range(2), 2).map(lambda _: bool(__import__("bench.sim.experiment"))).collect()
+    sc.parallelize(range(2), 2).map(lambda _: bool(__import__("bench.study.experiment"))).collect()
     seen: list[int] = []
     runs = spark_execute(sc, short + long, show_progress=False, on_progress=seen.append, poll_s=0.02)
     assert [r["seed"] for r in runs] == [1, 2, 3]

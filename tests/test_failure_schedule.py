@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.sim import run_scenario
-from bench.sim.errors import SimulationError
 from bench.sim.failure_schedule import FailureSchedule, Transition, failure_stream, timeline
-from bench.sim.scenario import DelaySpec, NoAckFault, ReaderSpec, scenario_from_dict
-from bench.sim.seeds import Seeds
+from bench.spec.errors import SimulationError
+from bench.spec.scenario import DelaySpec, NoAckFault, ReaderSpec, scenario_from_dict
+from bench.spec.seeds import Seeds
 
 
 def _plan(spec: ReaderSpec, seed: int, until_ms: int = 60_000, name: str = "r") -> tuple[Transition, ...]:

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from test_lab import TINY
 
-from bench import figures
 from bench.cli import cli
-from bench.lab import format_table, lab_scenario_from_dict, run_compare, write_outputs
+from bench.lab import lab_scenario_from_dict, run_compare
+from bench.study import figures, format_table, write_outputs
 
 SCALING = [
     "--set",

@@ -13,19 +13,18 @@ from bench.cli import cli
 from bench.lab import (
     LabResult,
     LabScenarioError,
-    format_table,
     lab_scenario_from_dict,
     lab_scenarios,
     load_lab_scenario,
     run_compare,
-    write_outputs,
 )
 from bench.lab.compared_strategies import SparkStrategy
 from bench.sim.engine import run_scenario
 from bench.sim.failure_schedule import failure_stream, timeline
 from bench.sim.result import SimResult
-from bench.sim.scenario import scenario_from_dict
-from bench.sim.seeds import Seeds
+from bench.spec.scenario import scenario_from_dict
+from bench.spec.seeds import Seeds
+from bench.study import format_table, write_outputs
 
 S = 1_000_000
 

@@ -18,7 +18,7 @@ from bench.lab.compare import LabResult
 from bench.lab.compared_strategies import FlinkStrategy, LabEvent
 from bench.lab.flink_reader import FlinkReaderStrategy
 from bench.lab.lab_scenario import LabStrategies
-from bench.sim.errors import ScenarioError
+from bench.spec.errors import ScenarioError
 from segmentstore import ManualClock
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
@@ -304,7 +304,7 @@ def test_validate_checks_each_topology_asked_for_in_a_row_of_its_own(
 def test_outputs_say_which_topology_the_flink_row_used(tmp_path: Any) -> None:
     import json
 
-    from bench.lab import format_table, write_outputs
+    from bench.study import format_table, write_outputs
 
     d = copy.deepcopy(SCALING)
     d["duration_ms"] = 2_000

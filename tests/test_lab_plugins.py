@@ -16,16 +16,15 @@ from bench.cli import cli
 from bench.lab import (
     LabScenarioError,
     LabStrategyError,
-    format_table,
     lab_scenario_from_dict,
     load_lab_scenario,
     run_compare,
-    write_outputs,
 )
 from bench.lab.compared_strategies import LabEvent
 from bench.lab.strategies_contrib import PercentileDelayStrategy
 from bench.sim.failure_schedule import failure_stream, timeline
-from bench.sim.seeds import Seeds
+from bench.spec.seeds import Seeds
+from bench.study import format_table, write_outputs
 
 
 class IngestionMinus:
@@ -344,8 +343,8 @@ def load_lab_scenario_path(name: str) -> Path:
 
 
 def test_custom_strategies_have_their_rows_in_replications_and_sweeps(tmp_path: Path) -> None:
-    from bench.lab.lab_run import compare_scenario
-    from bench.sim.sweep import run_experiment
+    from bench.study.compare_run import compare_scenario
+    from bench.study.sweep import run_experiment
 
     base = tmp_path / "tiny.yaml"
     mine = {"name": "mine", "class_path": _me("IngestionMinus"), "params": {"lag_ms": 500}}

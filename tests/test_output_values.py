@@ -25,9 +25,9 @@ from click.testing import CliRunner
 
 from bench.cli import cli
 from bench.lab import lab_scenarios
-from bench.sim import shipped_scenarios
-from bench.sim.scenario import scenario_path
 from bench.sim.sentinels import REAL_LIMIT
+from bench.spec import shipped_scenarios
+from bench.spec.scenario import scenario_path
 
 DAY_MS = 86_400_000
 SHORT_MS = 6000

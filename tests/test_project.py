@@ -175,3 +175,47 @@ def test_readergroup_sub_packages_import_only_the_layers_below_and_name_their_mo
         for path in (ROOT / "readergroup" / sub).glob("*.py"):
             if path.stem != "__init__":
                 assert f"``{path.stem}``" in doc, f"readergroup/{sub}/__init__.py does not name {path.stem}"
+
+
+# bench's rooms, bottom first (docs/design.md §2): each may import only itself and those before it
+_BENCH_LAYERS = ("spec", "sim", "lab", "study", "validate", "perf", "cli")
+_BENCH_DATA = {"scenarios"}  # the shipped YAML files: data, no code
+_MAX_LINES = 600
+
+
+def test_bench_rooms_import_only_the_rooms_below_and_name_their_modules() -> None:
+    modules = _module_names()
+    rooms = sorted({n.split(".")[1] for n in modules if n.startswith("bench.") and n.count(".") >= 1})
+    assert sorted(set(rooms) - _BENCH_DATA) == sorted(_BENCH_LAYERS), rooms
+    rank = {room: i for i, room in enumerate(_BENCH_LAYERS)}
+    for name, path in modules.items():
+        parts = name.split(".")
+        if parts[0] != "bench":
+            continue
+        deps = {d for d in _imports(name, path, modules, type_checking=True) if d.startswith("bench")}
+        if len(parts) == 1 or parts[1] in _BENCH_DATA:
+            assert not deps, f"{name} imports {sorted(deps)}: the top package and the data import none"
+            continue
+        for dep in deps:
+            dep_room = dep.split(".")[1] if "." in dep else None
+            assert dep_room not in _BENCH_DATA, f"{name} imports {dep}: read shipped files with spec.loader"
+            assert dep_room is not None and rank[dep_room] <= rank[parts[1]], (
+                f"{name} imports {dep}: {parts[1]} sits below {dep_room} ({' < '.join(_BENCH_LAYERS)})"
+            )
+    for room in _BENCH_LAYERS:  # a newcomer finds a module from its folder's docstring
+        doc = (ROOT / "bench" / room / "__init__.py").read_text(encoding="utf-8")
+        for path in (ROOT / "bench" / room).glob("*.py"):
+            if path.stem in ("__init__", "__main__", "conftest") or path.stem.startswith("test_"):
+                continue
+            # a benchmark module is named by its area: ``sim`` for bench_sim
+            names = {path.stem, path.stem.removeprefix("bench_")}
+            assert any(f"``{n}``" in doc for n in names), f"bench/{room}/__init__.py omits {path.stem}"
+
+
+def test_no_module_is_longer_than_the_house_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in _module_names().values()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > _MAX_LINES
+    }
+    assert not long, f"modules over {_MAX_LINES} lines (split by concept): {long}"

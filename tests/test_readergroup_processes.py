@@ -1,7 +1,7 @@
 """One reader group, readers in separate processes against a served store (issue 16).
 
 Writers in this process append keyed events with per-key sequence numbers while the
-stream splits and merges; reader processes (``bench.sim.reader_processes``, spawn context)
+stream splits and merges; reader processes (``bench.sim.reader_worker``, spawn context)
 join the group by name and log every event, watermark and checkpoint marker they
 deliver, line by line before their next read (which acknowledges it). Some are killed
 with SIGKILL at random moments — declared offline by the group when their lease runs
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.sim.reader_processes import ReaderProcesses
+from bench.sim.reader_worker import ReaderProcesses
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.group_state.state import state_segment
 from readergroup.reading.group import ReaderGroup

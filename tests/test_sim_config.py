@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.sim import ScenarioError, load_scenario, scenario_from_dict, shipped_scenarios
-from bench.sim.scenario import WorkloadSpec, apply_overrides
 from bench.sim.workloads import FrameBuilder, expected_events, payload_ids
+from bench.spec import ScenarioError, load_scenario, scenario_from_dict, shipped_scenarios
+from bench.spec.scenario import WorkloadSpec, apply_overrides
 from readergroup.format.events import decode_columns, decode_frames, encode_event
 
 BASE = {"name": "t", "duration_ms": 1000, "writers": [{"name": "w"}], "readers": [{"name": "r"}]}
@@ -201,7 +201,8 @@ def _outputs_with_and_without_kernels(
     spec: dict[str, object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> dict[str, bytes]:
     """The files a run writes (no manifest: its wall-clock figures), the same with the kernels as without."""
-    from bench.sim import actors, recorder, run_scenario, workloads, write_result
+    from bench.sim import actors, recorder, run_scenario, workloads
+    from bench.study import write_result
     from readergroup.reading import reader
 
     outs = []

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.sim import load_scenario, run_scenario, write_result
+from bench.sim import run_scenario
+from bench.spec import load_scenario
+from bench.study import write_result
 
 OVERRIDES = [
     "duration_ms=8000",

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bench.sim import experiment
-from bench.sim.experiment import execute, replication_tasks, shutdown_pool
+from bench.study import experiment
+from bench.study.experiment import execute, replication_tasks, shutdown_pool
 
 _SCENARIO = {
     "name": "pool",

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import pytest
 
-from bench.sim import load_scenario, run_scenario
+from bench.sim import run_scenario
 from bench.sim.failure_schedule import failure_stream, timeline
-from bench.sim.seeds import Seeds
+from bench.spec import load_scenario
+from bench.spec.seeds import Seeds
 
 pytestmark = pytest.mark.slow
 

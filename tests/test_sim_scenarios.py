@@ -6,7 +6,8 @@ import warnings
 
 import pytest
 
-from bench.sim import SimResult, load_scenario, run_scenario, shipped_scenarios
+from bench.sim import SimResult, run_scenario
+from bench.spec import load_scenario, shipped_scenarios
 
 warnings.filterwarnings("ignore", category=Warning, module="numba")
 

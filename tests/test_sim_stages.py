@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from bench.sim import ScenarioError, load_scenario, run_scenario, write_result
-from bench.sim.scenario import StageSpec, scenario_from_dict
+from bench.sim import run_scenario
 from bench.sim.stages import StageChain
+from bench.spec import ScenarioError, load_scenario
+from bench.spec.scenario import StageSpec, scenario_from_dict
+from bench.study import write_result
 
 
 def _chain(*specs: StageSpec) -> StageChain:
@@ -98,8 +100,9 @@ def test_shipped_pipeline_lag_grows_through_the_stages(tmp_path: Path) -> None:
 def test_in_the_lab_every_strategy_feeds_its_own_chain_and_pays_its_lag_at_every_stage(
     tmp_path: Path,
 ) -> None:
-    from bench.lab import format_table, lab_scenario_from_dict, lab_scenarios, run_compare, write_outputs
-    from bench.scenarios.yaml_specs import read_mapping
+    from bench.lab import lab_scenario_from_dict, lab_scenarios, run_compare
+    from bench.spec.loader import read_mapping
+    from bench.study import format_table, write_outputs
 
     data = read_mapping(lab_scenarios()["pipeline-stages"], "lab scenario")
     data["duration_ms"] = 35_000

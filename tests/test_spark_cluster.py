@@ -21,7 +21,7 @@ import pytest
 import yaml
 from spark_fixtures import StandaloneCluster, spark_cluster_fixture  # noqa: F401 (fixture)
 
-from bench.sim.sweep import run_experiment
+from bench.study.sweep import run_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark")]
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from test_lab_plugins import _tiny  # the lab's tiny scenario with these custom strategies
 
-from bench.sim.errors import ScenarioError
-from bench.sim.experiment import _executor_error, _spark_task, execute
-from bench.sim.strategy_shipping import ship_plan, write_archive
+from bench.spec.errors import ScenarioError
+from bench.study.experiment import _executor_error, _spark_task, execute
+from bench.study.strategy_shipping import ship_plan, write_archive
 
 STRATEGY = """
 class Lagged:

@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from bench.cli import main
-from bench.lab.tune import BoundSearch, candidates, knobs, meets, tune
-from bench.sim.errors import ScenarioError, TuneError
-from bench.sim.experiment import run_task
-from bench.sim.scenario import load_scenario, scenario_from_dict, scenario_to_dict
-from bench.sim.stats import FRACTION, summarise
+from bench.spec.errors import ScenarioError, TuneError
+from bench.spec.scenario import load_scenario, scenario_from_dict, scenario_to_dict
+from bench.study.experiment import run_task
+from bench.study.stats import FRACTION, summarise
+from bench.study.tune import BoundSearch, candidates, knobs, meets, tune
 
 SMALL = {
     "name": "tune-small",
@@ -57,7 +57,7 @@ BOUNDED = ("ingestion", "flink", "spark", "learned")
 
 
 def _at(data: dict[str, Any], bound: dict[str, int], seed: int) -> dict[str, Any]:
-    from bench.lab.tune import set_bounds
+    from bench.study.tune import set_bounds
 
     sc = scenario_from_dict(data)
     d = set_bounds(scenario_to_dict(sc), knobs(sc), bound)

@@ -7,10 +7,11 @@ import csv
 import json
 from pathlib import Path
 
-from bench.sim.engine import run_scenario, write_result
+from bench.sim.engine import run_scenario
 from bench.sim.holder import HOLDER_COLUMNS
-from bench.sim.scenario import load_scenario
-from bench.sim.simulate import summary_lines
+from bench.spec.scenario import load_scenario
+from bench.study import write_result
+from bench.study.simulate_run import summary_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 SENSORS = str(ROOT / "docs" / "tutorial" / "sensors.yaml")

@@ -3,6 +3,7 @@
 - ``app``: the click group and its commands (``demo``, ``simulate``, ``experiment``,
   ``compare``, ``bench``, ``serve``); ``main`` is the console script's entry point.
 - ``group``: ``ingestwm group list|describe|offline``, shared reader groups of a served store.
+- ``validate_cmd``: ``ingestwm validate``, the lab's engine models against Spark and Flink.
 - ``main_job``: ``ingestwm demo`` — the iot-sensors simulation, then the same store
   read by a Spark streaming query, with a short report.
 

@@ -1,9 +1,10 @@
 """The ``ingestwm`` command line: one click group, one thin command per job.
 
 Each command parses its flags and calls the code that does the work: ``demo`` the main
-job (``bench.cli.main_job``), ``simulate`` and ``experiment`` the simulator
-(``bench.sim``), ``compare`` and ``tune`` the lab (``bench.lab``), ``scenario`` the scenario
-language (schema, shipped files), ``bench`` the benchmark suite
+job (``bench.cli.main_job``), ``simulate``, ``experiment``, ``compare`` and ``tune`` the
+study layer's drivers (``bench.study``: the simulator and the lab, with outputs, replications
+and sweeps), ``scenario`` the scenario language (``bench.spec``: schema, shipped files),
+``validate`` the engine checks (``bench.validate``), ``bench`` the benchmark suite
 (``bench.perf``), ``serve`` the store's server (``segmentstore.net``: its settings and
 its loop live there; this command only maps flags to them). Errors become one line
 and a non-zero exit status.
@@ -16,7 +17,7 @@ from typing import Any
 
 import click
 
-from ..figures import FORMATS as FIGURE_FORMATS
+from ..study.figures import FORMATS as FIGURE_FORMATS
 from .group import group as group_commands
 from .validate_cmd import validate_cmd
 
@@ -41,7 +42,7 @@ def _sim_errors() -> tuple[type[Exception], ...]:
     """
     from spark_source.errors import SparkSourceError
 
-    from ..sim.errors import SimulationError
+    from ..spec.errors import SimulationError
 
     return (SimulationError, SparkSourceError)
 
@@ -147,8 +148,8 @@ def simulate(
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series, plots and manifest."""
     from pathlib import Path
 
-    from ..sim.manifest import Provenance
-    from ..sim.simulate import simulate_replications
+    from ..study.manifest import Provenance
+    from ..study.simulate_run import simulate_replications
 
     prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
@@ -246,8 +247,8 @@ def experiment(
     """Run the parameter grid SWEEP (a shipped name or YAML file) of simulations or lab comparisons."""
     from pathlib import Path
 
-    from ..sim.manifest import Provenance
-    from ..sim.sweep import run_experiment
+    from ..study.manifest import Provenance
+    from ..study.sweep import run_experiment
 
     prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
@@ -293,8 +294,8 @@ def compare(
     ones and its strategies.custom); print the table."""
     from pathlib import Path
 
-    from ..lab.lab_run import compare_scenario
-    from ..sim.manifest import Provenance
+    from ..study.compare_run import compare_scenario
+    from ..study.manifest import Provenance
 
     prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
@@ -388,8 +389,8 @@ def tune(
     strategy's bound_param) whose late fraction meets --late-target with 95 % confidence, and its costs."""
     from pathlib import Path
 
-    from ..lab.tune_run import tune_scenario
-    from ..sim.manifest import Provenance
+    from ..study.manifest import Provenance
+    from ..study.tune_run import tune_scenario
 
     prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
@@ -421,7 +422,7 @@ def scenario() -> None:
 @scenario.command("schema")
 def scenario_schema() -> None:
     """Print the scenario schema (Markdown: every field's type, unit, default and meaning)."""
-    from ..sim.schema_doc import schema_markdown
+    from ..spec.schema_doc import schema_markdown
 
     click.echo(schema_markdown(), nl=False)
 
@@ -429,8 +430,8 @@ def scenario_schema() -> None:
 @scenario.command("list")
 def scenario_list() -> None:
     """List the shipped scenarios and sweeps with their descriptions."""
-    from ..scenarios.yaml_specs import read_mapping, shipped
-    from ..sim.errors import ScenarioError
+    from ..spec.errors import ScenarioError
+    from ..spec.loader import read_mapping, shipped
 
     for name, path in shipped().items():
         data = read_mapping(path, "scenario file", ScenarioError)
@@ -448,7 +449,7 @@ def scenario_show(name: str, overrides: tuple[str, ...]) -> None:
     """Print scenario NAME fully resolved (every default filled in) as YAML."""
     import yaml
 
-    from ..sim.scenario import load_scenario, scenario_to_dict
+    from ..spec.scenario import load_scenario, scenario_to_dict
 
     try:
         sc = load_scenario(name, overrides)

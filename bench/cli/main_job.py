@@ -16,10 +16,10 @@ from pathlib import Path
 
 from segmentstore import SegmentStore
 
-from ..sim.engine import write_result
 from ..sim.result import SimResult
-from ..sim.scenario import load_scenario
-from ..sim.simulate import DEFAULT_RUNS_DIR, fmt_ms, prepare_output_dir, run_with_progress
+from ..spec.scenario import load_scenario
+from ..study.sim_outputs import write_result
+from ..study.simulate_run import DEFAULT_RUNS_DIR, fmt_ms, prepare_output_dir, run_with_progress
 
 __all__ = ["DEMO_SCENARIO", "run_demo", "report_lines"]
 

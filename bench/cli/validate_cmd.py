@@ -72,10 +72,10 @@ def validate_cmd(
 
     from ..lab import lab_scenarios
     from ..lab.lab_scenario import LabScenarioError, load_lab_scenario
-    from ..sim.errors import OutputError
-    from ..sim.manifest import Provenance
-    from ..sim.scenario import scenario_to_dict
-    from ..sim.simulate import prepare_output_dir
+    from ..spec.errors import OutputError
+    from ..spec.scenario import scenario_to_dict
+    from ..study.manifest import Provenance
+    from ..study.simulate_run import prepare_output_dir
     from ..validate import FlinkTiming, ValidateError, format_verdicts, validate, write_verdicts
 
     prov, load_at_start = Provenance(), os.getloadavg()

@@ -50,10 +50,10 @@ from segmentstore.client import EmbeddedClient
 from ..sim.actors import instance_names, scale_plan, scale_times, store_outages
 from ..sim.arrivals import EventSource
 from ..sim.failure_schedule import Transition, failure_stream, timeline
-from ..sim.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
-from ..sim.seeds import Seeds
 from ..sim.sentinels import END_OF_TIME, real_time
-from ..sim.writer_spec import DelaySpec
+from ..spec.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
+from ..spec.seeds import Seeds
+from ..spec.writers import DelaySpec
 from .compared_strategies import (
     FlinkStrategy,
     IngestionStrategy,

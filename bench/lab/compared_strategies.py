@@ -52,8 +52,8 @@ from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
-from ..sim.scenario import StageSpec
 from ..sim.stages import StageChain
+from ..spec.scenario import StageSpec
 from .lab_scenario import LabStrategies
 
 __all__ = [

@@ -23,7 +23,7 @@ from segmentstore import Clock
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MAX
 
-from ..sim.errors import SimulationError
+from ..spec.errors import SimulationError
 from .compared_strategies import FlinkStrategy, LabEvent, _SplitEmitter
 from .lab_scenario import LabStrategies
 

@@ -12,7 +12,7 @@ import bisect
 from segmentstore.client import EmbeddedClient
 
 from ..sim.actors import auto_plan
-from ..sim.scenario import ScalingSpec
+from ..spec.scenario import ScalingSpec
 
 __all__ = ["LoadMeter", "AutoScaler"]
 

@@ -1,4 +1,4 @@
-"""The lab's view of the one scenario language (``bench.sim.scenario``).
+"""The lab's view of the one scenario language (``bench.spec.scenario``).
 
 A lab scenario is an ordinary scenario: ``compare`` runs its workload (writers,
 readers, stream, scaling) through the watermark strategies at once, with the knobs of
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..sim.errors import ScenarioError
-from ..sim.scenario import (
+from ..spec.errors import ScenarioError
+from ..spec.scenario import (
     BUILTIN_STRATEGIES,
     WHEN_IDLE,
     CustomStrategySpec,
@@ -133,7 +133,7 @@ def lab_scenario_from_dict(data: dict[str, Any]) -> Scenario:
 
 def lab_scenarios() -> dict[str, Path]:
     """The shipped scenarios with a ``strategies`` section (made for the lab) by name."""
-    from ..scenarios.yaml_specs import read_mapping, shipped
+    from ..spec.loader import read_mapping, shipped
 
     out = {}
     for name, path in shipped().items():

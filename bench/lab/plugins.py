@@ -41,8 +41,8 @@ from readergroup.group_state.state import SegmentState
 from segmentstore import Clock
 from segmentstore.checks import checked
 
-from ..sim.errors import SimulationError
-from ..sim.strategy_classes import instantiate, load_strategy_class
+from ..spec.errors import SimulationError
+from ..spec.strategy_classes import instantiate, load_strategy_class
 from .compared_strategies import LabEvent, Strategy
 from .lab_scenario import LabCustomStrategy, LabStrategies
 
@@ -66,7 +66,7 @@ TIME_DOMAINS: dict[str, TimeDomain] = {
 class LabStrategyError(SimulationError):
     """A custom strategy failed while the lab ran it; the message names the strategy and the method.
 
-    A ``SimulationError`` (the root of ``bench.sim``, whose scenarios the lab runs), so
+    A ``SimulationError`` (the experiment side's root, ``bench.spec.errors``), so
     ``compare``, replications and sweeps report it as one line.
     """
 

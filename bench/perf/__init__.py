@@ -1,9 +1,14 @@
 """bench.perf: the benchmark suite — one ``bench_<area>.py`` module per area, two ways to run it.
 
-Areas: ``index`` (the watermark index), ``store``, ``durable`` (sync policies, recovery),
-``server`` (loopback vs raw sockets), ``reader``, ``waiting`` (idle calls, latency),
-``sim`` (the simulator), ``spark`` and ``spark_io`` (the Spark source and sink). The
-module protocol (``run(size)``, ``test_*`` functions, ``SLOW``) is in ``suite``.
+Areas: ``index`` (the watermark index), ``store``, ``append_cost`` (what one append costs),
+``durable`` (sync policies, recovery), ``server`` (loopback vs raw sockets), ``writer``
+(``EventWriter`` and transactions at wire speed), ``reader``, ``remote_reader`` (calls and
+bytes per poll over ``RemoteClient``), ``group`` (reader-group state), ``waiting`` (idle
+calls, latency), ``sim`` (the simulator), ``spark``, ``spark_io`` and ``spark_wide`` (the
+Spark source and sink; thousands of segments). The module protocol (``run(size)``,
+``test_*`` functions, ``SLOW``) is in ``suite``; ``pytest_bench`` runs the suite under
+pytest-benchmark; ``serving`` a store served by another process; ``spark_data`` what the
+Spark benchmarks read and its checks; ``errors`` the suite's one root (``BenchmarkError``).
 
 - ``ingestwm bench [--quick | --tiny] [--only bench_X]``: every module's ``run(size)``,
   one table of ratios measured side by side in one run (a figure beside its baseline:

@@ -16,7 +16,7 @@ Rows (all measured in one run, each run's result checked by ``_check`` before it
   ``EventWriter`` (one ``encode_event`` and routing per event): ratio batched / per-event.
 - ``simpy scheduling``: the same SimPy processes and timeouts with no work in them:
   the share of the batched run's wall time that is SimPy's scheduling.
-- ``replications``: seeds of the stochastic scenario run by ``bench.sim.experiment.execute``
+- ``replications``: seeds of the stochastic scenario run by ``bench.study.experiment.execute``
   (``--replications N --jobs K``) on 1 worker (in-process) and on 2 worker processes,
   same results required: the speed-up 2 workers give (at most 2: on 2 cores, less on a
   shared machine). The pool is started and warmed before (its forkserver imports the
@@ -58,10 +58,10 @@ from segmentstore.clock import monotonic_s, process_s
 from segmentstore.core.warmup import warm_kernels
 
 from ..sim.engine import run_scenario
-from ..sim.experiment import execute, replication_tasks
 from ..sim.readers import MAX_BATCH
 from ..sim.result import SimResult
-from ..sim.scenario import Scenario, scenario_from_dict, scenario_to_dict
+from ..spec.scenario import Scenario, scenario_from_dict, scenario_to_dict
+from ..study.experiment import execute, replication_tasks
 from .errors import BenchmarkError
 from .suite import Row, Size, module_main, row, sized
 

@@ -35,12 +35,12 @@ from readergroup.writing.writer import EventWriter, WriterConfig
 from segmentstore import SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
 from segmentstore.client import EmbeddedClient
 
+from ..spec.errors import SimulationError
+from ..spec.scenario import ScalingSpec, Scenario, WriterSpec
+from ..spec.seeds import Seeds
 from .arrivals import Batch, EventSource
-from .errors import SimulationError
 from .pipeline import EventTimePipeline
 from .recorder import Recorder
-from .scenario import ScalingSpec, Scenario, WriterSpec
-from .seeds import Seeds
 from .sim_clock import SimClock
 from .workloads import ID_BYTES, FrameBuilder, sim_kernels
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ScenarioError
-from .scenario import WriterSpec
-from .seeds import Seeds
+from ..spec.errors import ScenarioError
+from ..spec.scenario import WriterSpec
+from ..spec.seeds import Seeds
 from .workloads import expected_events, generation_times
 
 __all__ = ["Batch", "EventSource", "read_trace", "writer_keys"]

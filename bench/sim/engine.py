@@ -1,10 +1,11 @@
-"""The simulation engine: build the world, start every actor, sample metrics, summarise, write the outputs.
+"""The simulation engine: build the world, start every actor, sample metrics, summarise.
 
 ``run_scenario(scenario)`` returns a ``SimResult`` (``bench.sim.result``: the JSON-ready
 summary, the recorder with its series, the pipeline's ordered and late records);
-``write_result`` writes ``summary.json``, the CSV (and optional Parquet) series and the
-PNG plots. The same scenario and seed give byte-identical files: all randomness comes
-from numpy generators spawned per component from the seed (``bench.sim.seeds``), SimPy
+``bench.study.sim_outputs.write_result`` writes ``summary.json``, the CSV (and optional
+Parquet) series and the plots. The same scenario and seed give byte-identical files: all
+randomness comes from numpy generators spawned per component from the seed
+(``bench.spec.seeds``), SimPy
 orders same-time events by scheduling order, and wall-clock time (``SimResult.wall_s``)
 is never written.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Generator
-from pathlib import Path
 from typing import Any
 
 import simpy
@@ -22,17 +22,16 @@ from readergroup.reading.frontier import event_time_watermark
 from segmentstore import SegmentNotFoundError, SegmentStore
 from segmentstore.clock import monotonic_s, process_s
 
+from ..spec.scenario import Scenario, scenario_to_dict
 from .actors import World, WriterActor, advancer, instance_names, scaler
 from .holder import HOLDER_COLUMNS, held_summary, holder
-from .process_readers import ProcessReaderActor, ServedReaders
+from .reader_process_actors import ProcessReaderActor, ServedReaders
 from .readers import ReaderActor
-from .recorder import stats, write_outputs
+from .recorder import stats
 from .result import SimResult
-from .scenario import Scenario, scenario_to_dict
 from .sentinels import real_time
-from .stages import write_stages_csv
 
-__all__ = ["run_scenario", "write_result"]
+__all__ = ["run_scenario"]
 
 Proc = Generator[simpy.Event, Any, None]
 
@@ -300,16 +299,3 @@ def _faults(world: World) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def write_result(result: SimResult, out_dir: Path, fmt: str = "png") -> list[Path]:
-    """Write the summary, series and plots (as ``fmt``: png, svg, pdf) into ``out_dir``; returns the files."""
-    sc = result.scenario
-    paths = write_outputs(out_dir, result.summary, result.recorder, sc.metrics.parquet)
-    if result.stage_rows:
-        paths.append(write_stages_csv(out_dir, result.stage_rows))
-    if sc.metrics.plots:
-        from .plots import plot_result
-
-        paths += plot_result(result, out_dir, fmt)
-    return paths

@@ -2,7 +2,7 @@
 
 The one reading of a ``ReaderSpec``'s lifecycle fields, for every reader that follows
 one: the simulator's in-process readers (``bench.sim.readers``), its reader processes
-(``bench.sim.process_readers``) and the lab's (``bench.lab.compare``). The rules:
+(``bench.sim.reader_process_actors``) and the lab's (``bench.lab.compare``). The rules:
 
 - a reader joins at ``join_ms``; each *session* (from a join or a restart) ends when it
   leaves (``leave_ms``), crashes for good (``crash_ms``) or crashes at random (with
@@ -32,9 +32,9 @@ from typing import Literal
 
 import numpy as np
 
-from .errors import SimulationError
-from .scenario import ReaderSpec
-from .seeds import Seeds
+from ..spec.errors import SimulationError
+from ..spec.scenario import ReaderSpec
+from ..spec.seeds import Seeds
 
 __all__ = [
     "Due",

@@ -35,7 +35,7 @@ from readergroup.reading.frontier import event_time_watermark
 from segmentstore import Clock
 from segmentstore.checks import checked
 
-from .scenario import StageSpec
+from ..spec.scenario import StageSpec
 from .sentinels import real_time
 from .stages import StageChain
 

@@ -29,9 +29,9 @@ import simpy
 
 from readergroup.reading.reader import EventReader
 
+from ..spec.scenario import ReaderSpec
 from .actors import World
 from .failure_schedule import FailureSchedule
-from .scenario import ReaderSpec
 
 __all__ = ["ReaderActor", "MAX_BATCH"]
 

@@ -28,7 +28,7 @@ from readergroup.reading.frontier import event_time_watermark
 from readergroup.reading.reader import EventBatch
 from segmentstore.limits import INT64_MIN
 
-from .errors import OutputError
+from ..spec.errors import OutputError
 from .sentinels import real_time
 from .workloads import payload_ids, readonly, sim_kernels
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..spec.scenario import Scenario
 from .pipeline import OrderedRecord, WindowFiring
 from .recorder import Recorder
-from .scenario import Scenario
 from .stages import StageRow
 
 __all__ = ["SimResult"]

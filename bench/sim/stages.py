@@ -52,9 +52,9 @@ from flink_compat.operators import StreamOperator
 from segmentstore.checks import checked
 from segmentstore.limits import INT64_MIN
 
-from .errors import OutputError
+from ..spec.errors import OutputError
+from ..spec.scenario import StageSpec
 from .recorder import stats
-from .scenario import StageSpec
 from .sentinels import real_time
 
 __all__ = ["StageChain", "STAGE_COLUMNS", "StageRow", "write_stages_csv"]

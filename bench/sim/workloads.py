@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from readergroup.format.events import HEADER_SIZE, KIND_EVENT, encode_event
 
-from .scenario import WorkloadSpec
+from ..spec.scenario import WorkloadSpec
 
 __all__ = [
     "expected_events",

@@ -5,6 +5,7 @@
   (``ingestwm[flink]``), in a subprocess, paced in the stated regime.
 - ``verdict``: model against engine, one ``Verdict`` per scenario and strategy.
 - ``run``: both engines over scenarios; ``report``: the table, CSV and JSON.
+- ``errors``: ``ValidateError``, the package's one root (an engine missing, an engine's run failed).
 
 PySpark and PyFlink are imported only when an engine runs.
 """

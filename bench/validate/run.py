@@ -10,7 +10,7 @@ from ..lab import load_lab_scenario, run_compare
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import SparkStrategy
 from ..lab.lab_scenario import lab_strategies
-from ..sim.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
+from ..spec.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
 from .errors import EngineUnavailableError, ValidateError
 from .flink_engine import FlinkTiming, flink_available, replay_flink, scenario_window_ms
 from .spark_engine import replay_spark, spark_available

@@ -3,7 +3,7 @@
 ``WriterSpec`` is one entry of a scenario's ``writers``; its ``workload`` says when events
 arrive (constant, Poisson, bursts, MMPP, periodic idle, an inline schedule, a trace file)
 and its ``disorder`` and ``write_latency`` (``DelaySpec``) how far event time and
-ingestion lag behind. Part of the one schema of ``bench.sim.scenario``, which re-exports
+ingestion lag behind. Part of the one schema of ``bench.spec.scenario``, which re-exports
 these names.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import ScenarioError
-from .spec_fields import check_fields, spec_field
+from .fields import check_fields, spec_field
 
 __all__ = [
     "ScheduledEvent",

@@ -2,7 +2,7 @@
 
 ``compare_scenario`` loads a scenario with ``--set`` overrides and a ``--seed``, checks
 the lab can run it, runs it once (printing the table; ``--out``: the CSV, JSON, figure
-in ``--format`` and ``manifest.json``) or over ``replications`` seeds (``bench.sim.replicate``: mean and
+in ``--format`` and ``manifest.json``) or over ``replications`` seeds (``bench.study.replicate``: mean and
 95 % intervals per strategy and metric).
 """
 
@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import figures
-from ..sim.errors import OutputError
-from ..sim.manifest import Provenance
-from ..sim.scenario import Scenario, scenario_to_dict
-from ..sim.simulate import DEFAULT_RUNS_DIR, prepare_output_dir
-from .compare import LabResult, run_compare
-from .lab_scenario import LabScenarioError, load_lab_scenario
-from .report import format_table, write_outputs
+from ..lab.compare import LabResult, run_compare
+from ..lab.lab_scenario import LabScenarioError, load_lab_scenario
+from ..spec.errors import OutputError
+from ..spec.scenario import Scenario, scenario_to_dict
+from . import figures
+from .compare_report import format_table, write_outputs
+from .manifest import Provenance
+from .simulate_run import DEFAULT_RUNS_DIR, prepare_output_dir
 
 __all__ = ["compare_scenario"]
 
@@ -67,7 +67,7 @@ def compare_scenario(
     if n < 1:
         raise LabScenarioError(f"must be >= 1, got {n}", "replications")
     if n > 1:
-        from ..sim.replicate import run_replications
+        from .replicate import run_replications
 
         out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"compare-{sc.name}-x{n}")
         return run_replications(

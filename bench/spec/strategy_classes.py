@@ -1,6 +1,6 @@
 """Custom lab strategies by name: ``module:Class`` loaded and checked when a scenario loads.
 
-The scenario schema (``bench.sim.scenario``) checks a ``strategies.custom`` entry with these
+The scenario schema (``bench.spec.scenario``) checks a ``strategies.custom`` entry with these
 at load time, so a bad class path fails before anything runs; ``bench.lab.plugins`` runs
 the instances (docs/strategies.md).
 """

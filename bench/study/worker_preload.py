@@ -13,7 +13,7 @@ from __future__ import annotations
 from segmentstore.core.warmup import kernel_dispatchers
 
 from ..lab import compare as _compare
-from . import engine as _engine
+from ..sim import engine as _engine
 
 __all__: list[str] = []
 
@@ -22,7 +22,7 @@ def _load_kernels() -> None:
     from readergroup.format import _frame_kernels  # noqa: F401
     from readergroup.reading import _batch_kernels  # noqa: F401
 
-    from . import _sim_kernels  # noqa: F401
+    from ..sim import _sim_kernels  # noqa: F401
 
     kernel_dispatchers()  # the store's (imported, signatures loaded)
 

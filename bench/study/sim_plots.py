@@ -1,4 +1,4 @@
-"""Plots of a simulation, as PNG, SVG or PDF (``bench.figures``: Okabe-Ito colours, reproducible files).
+"""Plots of a simulation, as PNG, SVG or PDF (``bench.study.figures``: Okabe-Ito colours, reproducible files).
 
 - ``watermarks.<fmt>``: ingestion time, the group watermark, the event-time watermark and
   per-segment watermarks against simulated time (seconds since the start), with
@@ -18,9 +18,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .. import figures
-from .errors import OutputError
-from .result import SimResult
+from ..sim.result import SimResult
+from ..spec.errors import OutputError
+from . import figures
 
 __all__ = ["plot_result", "MAX_SEGMENT_LINES"]
 

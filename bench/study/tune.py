@@ -11,7 +11,7 @@ reported as they are.
 same seeds at every bound). Each run's late fraction is ``late / delivered`` (exact, not
 the rounded table column; 0 when nothing was delivered); the bound meets the target
 ``F`` when the upper end of the 95 % Student-t interval of their mean, cut at [0, 1]
-(``bench.sim.stats``), is ``<= F``: with 95 % confidence the expected late fraction is
+(``bench.study.stats``), is ``<= F``: with 95 % confidence the expected late fraction is
 at most ``F``. With ``n = 1`` there is no interval: the bound meets when the one run's
 late fraction is ``<= F`` (a point estimate, said in every output). A scenario with
 nothing random gives the same run for every seed: a zero-width interval.
@@ -31,7 +31,7 @@ with every searching strategy at its next bound; the others ride at a bound alre
 evaluated, and their rows there are compared with the cached ones (a difference is an
 error: the independence failed). Every evaluation is cached by (strategy, bound) and
 never run again; every evaluated point is reported. The rounds' tasks go through
-``bench.sim.experiment.execute`` (local processes or one Spark task each).
+``bench.study.experiment.execute`` (local processes or one Spark task each).
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ from typing import Any
 
 from segmentstore.checks import checked
 
-from ..sim.errors import TuneError
-from ..sim.experiment import execute, replication_tasks
-from ..sim.scenario import Scenario, scenario_to_dict
-from ..sim.stats import FRACTION, domain_of, summarise
-from .lab_scenario import lab_ready
+from ..lab.lab_scenario import lab_ready
+from ..spec.errors import TuneError
+from ..spec.scenario import Scenario, scenario_to_dict
+from .experiment import execute, replication_tasks
+from .stats import FRACTION, domain_of, summarise
 
 __all__ = [
     "COSTS",

@@ -15,12 +15,13 @@ from typing import Any
 
 from segmentstore import SegmentStore
 
-from .. import figures
-from .engine import run_scenario, write_result
-from .errors import OutputError, ScenarioError
+from ..sim.engine import run_scenario
+from ..sim.result import SimResult
+from ..spec.errors import OutputError, ScenarioError
+from ..spec.scenario import Scenario, load_scenario, scenario_to_dict
+from . import figures
 from .manifest import Provenance
-from .result import SimResult
-from .scenario import Scenario, load_scenario, scenario_to_dict
+from .sim_outputs import write_result
 
 __all__ = [
     "DEFAULT_RUNS_DIR",

@@ -11,10 +11,10 @@ directory:
 - ``replications.csv``: per metric ``n, mean, sd, ci95, low, high, clipped`` (Student t,
   95 %, within the metric's domain: ``clipped`` names the bound it cut, if any);
 - ``replications.json``: the same, the series bands and the random parts;
-- ``replications.<fmt>`` (``--format``: png, svg or pdf, in ``bench.figures``' style): the
+- ``replications.<fmt>`` (``--format``: png, svg or pdf, in ``bench.study.figures``' style): the
   watermark lag over time, mean with its 95 % band, and (compare)
   each strategy's main metrics with 95 % error bars;
-- ``manifest.json`` (``bench.sim.manifest``).
+- ``manifest.json`` (``bench.study.manifest``).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .. import figures
-from .errors import OutputError
+from ..spec.errors import OutputError
+from ..spec.scenario import Scenario, scenario_to_dict
+from . import figures
 from .experiment import aggregate, aggregate_series, execute, replication_tasks
 from .manifest import Provenance
-from .scenario import Scenario, scenario_to_dict
 from .stats import error_bars, mean_ci
 
 __all__ = ["run_replications", "format_replications", "LAB_SHOWN"]
@@ -98,7 +98,7 @@ def _plot(
     n: int,
     fmt: str,
 ) -> Path:
-    """``replications.<fmt>`` in the shared figure style (``bench.figures``)."""
+    """``replications.<fmt>`` in the shared figure style (``bench.study.figures``)."""
     plt = figures.pyplot()
     panels = 2 if tool == "compare" else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)

@@ -1,4 +1,4 @@
-"""The scenario schema as Markdown, generated from the frozen dataclasses of ``bench.sim.scenario``.
+"""The scenario schema as Markdown, generated from the frozen dataclasses of ``bench.spec.scenario``.
 
 ``schema_markdown()`` is what ``ingestwm scenario schema`` prints and what
 ``docs/scenario-schema.md`` holds (a test checks the file is not stale). Each section
@@ -103,7 +103,7 @@ def schema_markdown() -> str:
     lines = [
         "# Scenario schema",
         "",
-        "Generated from `bench/sim/scenario.py` by `ingestwm scenario schema`; do not edit by hand.",
+        "Generated from `bench/spec/scenario.py` by `ingestwm scenario schema`; do not edit by hand.",
         "A scenario file is a YAML mapping of the fields of `Scenario`; nested sections are",
         "mappings, `writers` and `readers` lists of mappings. Times are integer milliseconds",
         "from the run's start unless the unit says otherwise. Unknown fields, wrong types and",

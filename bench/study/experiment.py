@@ -22,7 +22,7 @@ worker starts in milliseconds rather than paying ~2 s of imports and kernel load
 pool is kept for the process's next ``execute`` calls (``shutdown_pool`` ends it), so
 its workers stay warm across them.
 ``aggregate`` turns the runs of one point into mean, sd and a 95 % Student-t interval per
-metric, kept inside the metric's domain (``bench.sim.stats``).
+metric, kept inside the metric's domain (``bench.study.stats``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
-from .errors import ExecutorError, ScenarioError, SimulationError
-from .scenario import scenario_from_dict
+from ..spec.errors import ExecutorError, ScenarioError, SimulationError
+from ..spec.scenario import scenario_from_dict
 from .stats import domain_of, summarise
 
 __all__ = [
@@ -145,7 +145,8 @@ def run_task(
     sc = scenario_from_dict(task["scenario"])
     series: dict[str, list[tuple[int, float | None]]] = {}
     if task["tool"] == "simulate":
-        from .engine import run_scenario, write_result
+        from ..sim.engine import run_scenario
+        from .sim_outputs import write_result
 
         result = run_scenario(sc, progress=progress)
         metrics = sim_metrics(result.summary)
@@ -154,7 +155,7 @@ def run_task(
             write_result(result, Path(out_dir))
     elif task["tool"] == "compare":
         from ..lab.compare import run_compare
-        from ..lab.report import write_outputs
+        from .compare_report import write_outputs
 
         lab = run_compare(sc, progress=progress)
         metrics = lab_metrics(lab.rows)

@@ -3,7 +3,7 @@
 ``tune.csv`` has one row per strategy: its bound field and the bound found (empty for a
 strategy without one), ``status`` (``met``; ``not met``: the row is then at
 ``max_bound_ms``; ``as it is``: no bound), how many bounds were evaluated, ``n``, and per
-cost (``bench.lab.tune.COSTS``) its mean, ``_sd``, ``_ci95``, ``_low``, ``_high`` (the
+cost (``bench.study.tune.COSTS``) its mean, ``_sd``, ``_ci95``, ``_low``, ``_high`` (the
 95 % interval within the metric's domain) and ``_clipped``, as ``results.csv`` of
 ``experiment``. ``tune_points.csv`` has the same columns for every evaluated (strategy,
 bound), with the round it ran in and whether it met the target. ``tune.<fmt>``: the
@@ -19,9 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import figures
-from ..sim.errors import OutputError
-from ..sim.stats import error_bars, mean_ci
+from ..spec.errors import OutputError
+from . import figures
+from .stats import error_bars, mean_ci
 from .tune import COSTS, Evaluation, StrategyResult, TuneResult
 
 __all__ = ["format_tune", "write_tune", "plot_tune", "RULE"]

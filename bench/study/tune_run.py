@@ -1,5 +1,5 @@
-"""``ingestwm tune``'s driver: load a lab scenario, run the search (``bench.lab.tune``), write the
-outputs (``bench.lab.tune_report``) and the manifest, print the table.
+"""``ingestwm tune``'s driver: load a lab scenario, run the search (``bench.study.tune``), write the
+outputs (``bench.study.tune_report``) and the manifest, print the table.
 
 Options are checked before anything runs; a scenario in which nothing is random runs one
 seed per bound (every seed would give the same run).
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import figures
-from ..sim.errors import OutputError, TuneError
-from ..sim.manifest import Provenance
-from ..sim.scenario import scenario_to_dict
-from ..sim.simulate import DEFAULT_RUNS_DIR, prepare_output_dir
-from .lab_scenario import load_lab_scenario
+from ..lab.lab_scenario import load_lab_scenario
+from ..spec.errors import OutputError, TuneError
+from ..spec.scenario import scenario_to_dict
+from . import figures
+from .manifest import Provenance
+from .simulate_run import DEFAULT_RUNS_DIR, prepare_output_dir
 from .tune import TuneResult, candidates, tune
 from .tune_report import format_tune, write_tune
 

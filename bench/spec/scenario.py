@@ -4,7 +4,7 @@ One frozen schema describes a workload — store, stream, scaling, writers, read
 faults, reader group, pipeline, metrics — which the simulator runs; an optional
 ``strategies`` section holds the knobs of the watermark-strategy lab, which evaluates
 its strategies over the same workload (``bench.lab``). Files are found, read and
-converted by the shared loader (``bench.scenarios.yaml_specs``); this module holds the
+converted by the shared loader (``bench.spec.loader``); this module holds the
 schema and raises ``ScenarioError``. ``docs/scenario-schema.md`` is generated from it
 (``ingestwm scenario schema``).
 
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..scenarios import yaml_specs
-from ..scenarios.yaml_specs import build_dataclass, find, read_mapping, shipped
+from . import loader as yaml_specs
 from .errors import ScenarioError
-from .spec_fields import check_fields, spec_field
-from .writer_spec import (
+from .fields import check_fields, spec_field
+from .loader import build_dataclass, find, read_mapping, shipped
+from .writers import (
     WHEN_IDLE,
     DelaySpec,
     ScheduledEvent,
@@ -221,7 +221,7 @@ class GroupSpec:
 
     ``reader_timeout_ms``: the readers' lease (0: readers leave only as the scenario
     says). ``processes``: each reader instance runs in a process of its own against the
-    store served on loopback (``bench.sim.process_readers``); the simulation then runs
+    store served on loopback (``bench.sim.reader_process_actors``); the simulation then runs
     in real time and is not deterministic.
     """
 

@@ -1,6 +1,6 @@
 """Simulated readers as real processes: ``group.processes: true`` in a scenario.
 
-Each reader instance runs in a process of its own (``bench.sim.reader_processes``,
+Each reader instance runs in a process of its own (``bench.sim.reader_worker``,
 spawn context) against the world's store served on loopback, joins the world's reader
 group by name and reads batches (``read_batch``), logging each one; its actor here
 follows the log every ``poll_ms`` and feeds the batches to the ``Recorder`` and the
@@ -46,8 +46,8 @@ from segmentstore import SegmentStore
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .errors import SimulationError
-from .reader_processes import ReaderProcesses, read_log
+from ..spec.errors import SimulationError
+from .reader_worker import ReaderProcesses, read_log
 from .readers import ReaderActor
 
 __all__ = ["ServedReaders", "ProcessReaderActor"]

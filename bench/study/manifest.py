@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .errors import OutputError
+from ..spec.errors import OutputError
 
 __all__ = ["Provenance", "library_versions", "git_commit", "MANIFEST"]
 

@@ -3,7 +3,7 @@
 ``format_table`` is what ``ingestwm compare`` prints; ``write_outputs`` writes
 ``compare.csv``, ``compare.json`` (rows and series) and ``compare.<png|svg|pdf>``
 (watermark lag over time, reordering buffer over time, late fraction and completeness,
-result latency p50/p95/p99/max) in the shared figure style (``bench.figures``).
+result latency p50/p95/p99/max) in the shared figure style (``bench.study.figures``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .. import figures
-from .compare import LabResult
-from .lab_scenario import lab_strategies
+from ..lab.compare import LabResult
+from ..lab.lab_scenario import lab_strategies
+from . import figures
 
 __all__ = ["COLUMNS", "format_table", "write_outputs", "plot"]
 

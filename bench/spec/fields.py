@@ -1,7 +1,7 @@
 """The scenario schema's fields: bounds, choices and the meaning of each, checked in one place.
 
 ``spec_field`` declares a dataclass field with a lower bound or a set of choices and its
-``doc`` (the schema reference is generated from it: ``bench.sim.schema_doc``);
+``doc`` (the schema reference is generated from it: ``bench.spec.schema_doc``);
 ``check_fields`` checks them in a spec's ``__post_init__`` and raises ``ScenarioError``
 naming the field.
 """

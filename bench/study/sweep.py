@@ -15,7 +15,7 @@ A sweep file (YAML) names a base scenario, a grid of overrides and what to run::
 
 Any scenario field can be a grid axis (``strategies.flink_bound_ms`` too). Every point
 is validated on the driver first (a bad sweep fails before anything runs); then every
-(point, seed) is one task (``bench.sim.experiment``): one Spark task each
+(point, seed) is one task (``bench.study.experiment``): one Spark task each
 (``--executor spark``, the default) or one process each (``--executor local``). The
 driver writes ``runs.csv`` (one row per run), ``results.csv`` (one row per point: per
 metric its mean, then ``_sd``, ``_ci95``, ``_low``, ``_high`` — the interval within the
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import figures
-from ..scenarios.yaml_specs import find, read_mapping, shipped
-from .errors import OutputError, ScenarioError, SweepError
+from ..spec.errors import OutputError, ScenarioError, SweepError
+from ..spec.loader import find, read_mapping, shipped
+from ..spec.scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
+from . import figures
 from .experiment import SIM_METRICS, TOOLS, aggregate, execute, replication_tasks
 from .manifest import Provenance
-from .scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
-from .simulate import DEFAULT_RUNS_DIR, prepare_output_dir
+from .simulate_run import DEFAULT_RUNS_DIR, prepare_output_dir
 from .stats import error_bars, mean_ci
 
 __all__ = [
@@ -228,7 +228,7 @@ def _lines(sweep: Sweep, metric: str, metric_names: list[str]) -> list[str]:
 
 
 def _plot(sweep: Sweep, results: list[dict[str, Any]], out_dir: Path, fmt: str) -> Path:
-    """``sweep.<fmt>`` in the shared figure style (``bench.figures``): one panel per metric."""
+    """``sweep.<fmt>`` in the shared figure style (``bench.study.figures``): one panel per metric."""
     plt = figures.pyplot()
     x_key = sweep.grid[0][0]
     others = [k for k, _ in sweep.grid[1:]]
@@ -408,6 +408,6 @@ def run_experiment(
 
 def scenario_to_dict_of(data: Mapping[str, Any]) -> dict[str, Any]:
     """The fully resolved scenario (every default filled in) of raw scenario data."""
-    from .scenario import scenario_to_dict
+    from ..spec.scenario import scenario_to_dict
 
     return scenario_to_dict(scenario_from_dict(data))

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ScenarioError
+from ..spec.errors import ScenarioError
 
 __all__ = ["Shipment", "custom_strategies", "ship_plan", "write_archive", "ship"]
 
