@@ -2,9 +2,10 @@
 
 The Spark tests replay the model's micro-batches through a real query (one shared
 SparkSession) and require every batch to agree: watermark, late rows, windows emitted.
-The Flink test runs the job with a Python that has PyFlink: this one, or a venv
-``tests/conftest.py`` installs in the background (``tests/flink_venv.py``); if it cannot,
-the test fails in CI and is skipped with the reason elsewhere.
+The Flink tests take Flink from a Python that has PyFlink: this one, or a venv
+``tests/conftest.py`` installs in the background (``tests/flink_venv.py``): the driven Java
+job (its jars, compiled against with this machine's javac) and the paced PyFlink job (its
+interpreter). If it cannot, they fail in CI and are skipped with the reason elsewhere.
 """
 
 from __future__ import annotations
