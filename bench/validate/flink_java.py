@@ -52,6 +52,7 @@ SOURCE = Path(__file__).resolve().parent / "java" / "DrivenReplay.java"
 MAIN_CLASS = "ingestwm.validate.DrivenReplay"
 FORMAT = "ingestwm-driven-replay 1"
 TURN_TIMEOUT_MS = 120_000  # one turn's wait for the one before it, in the JVM: a stuck job fails, named
+_NO_WATERMARK = -(2**62)  # at or below: still "none yet" (the verdict's rule)
 
 
 def _tool(name: str) -> str | None:
@@ -255,8 +256,23 @@ def replay_flink_java(
             took = doc["turns"][j]
             raise EngineRunError(f"{s['name']}: the Java Flink job took {took} of {s['turns']} turns")
         replay = parse_replay(doc, j, s["paced"], FlinkTiming())
-        out.append(replace(replay, driven=True, max_slip_ms=0.0, slips_ms=()))
+        out.append(
+            replace(replay, driven=True, max_slip_ms=0.0, slips_ms=(), end_moves=_end_moves(doc, j, s))
+        )
     return out
+
+
+def _end_moves(doc: dict[str, Any], j: int, spec: dict[str, Any]) -> int:
+    """How many moves of scenario ``j``'s combined watermark the end of input made: those in a turn
+    after the lab's last tick (its last release and the splits' ends), all at the end."""
+    last = max((int(s["last"]) for s in spec["paced"]["splits"]), default=0)
+    tick = {turn: t for steps in spec["splits"] for turn, _kind, t, _clock, _events in steps}
+    moves = [(rec[3], rec[2], rec[4]) for rec in doc["records"] if rec[0] == "move" and rec[1] == j]
+    after = [tick.get(int(turn), last + 1) > last for _at, wm, turn in sorted(moves) if wm > _NO_WATERMARK]
+    first = after.index(True) if True in after else len(after)
+    if not all(after[first:]):
+        raise EngineRunError(f"{spec['name']}: a move within the lab's ticks came after one of the end's")
+    return len(after) - first
 
 
 def _why(proc: subprocess.CompletedProcess[str]) -> str:

@@ -180,14 +180,16 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     # model's must be Flink's (after Flink's warm-up at "none yet"; the end of input adds more)
     model_moves = [wm for _, wm in st.emitted]
     engine_moves = [wm for wm in replay.moves if wm > _NO_WATERMARK]
+    if replay.driven:  # every move within the lab's ticks is known: all of them must be the model's
+        engine_moves = engine_moves[: len(engine_moves) - replay.end_moves]
     unsure: list[str] = []  # what takes the run out of the regime, beyond FlinkReplay.slips_in_bounds
-    if engine_moves[: len(model_moves)] != model_moves:
+    if engine_moves[: len(model_moves)] != model_moves or (replay.driven and engine_moves != model_moves):
         i = next(
             (i for i, (a, b) in enumerate(zip(model_moves, engine_moves, strict=False)) if a != b),
             min(len(model_moves), len(engine_moves)),
         )
-        model_at = model_moves[i] if i < len(model_moves) else None
-        engine_at = engine_moves[i] if i < len(engine_moves) else None
+        model_at = _wm(model_moves[i]) if i < len(model_moves) else "none left"
+        engine_at = _wm(engine_moves[i]) if i < len(engine_moves) else "none left"
         clock = st.emitted[min(i, len(st.emitted) - 1)][0] if st.emitted else start
         upto = -(-(clock - start) // step)
         notes.append(

@@ -32,7 +32,8 @@
  *   spec's timeout fails the job, naming the turn it waited for.
  * - Records for the output (one JSON document, the shape flink_job.py writes): per event the
  *   watermark LateFilter's timer service had when it took it and whether it was late (<=), every
- *   move of that watermark (an event-time timer one above it, re-armed at each move), every window
+ *   move of that watermark (an event-time timer one above it, re-armed at each move) with the turn
+ *   that made it, every window
  *   fired with its count and the watermark that fired it, and the late side output of the windows.
  */
 package ingestwm.validate;
@@ -237,6 +238,10 @@ public final class DrivenReplay {
             if (broken != null) {
                 throw new IllegalStateException(broken);
             }
+        }
+
+        synchronized long taken() {
+            return seen;
         }
 
         private String describe(long turn) {
@@ -480,7 +485,8 @@ public final class DrivenReplay {
             if (wm < Long.MAX_VALUE) {
                 ctx.timerService().registerEventTimeTimer(wm + 1);
             }
-            record("[\"move\"," + scenario + "," + wm + "," + (at++) + "]");
+            // the turn whose elements made it: the one after the last marker taken
+            record("[\"move\"," + scenario + "," + wm + "," + (at++) + "," + (turns.taken() + 1) + "]");
         }
     }
 
