@@ -76,6 +76,10 @@ def test_every_package_and_data_file_ships_in_the_wheel() -> None:
         assert folders, f"no YAML files in {top}/"
         for folder in folders:
             assert f"{folder}/*.yaml" in patterns, f"{top}/{folder}/*.yaml is not in the package data"
+    # the Java part of validate's Flink check, compiled on first use from the installed source
+    java = {str(p.parent.relative_to(ROOT / "bench")) for p in (ROOT / "bench").rglob("*.java")}
+    assert java == {"validate/java"}, java
+    assert "validate/java/*.java" in config["package-data"]["bench"]
 
 
 _PACKAGES = ("segmentstore", "readergroup", "flink_compat", "spark_source", "bench")  # docs/design.md §2

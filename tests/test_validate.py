@@ -2,14 +2,17 @@
 
 The Spark tests replay the model's micro-batches through a real query (one shared
 SparkSession) and require every batch to agree: watermark, late rows, windows emitted.
-The Flink test runs the job with a Python that has PyFlink: this one, or a venv
-``tests/conftest.py`` installs in the background (``tests/flink_venv.py``); if it cannot,
-the test fails in CI and is skipped with the reason elsewhere.
+The Flink tests take Flink from a Python that has PyFlink: this one, or a venv
+``tests/conftest.py`` installs in the background (``tests/flink_venv.py``): the driven Java
+job (its jars, compiled against with this machine's javac) and the paced PyFlink job (its
+interpreter). If it cannot, they fail in CI and are skipped with the reason elsewhere.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import itertools
 import os
 import shutil
 from pathlib import Path
@@ -29,6 +32,7 @@ from bench.lab import LabScenarioError, lab_scenario_from_dict, lab_scenarios, l
 from bench.lab.compared_strategies import FlinkStrategy
 from bench.validate import FlinkTiming, ValidateError, format_verdicts
 from bench.validate.flink_engine import FlinkReplay, replay_flink_many
+from bench.validate.flink_java import driven_spec, java_runner_unavailable, replay_flink_java
 from bench.validate.run import validate_spark
 from bench.validate.verdict import flink_verdict
 
@@ -418,7 +422,13 @@ def test_validate_runs_a_flink_replay_out_of_the_regime_again_at_twice_the_pace(
     monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
     said: list[str] = []
     rows = run_mod.validate(
-        ["a"], ["flink"], lambda: None, FlinkTiming(pace_ms=200), echo=said.append, flink_max_pace_ms=800
+        ["a"],
+        ["flink"],
+        lambda: None,
+        FlinkTiming(pace_ms=200),
+        echo=said.append,
+        flink_max_pace_ms=800,
+        flink_runner="python",
     )
     assert [(r.verdict, r.pace_ms) for r in rows] == [("exact", 400)]
     assert said == [
@@ -477,3 +487,210 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     assert [(v.late_engine, v.windows_engine) for v in verdicts[:2]] == [(2, 5), (24, 4)]
     assert [v.strategy for v in verdicts] == ["flink (segment_union)"] * 2 + ["flink (reader)"]
     assert verdicts[2].late_engine == 0  # the reader topology loses nothing to the scaling
+
+
+def test_the_driven_job_takes_each_split_step_in_the_labs_order() -> None:
+    """The driven Java job's spec: every step of every split is one turn of one global order --
+    a tick's releases and marks, then the ends of the splits that finished, then the periodic
+    emits in slot order -- each split's steps in their own order; a periodic emit carries the
+    lab's clock (ms, never 0: Flink's idleness timer takes 0 for "not started"), and the
+    idleness timeout is the lab's own, not a paced one."""
+    from bench.validate.flink_job import BUNDLE, END, MARK, PRIME, WAIT
+
+    r = run_compare(lab_scenario_from_dict(SPARSE))
+    st = r.strategies["flink"]
+    assert isinstance(st, FlinkStrategy)
+    spec = driven_spec(r)
+    assert (spec["bound_ms"], spec["idle_ms"]) == (500, 2000)
+    steps = [(t, i, k, tick, clock) for i, sp in enumerate(spec["splits"]) for t, k, tick, clock, _ in sp]
+    assert sorted(t for t, *_ in steps) == list(range(1, spec["turns"] + 1))
+    for sp in spec["splits"]:
+        assert [s[0] for s in sp] == sorted(s[0] for s in sp)  # a split's steps keep their order
+    rank = {BUNDLE: 0, MARK: 0, PRIME: 0, END: 1, WAIT: 2}
+    by_turn = sorted(steps)
+    for (_, i, kind, tick, _), (_, j, kind2, tick2, _) in itertools.pairwise(by_turn):
+        assert (tick, rank[kind]) <= (tick2, rank[kind2])
+        if kind == kind2 == WAIT and tick == tick2:
+            assert st.slots[spec["paced"]["splits"][i]["name"]] < st.slots[spec["paced"]["splits"][j]["name"]]
+    waits = [(tick, clock) for _, _, kind, tick, clock in steps if kind == WAIT]
+    k0 = min(t for t, _ in waits)
+    assert all(clock == (t - k0 + 1) * 500 > 0 for t, clock in waits)
+    carried = sorted((w, q) for sp in spec["splits"] for *_, evs in sp for w, q, _et, dup in evs if not dup)
+    assert carried == sorted((a[2], a[3]) for a in st.arrivals)
+
+
+def test_flink_runner_auto_is_java_where_a_jdk_and_flinks_jars_are_and_the_paced_replay_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--flink-runner``: ``java`` needs javac and Flink's jars (``$FLINK_HOME/lib`` or the PyFlink
+    of ``--flink-python``); ``auto`` falls back to the paced PyFlink replay without them, which
+    a JRE is enough for; ``java`` asked for where it cannot run is a ``not run`` row saying why."""
+    from bench.validate import flink_java
+    from bench.validate import run as run_mod
+    from bench.validate.flink_java import choose_runner
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "flink-dist-2.3.0.jar").write_bytes(b"")
+    monkeypatch.setenv("FLINK_HOME", str(tmp_path))
+    tools = {"java": "/usr/bin/java", "javac": "/usr/bin/javac"}
+    monkeypatch.setattr(flink_java, "_tool", tools.get)
+    assert flink_java.flink_lib_dir() == tmp_path / "lib"
+    assert choose_runner("auto") == ("java", None)
+    assert choose_runner("python") == ("python", None)
+    del tools["javac"]  # a JRE only
+    assert choose_runner("auto") == ("python", None)
+    runner, why = choose_runner("java")
+    assert runner == "java" and why is not None and "no javac" in why
+    with pytest.raises(ValidateError, match="no Flink runner 'scala'"):
+        choose_runner("scala")
+    tools["javac"] = "/usr/bin/javac"
+    monkeypatch.setenv("FLINK_HOME", str(tmp_path / "nowhere"))  # and this Python has no PyFlink
+    runner, why = choose_runner("java")
+    assert why is not None and "no Flink jars" in why, why
+    assert choose_runner("auto") == ("python", None)
+    # through validate: the runner reaches validate_flink; java where it cannot run: not run, why
+    monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
+    asked: list[str] = []
+
+    def fake_validate_flink(result: Any, *_a: Any) -> Any:
+        asked.append(_a[-1])
+        return run_mod.Verdict(result.scenario.name, "flink", "Flink 2.3.0", verdict="exact")
+
+    monkeypatch.setattr(run_mod, "validate_flink", fake_validate_flink)
+    tiny = str(tmp_path / "tiny.yaml")
+    Path(tiny).write_text(yaml.safe_dump(TINY))
+    rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
+    assert asked == ["python"] and [r.verdict for r in rows] == ["exact"]
+    rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="java")
+    assert asked == ["python"] and rows[0].verdict == "not run" and "no Flink jars" in rows[0].note
+    monkeypatch.setenv("FLINK_HOME", str(tmp_path))
+    rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
+    assert asked == ["python", "java"]
+    with pytest.raises(ValidateError, match="no Flink runner"):
+        run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="scala")
+    # the command passes --flink-runner on (default auto)
+    import bench.validate as validate_pkg
+
+    runners: list[str] = []
+
+    def fake_validate(*_a: Any, flink_runner: str = "", **_k: Any) -> list[Any]:
+        runners.append(flink_runner)
+        return []
+
+    monkeypatch.setattr(validate_pkg, "validate", fake_validate)
+    for args in ([], ["--flink-runner", "python"], ["--flink-runner", "java"]):
+        r = CliRunner().invoke(cli, ["validate", "--engine", "flink", "tiny", *args])
+        assert r.exit_code == 0, r.output
+    assert runners == ["auto", "python", "java"]
+
+
+@pytest.fixture(scope="module")
+def driven() -> tuple[list[Any], list[FlinkReplay]]:
+    """flink-sparse, flink-scaling (segment_union) and flink-reader-split (reader) through one
+    driven Java Flink job (one JVM): Flink's jars from the test venv's PyFlink."""
+    python, why = flink_venv.wait()
+    if python is None:
+        _unavailable(why)
+    why = java_runner_unavailable(python)
+    if why is not None:
+        _unavailable(why)
+    results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling(), READER_SPLIT)]
+    return results, replay_flink_java(results, python)
+
+
+@pytest.mark.slow
+@pytest.mark.flink
+def test_flink_agrees_with_the_model_in_the_driven_java_job(
+    driven: tuple[list[Any], list[FlinkReplay]],
+) -> None:
+    """The driven job: Flink's own generator, idleness timer, emitter, valve, timers and windows,
+    only processing time and the order of a tick's emits set by the replay. All three exact:
+    every event met the model's watermark and was late in both or neither, every window fired
+    with the same count at the same watermark, and every move of the combined watermark
+    (intermediate ones within a tick included) was the model's. No pace, no regime."""
+    from bench.validate.flink_java import _cache_root
+
+    results, replays = driven
+    verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
+    for v, r in zip(verdicts, results, strict=True):
+        assert v.verdict == "exact", f"{v.scenario}: {v.note}"
+        assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
+        assert (v.late_model, v.windows_model) == (v.late_engine, v.windows_engine)
+        assert (v.pace_ms, v.runner) == (None, "java") and "moves of the combined watermark" in v.note
+    assert [(v.late_engine, v.windows_engine) for v in verdicts[:2]] == [(2, 5), (24, 4)]
+    assert [v.strategy for v in verdicts] == ["flink (segment_union)"] * 2 + ["flink (reader)"]
+    assert verdicts[2].late_engine == 0  # the reader topology loses nothing to the scaling
+    # compiled once into the user's cache, never into the repository
+    assert list(_cache_root().glob("flink-java-*/ingestwm/validate/DrivenReplay.class"))
+    assert not list(Path(__file__).resolve().parents[1].joinpath("bench").rglob("*.class"))
+
+
+@pytest.mark.slow
+@pytest.mark.flink
+def test_the_driven_java_job_finds_a_model_that_is_wrong_and_says_where(
+    driven: tuple[list[Any], list[FlinkReplay]],
+) -> None:
+    """A lab result with one move of the combined watermark altered (flink-sparse's intermediate
+    3999 at tick 8, which fires [2000, 4000)) and one event's watermark: ``differs``, never ``out
+    of regime``, the note naming the move, the window and the event."""
+    results, replays = driven
+    r, replay = results[0], replays[0]
+    st = r.strategies["flink"]
+    assert isinstance(st, FlinkStrategy)
+    s = r.scenario.start_time_ms
+    i = next(n for n, (_, wm) in enumerate(st.emitted) if wm == s + 3999)
+    wrong = copy.copy(st)
+    wrong.emitted = list(st.emitted)
+    wrong.emitted[i] = (st.emitted[i][0], s + 4000)
+    wrong.fired_at = [s + 4000 if wm == s + 3999 else wm for wm in st.fired_at]
+    moved = dataclasses.replace(r, strategies={**r.strategies, "flink": wrong})
+    v = flink_verdict(moved, replay)
+    assert v.verdict == "differs", v.note
+    assert f"differ from move {i} (model {s + 4000}, Flink {s + 3999}; the model's tick 8)" in v.note, v.note
+    assert f"1 windows fired at another watermark in Flink (the first, starting at {s + 2000}" in v.note
+    # the model's last move left out: the driven job knows which of Flink's moves the end of
+    # input made, so a move within the lab's ticks that the model lacks is a difference too
+    wrong = copy.copy(st)
+    wrong.emitted = st.emitted[:-1]
+    v = flink_verdict(dataclasses.replace(r, strategies={**r.strategies, "flink": wrong}), replay)
+    assert v.verdict == "differs", v.note
+    assert f"differ from move {len(wrong.emitted)} (model none left, Flink {st.emitted[-1][1]}" in v.note, (
+        v.note
+    )
+    # one event's watermark altered: named, with its release
+    wrong = copy.copy(st)
+    a = st.arrivals[5]
+    wrong.arrivals = [*st.arrivals[:5], (*a[:5], a[5] - 1, a[6]), *st.arrivals[6:]]
+    v = flink_verdict(dataclasses.replace(r, strategies={**r.strategies, "flink": wrong}), replay)
+    assert v.verdict == "differs" and v.wm_equal == v.wm_checked - 1, v.note
+    assert f"the first event that differs: writer {a[2]} seq {a[3]}" in v.note, v.note
+    # the driven replay has no regime: whatever timing fields it carries, never out of regime
+    slipped = dataclasses.replace(replay, slips_ms=(("bundle", 1e9),), max_slip_ms=1e9)
+    assert flink_verdict(moved, slipped).verdict == "differs"
+    assert flink_verdict(r, slipped).verdict == "exact"
+
+
+@pytest.mark.slow
+@pytest.mark.flink
+def test_a_driven_job_whose_turns_cannot_go_on_fails_naming_the_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn that waits too long for the one before it (here: a spec that lost a step) fails the
+    job with a clear error naming both turns, instead of hanging."""
+    from bench.validate import flink_java
+
+    python, why = flink_venv.wait()
+    if python is None:
+        _unavailable(why)
+    why = java_runner_unavailable(python)
+    if why is not None:
+        _unavailable(why)
+    real = flink_java.driven_spec
+
+    def lost_a_step(result: Any) -> dict[str, Any]:
+        spec = real(result)
+        spec["splits"][0] = [st for st in spec["splits"][0] if st[0] != 5]  # turn 5 never comes
+        return spec
+
+    monkeypatch.setattr(flink_java, "driven_spec", lost_a_step)
+    stuck = r"waited 2000 ms: the late filter took turns 1..4, and turn 5 \(no step of the spec has it\)"
+    with pytest.raises(ValidateError, match=stuck):
+        replay_flink_java([run_compare(lab_scenario_from_dict(SPARSE))], python, turn_timeout_ms=2000)

@@ -113,6 +113,12 @@ class FlinkReplay:
     emit_windows: tuple[tuple[int, int, int, float, float, float], ...] = ()
     move_at_ms: tuple[float, ...] = ()  # when each of them reached the late filter (ms after tick 0)
     release_at_ms: tuple[tuple[int, float], ...] = ()  # per release: its first bundle at the late filter
+    # the driven Java job (``flink_java``): processing time and the order of a tick's emits set by
+    # the replay, not by the wall clock, so there is no regime to leave and no timing recorded
+    driven: bool = False
+    # the driven job: how many of ``moves`` (the last ones) the end of input made, after the lab's
+    # last tick; the rest must be the model's, all of them
+    end_moves: int = 0
 
     @property
     def emit_slip_ms(self) -> float:

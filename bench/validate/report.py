@@ -50,7 +50,7 @@ def format_verdicts(verdicts: Sequence[Verdict]) -> str:
     lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in body]
     lines.append(
         "(late, windows: model / engine; watermark: per micro-batch for Spark, per event for Flink;"
-        " pace: Flink's wall-clock ms per lab tick)"
+        " pace: Flink's wall-clock ms per lab tick in the paced replay, - in the driven Java job)"
     )
     for v in verdicts:
         if v.verdict != "exact":

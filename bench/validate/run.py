@@ -13,6 +13,7 @@ from ..lab.lab_scenario import lab_strategies
 from ..spec.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
 from .errors import EngineUnavailableError, ValidateError
 from .flink_engine import FlinkTiming, flink_available, replay_flink, scenario_window_ms
+from .flink_java import choose_runner, replay_flink_java
 from .spark_engine import replay_spark, spark_available
 from .verdict import OUT_OF_REGIME, Verdict, flink_verdict, not_run, spark_verdict
 
@@ -51,15 +52,19 @@ def validate_flink(
     python: str | None = None,
     max_pace_ms: int | None = None,
     echo: Callable[[str], None] = lambda _s: None,
+    runner: str = "python",
 ) -> Verdict:
-    """The Flink model of ``result`` against Flink on the paced replay.
+    """The Flink model of ``result`` against Flink: the driven Java job (``runner="java"``: one run,
+    ``exact`` or ``differs``) or the paced PyFlink replay (``"python"``).
 
-    A replay that left the regime (``out of regime``: a pacer, an emit or a move of the
+    A paced replay that left the regime (``out of regime``: a pacer, an emit or a move of the
     combined watermark too late for its margin, which grows with the pace) is run again at
     twice the pace while that stays within ``max_pace_ms`` (default: no second run). The
     verdict is the last run's, at its pace; its note names the runs before it and why each
     left the regime, so a table never hides a retry.
     """
+    if runner == "java":
+        return flink_verdict(result, replay_flink_java([result], python)[0])
     ceiling = timing.pace_ms if max_pace_ms is None else max_pace_ms
     if ceiling < timing.pace_ms:
         raise ValidateError(f"max_pace_ms {ceiling} is below the pace {timing.pace_ms} ms")
@@ -92,11 +97,14 @@ def validate(
     echo: Callable[[str], None] = lambda _s: None,
     flink_max_pace_ms: int | None = None,
     flink_sources: Sequence[str] = (),
+    flink_runner: str = "auto",
 ) -> list[Verdict]:
     """Every scenario through every engine; an engine that cannot run: a ``not run`` row saying why.
 
     ``flink_sources``: the Flink topologies to check, each a row of its own (none given: the
-    scenario's own ``strategies.flink_source``).
+    scenario's own ``strategies.flink_source``). ``flink_runner``: ``java`` (the driven job: a
+    JDK and Flink's jars), ``python`` (the paced PyFlink replay: a JRE is enough) or ``auto``
+    (``java`` where it can run, else ``python``).
     """
     for e in engines:
         if e not in ENGINES:
@@ -108,7 +116,11 @@ def validate(
         raise ValidateError(f"flink_max_pace_ms {flink_max_pace_ms} is below the pace {timing.pace_ms} ms")
     scenarios = [load_lab_scenario(n) for n in names]  # bad names fail before anything runs
     spark_why = spark_available() if "spark" in engines else None
-    flink_why = flink_available(flink_python) if "flink" in engines else None
+    runner, flink_why = "python", None
+    if "flink" in engines:
+        runner, flink_why = choose_runner(flink_runner, flink_python)  # an unknown one: refused here
+        if runner == "python":
+            flink_why = flink_available(flink_python)
     session = None
     out: list[Verdict] = []
     for sc in scenarios:
@@ -135,13 +147,14 @@ def validate(
                 out.append(not_run(sc.name, name, "Flink", flink_why))
                 continue
             res = result if src == own else run_compare(with_flink_source(sc, src))
-            echo(f"{sc.name}: replaying the {src} topology in Flink (pace {timing.pace_ms} ms per emit)")
+            how = "the driven Java job" if runner == "java" else f"pace {timing.pace_ms} ms per emit"
+            echo(f"{sc.name}: replaying the {src} topology in Flink ({how})")
             out.append(
                 _guard(
                     sc.name,
                     name,
                     "Flink",
-                    lambda r=res: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo),
+                    lambda r=res: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo, runner),
                 )
             )
             echo(_said(out[-1]))
@@ -151,6 +164,7 @@ def validate(
 def _said(v: Verdict) -> str:
     """One line as a comparison ends (a whole run can take an hour): the verdict, and why if not exact."""
     at = "" if v.pace_ms is None else f" at {v.pace_ms} ms per emit"
+    at = " (driven)" if v.runner == "java" else at
     why = "" if v.verdict == "exact" else f": {v.note}"
     return f"{v.scenario}: {v.engine} {v.verdict}{at}{why}"
 

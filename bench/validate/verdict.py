@@ -7,7 +7,9 @@
 - ``flink``: event by event, the watermark the event met at the late filter and
   whether it was late, and the windows fired before the end of input (start, count, the
   watermark that fired it).
-  Exact means all agree and the run stayed in the regime: its slips in bounds
+  The driven Java job (``FlinkReplay.driven``) has no regime: exact if all agree, else
+  differs, the note saying where (the first event, window and move that differ). For the
+  paced replay, exact means all agree and the run stayed in the regime: its slips in bounds
   (``FlinkReplay.slips_in_bounds``), every move of the combined watermark at the late filter
   before the next release, and, where the moves differ, the emits surely in slot order;
   a replay out of the regime is ``out of regime`` whatever it found (the note says what
@@ -46,6 +48,7 @@ class Verdict:
     verdict: str = NOT_RUN
     note: str = ""
     pace_ms: int | None = None  # Flink: the replay's wall-clock ms per lab tick (the one judged)
+    runner: str | None = None  # Flink: "java" (driven, no pace) or "python" (paced)
 
     def as_dict(self) -> dict[str, object]:
         return {f: getattr(self, f) for f in self.__slots__}
@@ -62,6 +65,11 @@ _MAX_WM = 2**63 - 1
 
 def _diff(a: int, b: int) -> int:
     return abs(a - b)
+
+
+def _wm(wm: int) -> str:
+    """A watermark in a note: its value, or what it stands for."""
+    return "none yet" if wm <= _NO_WATERMARK else ("+inf" if wm >= _MAX_WM else str(wm))
 
 
 def spark_verdict(result: LabResult, replay: SparkReplay) -> Verdict:
@@ -110,8 +118,19 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     st = result.strategies["flink"]
     assert isinstance(st, FlinkStrategy)
     wm_equal, max_diff, late_diff, missing, one_none = 0, 0, 0, 0, 0
-    for _clock, _seg, writer, seq, _et, wm, late in st.arrivals:
+    step, start = lab_strategies(result.scenario).flink_interval_ms, result.scenario.start_time_ms
+    first: str | None = None  # where the first event that differs is (the model's delivery order)
+    for clock, split, writer, seq, et, wm, late in st.arrivals:
         got = replay.arrivals.get((writer, seq))
+        both_none = got is not None and max(wm, got[0]) <= _NO_WATERMARK
+        if first is None and (got is None or got[1] != late or (got[0] != wm and not both_none)):
+            release = -(-(clock - start) // step)
+            flink = "nothing" if got is None else f"{_wm(got[0])}{' (late)' if got[1] else ''}"
+            first = (
+                f"the first event that differs: writer {writer} seq {seq} (event time {et}, "
+                f"release {release}, {split}) met {_wm(wm)}{' (late)' if late else ''} in the model, "
+                f"{flink} in Flink"
+            )
         if got is None:
             missing += 1
             continue
@@ -143,8 +162,11 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         only_f = len({f[:2] for f in engine_fired} - {f[:2] for f in model_fired})
         notes.append(f"windows: {only_m} only in the model, {only_f} only in Flink")
     elif model_fired != engine_fired:
-        n = sum(a != b for a, b in zip(model_fired, engine_fired, strict=True))
-        notes.append(f"{n} windows fired at another watermark in Flink")
+        pairs = [(a, b) for a, b in zip(model_fired, engine_fired, strict=True) if a != b]
+        notes.append(
+            f"{len(pairs)} windows fired at another watermark in Flink (the first, starting at "
+            f"{pairs[0][0][0]}: {_wm(pairs[0][0][2])} in the model, {_wm(pairs[0][1][2])} in Flink)"
+        )
     if replay.window_late:
         notes.append(f"Flink's window operator found {replay.window_late} events late after the late filter")
     if one_none:
@@ -152,43 +174,46 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     other = len(st.arrivals) - missing - wm_equal - one_none
     if other:
         notes.append(f"{other} events met another watermark in Flink")
+    if first is not None:
+        notes.append(first)
     # every move of the combined watermark, the intermediate ones within a tick included: the
     # model's must be Flink's (after Flink's warm-up at "none yet"; the end of input adds more)
     model_moves = [wm for _, wm in st.emitted]
     engine_moves = [wm for wm in replay.moves if wm > _NO_WATERMARK]
-    step, start = lab_strategies(result.scenario).flink_interval_ms, result.scenario.start_time_ms
+    if replay.driven:  # every move within the lab's ticks is known: all of them must be the model's
+        engine_moves = engine_moves[: len(engine_moves) - replay.end_moves]
     unsure: list[str] = []  # what takes the run out of the regime, beyond FlinkReplay.slips_in_bounds
-    if engine_moves[: len(model_moves)] != model_moves:
+    if engine_moves[: len(model_moves)] != model_moves or (replay.driven and engine_moves != model_moves):
         i = next(
             (i for i, (a, b) in enumerate(zip(model_moves, engine_moves, strict=False)) if a != b),
             min(len(model_moves), len(engine_moves)),
         )
-        model_at = model_moves[i] if i < len(model_moves) else None
-        engine_at = engine_moves[i] if i < len(engine_moves) else None
+        model_at = _wm(model_moves[i]) if i < len(model_moves) else "none left"
+        engine_at = _wm(engine_moves[i]) if i < len(engine_moves) else "none left"
+        clock = st.emitted[min(i, len(st.emitted) - 1)][0] if st.emitted else start
+        upto = -(-(clock - start) // step)
         notes.append(
             f"the combined watermark moved {len(model_moves)} times in the model, and Flink's moves "
-            f"differ from move {i} (model {model_at}, Flink {engine_at})"
+            f"differ from move {i} (model {model_at}, Flink {engine_at}; the model's tick {upto})"
         )
         # another order of a tick's emits at the union changes the moves (and only so shows): a
         # difference is the model's only if every emit up to there surely ran right after its
-        # wait and left in slot order
-        clock = st.emitted[min(i, len(st.emitted) - 1)][0] if st.emitted else start
-        upto = -(-(clock - start) // step)
+        # wait and left in slot order (the driven job: by construction)
         slip, tick, what = replay.order_slip_ms(upto)
-        if slip > 0:
+        if slip > 0 and not replay.driven:
             unsure.append(
                 f"up to tick {upto} (that move's) the emits were not surely "
                 + ("sent in slot order" if what == "order" else "each right after its wait")
                 + f" ({what}: {slip:.1f} ms at tick {tick})"
             )
-    margin = _move_margin(result, replay, st)
+    margin = None if replay.driven else _move_margin(result, replay, st)
     if margin is not None and margin[0] > 0:
         unsure.append(
             f"a move of the combined watermark at tick {margin[1]} reached the late filter "
             f"{margin[0]:.1f} ms after release {margin[1] + 1}'s first bundle"
         )
     agreed = not notes and wm_equal == len(st.arrivals)
-    in_regime = replay.slips_in_bounds and not unsure
+    in_regime = replay.driven or (replay.slips_in_bounds and not unsure)
     if not in_regime:
         slips = ""
         if not replay.slips_in_bounds:
@@ -202,6 +227,8 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
             notes.append("everything compared agreed")
     verdict = EXACT if agreed and in_regime else (DIFFERS if in_regime else OUT_OF_REGIME)
     ok = f"{len(st.arrivals)} events, each met the same watermark"
+    if replay.driven:
+        ok += f"; {len(model_moves)} moves of the combined watermark, each the same"
     if margin is not None:
         ok += f"; every move reached the late filter >= {-margin[0]:.1f} ms before the next release"
     return Verdict(
@@ -217,7 +244,8 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
         wm_max_diff_ms=max_diff,
         verdict=verdict,
         note="; ".join(notes) or ok,
-        pace_ms=replay.timing.pace_ms,
+        pace_ms=None if replay.driven else replay.timing.pace_ms,
+        runner="java" if replay.driven else "python",
     )
 
 
