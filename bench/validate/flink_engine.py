@@ -294,34 +294,52 @@ def replay_flink_many(
         # neither share one interpreter lock nor wait for each other's sleeps
         workers = os.environ.get("INGESTWM_FLINK_WORKERS", "process")
         env = dict(os.environ, _python_worker_execution_mode=workers)
-        try:
-            proc = subprocess.run(
-                # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
-                [
-                    python or sys.executable,
-                    os.path.join(os.path.dirname(__file__), "flink_job.py"),
-                    spec_path,
-                    out_path,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=budget,
-                env=env,
-                cwd=work,
-            )
-        except subprocess.TimeoutExpired:
-            raise EngineRunError(f"the Flink job did not finish within {budget:.0f} s") from None
-        if proc.returncode != 0 or not os.path.exists(out_path):
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-            raise EngineRunError(f"the Flink job failed (exit {proc.returncode}):\n{tail}")
-        with open(out_path) as f:
-            doc = json.load(f)
-        if os.environ.get("INGESTWM_FLINK_DEBUG"):
-            keep = os.path.join(os.environ["INGESTWM_FLINK_DEBUG"], "+".join(s["name"] for s in specs))
-            shutil.copytree(work, keep, dirs_exist_ok=True)
+        # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
+        job = os.path.join(os.path.dirname(__file__), "flink_job.py")
+        cmd = [python or sys.executable, job, spec_path, out_path]
+        doc = run_job("the Flink job", cmd, work, out_path, budget, [s["name"] for s in specs], env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
+
+
+def job_error(proc: subprocess.CompletedProcess[str]) -> str:
+    """A failed job's error: the deepest ``Caused by`` of its Java trace (a driven turn that waited
+    too long names itself there), or the last lines of its output."""
+    text = (proc.stderr or proc.stdout or "").strip()
+    causes = [line.strip() for line in text.splitlines() if line.strip().startswith("Caused by:")]
+    if causes:
+        return causes[-1]
+    return "\n".join(text.splitlines()[-8:])
+
+
+def run_job(
+    what: str,
+    cmd: list[str],
+    work: str,
+    out_path: str,
+    budget: float,
+    names: list[str],
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Run a Flink job's process in ``work`` and read the JSON document it wrote to ``out_path``.
+
+    ``EngineRunError`` naming ``what`` if it takes longer than ``budget`` seconds, fails, or
+    writes nothing. With ``INGESTWM_FLINK_DEBUG=DIR`` the work directory (spec, output) is kept
+    in ``DIR/<names joined by +>``."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=budget, env=env, cwd=work)
+    except subprocess.TimeoutExpired:
+        raise EngineRunError(f"{what} did not finish within {budget:.0f} s") from None
+    if proc.returncode != 0 or not os.path.exists(out_path):
+        raise EngineRunError(f"{what} failed (exit {proc.returncode}):\n{job_error(proc)}")
+    with open(out_path) as f:
+        doc: dict[str, Any] = json.load(f)
+    if os.environ.get("INGESTWM_FLINK_DEBUG"):
+        shutil.copytree(
+            work, os.path.join(os.environ["INGESTWM_FLINK_DEBUG"], "+".join(names)), dirs_exist_ok=True
+        )
+    return doc
 
 
 def parse_replay(doc: dict[str, Any], j: int, spec: dict[str, Any], timing: FlinkTiming) -> FlinkReplay:

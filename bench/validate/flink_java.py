@@ -20,7 +20,6 @@ Flink's jars come from ``$FLINK_HOME/lib`` or from the PyFlink of ``--flink-pyth
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import shutil
@@ -34,7 +33,7 @@ from typing import Any
 from ..lab.compare import LabResult
 from ..lab.lab_scenario import lab_strategies
 from .errors import EngineRunError, EngineUnavailableError, ValidateError
-from .flink_engine import FlinkReplay, FlinkTiming, flink_spec, parse_replay
+from .flink_engine import FlinkReplay, FlinkTiming, flink_spec, parse_replay, run_job
 from .flink_job import WAIT
 
 __all__ = [
@@ -237,17 +236,7 @@ def replay_flink_java(
             spec_path,
             out_path,
         ]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=budget, cwd=work)
-        except subprocess.TimeoutExpired:
-            raise EngineRunError(f"the Java Flink job did not finish within {budget:.0f} s") from None
-        if proc.returncode != 0 or not os.path.exists(out_path):
-            raise EngineRunError(f"the Java Flink job failed (exit {proc.returncode}):\n{_why(proc)}")
-        with open(out_path) as f:
-            doc = json.load(f)
-        if os.environ.get("INGESTWM_FLINK_DEBUG"):
-            keep = os.path.join(os.environ["INGESTWM_FLINK_DEBUG"], "+".join(s["name"] for s in specs))
-            shutil.copytree(work, keep, dirs_exist_ok=True)
+        doc = run_job("the Java Flink job", cmd, work, out_path, budget, [s["name"] for s in specs])
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = []
@@ -273,12 +262,3 @@ def _end_moves(doc: dict[str, Any], j: int, spec: dict[str, Any]) -> int:
     if not all(after[first:]):
         raise EngineRunError(f"{spec['name']}: a move within the lab's ticks came after one of the end's")
     return len(after) - first
-
-
-def _why(proc: subprocess.CompletedProcess[str]) -> str:
-    """The job's error: the deepest ``Caused by`` (a turn that waited too long names itself), or the tail."""
-    text = (proc.stderr or proc.stdout or "").strip()
-    causes = [line.strip() for line in text.splitlines() if line.strip().startswith("Caused by:")]
-    if causes:
-        return causes[-1]
-    return "\n".join(text.splitlines()[-8:])
