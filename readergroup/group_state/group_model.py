@@ -207,7 +207,14 @@ class GroupModel:
     def acquire_count(self, reader_id: str) -> int:
         """How many unassigned segments the reader would take now. O(readers).
 
-        Nothing while a checkpoint is in progress, or while another reader holds fewer.
+        Pravega's ``ReaderGroupStateManager.calculateNumSegmentsToAcquire``: with ``u``
+        unassigned, ``max(u // readers, round(readable / readers) - owned, 1)``, at most
+        ``u`` (the share rounded half up, as Java's ``Math.round``; at least one whenever
+        any is unassigned). So a thousand readers of 4,096 segments take 4 each and the
+        96 left one each, instead of 819 readers taking ``ceil`` = 5 and the rest none.
+        Nothing while a checkpoint is in progress, or while another reader holds fewer
+        (Pravega ranks its readers' acquire timers so: the least loaded acquire first).
+        Never past ``fair_share()``: the taker holds the least, below the mean.
         """
         slot = self.readers.get(reader_id)
         if slot is None or self.active() is not None or not self.unassigned:
@@ -215,7 +222,10 @@ class GroupModel:
         owned = len(slot.segments)
         if self.least_load() < owned:
             return 0  # a less loaded reader goes first (no ping-pong after a release)
-        return max(0, min(len(self.unassigned), self.fair_share() - owned))
+        u = len(self.unassigned)
+        readers = max(1, len(self.readers))
+        share = (2 * (len(self.entries) - self.futures) + readers) // (2 * readers)  # round half up
+        return min(u, max(u // readers, share - owned, 1))
 
     # ------------------------------------------------------------------ validation (issuers use it too)
     def member(self, reader_id: str, token: int) -> Slot:

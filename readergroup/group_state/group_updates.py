@@ -135,7 +135,8 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Acquire:
-    """A reader takes unassigned segments up to its fair share, oldest watermark first."""
+    """A reader takes unassigned segments (``GroupModel.acquire_count``: Pravega's count), oldest
+    watermark first."""
 
     reader_id: str
     token: int
@@ -144,7 +145,8 @@ class Acquire:
 
 @dataclass(frozen=True, slots=True)
 class Rebalance:
-    """A reader releases what is above its fair share (highest watermarks first), then acquires."""
+    """A reader releases what is above its fair share (highest watermarks first), then acquires
+    (``GroupModel.release_count``, ``acquire_count``)."""
 
     reader_id: str
     token: int
