@@ -30,8 +30,9 @@ __all__ = [
     "SCAN_CHUNK_BYTES",
     "SCAN_MAX_BYTES",
     "walk_records",
-    "record_starts",
+    "record_bounds",
     "prepare",
+    "loaded",
 ]
 
 RECORD_PREFIX_BYTES = 4
@@ -70,6 +71,11 @@ def prepare(size: int) -> None:
         _kernel, _starts_kernel = kernel, starts
 
 
+def loaded() -> bool:
+    """Whether the kernels are loaded (``prepare`` has nothing left to do)."""
+    return _kernel is not None
+
+
 def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     """``(records, bytes)``: the whole records at the start of ``buf``, at most ``max_records``."""
     if len(buf) < _NUMBA_MIN_BYTES:
@@ -80,10 +86,11 @@ def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     return int(count), int(used)
 
 
-def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
-    """Where each whole record at the start of ``buf`` starts (int64, relative to ``buf``), and where
-    the last whole record ends (0 if none). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until
-    the kernel is loaded."""
+def record_bounds(buf: bytes | memoryview, base: int) -> tuple[np.ndarray, int]:
+    """``(bounds, count)``: where each of the ``count`` whole records at the start of ``buf`` starts and,
+    last, where the last one ends (``count + 1`` int64 offsets, 0 the end if none), each plus ``base``
+    (the offset ``buf`` was read at). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until the
+    kernel is loaded."""
     n = len(buf)
     if n < _NUMBA_MIN_BYTES and _starts_kernel is None:
         starts: list[int] = []
@@ -93,11 +100,15 @@ def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
             end = pos + 4 + unpack(buf, pos)[0]
             if end > n:
                 break
-            starts.append(pos)
+            starts.append(base + pos)
             pos = end
-        return np.array(starts, np.int64), pos
+        starts.append(base + pos)
+        return np.array(starts, np.int64), len(starts) - 1
     prepare(_NUMBA_MIN_BYTES)
     assert _starts_kernel is not None
-    out = np.empty(n // RECORD_PREFIX_BYTES, np.int64)
+    out = np.empty(n // RECORD_PREFIX_BYTES + 1, np.int64)
     count, used = _starts_kernel(np.frombuffer(buf, np.uint8), out)
-    return out[:count].copy(), int(used)
+    bounds = np.empty(count + 1, np.int64)
+    np.add(out[:count], base, out=bounds[:count])
+    bounds[count] = base + used
+    return bounds, int(count)
