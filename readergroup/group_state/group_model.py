@@ -251,9 +251,11 @@ class GroupModel:
         return self.entries[name]
 
     def check_positions(self, slot: Slot, positions: Sequence[Position], what: str) -> None:
+        held, entries = slot.segments, self.entries
         for name, pos, _ in positions:
-            e = self.check_held(slot, name, what)
-            if isinstance(pos, bool) or not isinstance(pos, int) or pos < e.position:
+            e = entries[name] if name in held else self.check_held(slot, name, what)
+            bad = type(pos) is not int and (isinstance(pos, bool) or not isinstance(pos, int))
+            if bad or pos < e.position:
                 raise InvalidPositionError(
                     f"group {self.group!r}: reader {slot.reader_id!r} {what} offset {pos!r} of segment "
                     f"{name!r}, below its acknowledged position {e.position}"
@@ -320,9 +322,11 @@ class GroupModel:
     def _report(self, u: Report, token: int) -> None:
         slot = self.member(u.reader_id, u.token)
         self.in_epoch(u.epoch)
-        self.check_positions(slot, u.positions, "reported")
-        for name, pos, wm in u.positions:
-            e = self.entries[name]
+        positions = u.positions
+        self.check_positions(slot, positions, "reported")
+        entries = self.entries
+        for name, pos, wm in positions:
+            e = entries[name]
             if pos != e.position or wm > e.watermark:
                 self._move(e, pos, wm)
 
@@ -487,16 +491,15 @@ class GroupModel:
             self.floor = max(self.floor, self.by_wm.least())
 
     def _move(self, e: Entry, pos: int, wm: int) -> None:
-        wm = max(wm, e.watermark)
-        name = e.seg.name
-        if wm != e.watermark:
-            self.by_wm.remove((e.watermark, name))
-            self.by_wm.add((wm, name))
+        old = e.watermark
+        if wm > old:
+            name = e.seg.name
+            self.by_wm.move(name, old, wm)
             if e.owner is None and not e.waiting:
-                self.unassigned.remove((e.watermark, name))
+                self.unassigned.remove((old, name))
                 self.unassigned.add((wm, name))
+            e.watermark = wm
         e.position = pos
-        e.watermark = wm
 
     def _unassign(self, e: Entry) -> None:
         e.owner = None

@@ -340,10 +340,36 @@ _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 def encode_batch(group_id: str, origin: str, seq: int, updates: Sequence[Update]) -> bytes:
     """One frame holding ``updates``. O(size)."""
-    payload = _JSON.encode(
-        {"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]}
-    ).encode()
+    text = _reports_json(group_id, origin, seq, updates)
+    if text is None:
+        text = _JSON.encode({"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]})
+    payload = text.encode()
     return _HEADER.pack(_MAGIC, FORMAT_VERSION, len(payload), zlib.crc32(payload)) + payload
+
+
+_STR = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+"""A str as ``_JSON`` writes it (quoted, escaped, ASCII)."""
+
+
+def _reports_json(group_id: str, origin: str, seq: int, updates: Sequence[Update]) -> str | None:
+    """A batch of ``Report``s only (a reader's usual sync) as ``_JSON`` writes it, the same text in
+    half the time; ``None`` for any other batch, or a value not of exactly the types a report holds."""
+    if type(group_id) is not str or type(origin) is not str or type(seq) is not int:
+        return None
+    out = []
+    for u in updates:
+        if type(u) is not Report:
+            return None
+        rid, token, epoch, positions = u.reader_id, u.token, u.epoch, u.positions
+        if type(rid) is not str or type(token) is not int or type(epoch) is not int:
+            return None
+        ps = []
+        for name, pos, wm in positions:
+            if type(name) is not str or type(pos) is not int or type(wm) is not int:
+                return None
+            ps.append(f"[{_STR(name)},{pos},{wm}]")
+        out.append(f'["report",{_STR(rid)},{token},{epoch},[{",".join(ps)}]]')
+    return f'{{"g":{_STR(group_id)},"o":{_STR(origin)},"q":{seq},"u":[{",".join(out)}]}}'
 
 
 def frame_length(data: bytes | memoryview) -> int | None:
