@@ -321,7 +321,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         if len(live) > 1:
             k = _merge_kernel()
             if k is not None:
-                return _merge(k, live, max_events)
+                return _merge(k, live, max_events, self._it_emitted, self._late_threshold)
         parts: list[tuple[SegmentInput, int, int]] = []
         left = max_events
         while left > 0:
@@ -357,6 +357,10 @@ class EventReader(ReaderMembership, ReaderBlocks):
                 self._epoch, wm, checkpoint, parts.names, parts.segment_index, c[0], c[1], c[2], c[3],
                 parts.keys, parts.pays,
             )  # fmt: skip
+            self._events += len(batch)
+            self._late_ingestion += parts.late_ingestion  # (counted by the kernel, as below)
+            self._late += parts.late_event_time
+            return batch
         elif not parts:
             empty = self._empty
             if wm is None and checkpoint is None and empty is not None and empty.epoch == self._epoch:

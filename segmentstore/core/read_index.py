@@ -241,7 +241,7 @@ class ReadIndex:
                     if data:
                         bounds, count = record_bounds(data, offset)
                         starts = bounds[:count]
-                        wms = seg.windex.watermarks_at(bounds)
+                        wms = seg.windex.watermarks_at_ascending(bounds)
                     else:
                         starts, wms = _NO_OFFSETS, np.array([r.watermark], np.int64)
                 except SegmentStoreError as e:
