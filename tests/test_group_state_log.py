@@ -10,6 +10,7 @@ checkpoints, resets and offline declarations across replicas, and reader leases.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -325,6 +326,47 @@ def test_a_lost_reply_is_resolved_from_the_log_not_appended_twice(
         client.append = real  # type: ignore[method-assign]
     assert a.state.synchronizer.stats.lost_replies == 2
     a._check()
+
+
+def test_a_snapshot_is_the_json_of_the_replica_in_every_state_it_passes_through(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """Compaction writes ``to_json()`` (each segment's part encoded once and kept): the JSON of
+    ``to_obj()`` byte for byte, with readers, unassigned and future segments (a scaled stream),
+    a checkpoint in progress, odd names; and a replica loaded from it equals the one it came from."""
+    client.create_stream(S, 3)
+    group = ReaderGroup('g"\\ü', _config(), client, clock)
+    seen: set[str] = set()
+
+    def same() -> None:
+        m = group.state.model
+        text = m.to_json()
+        assert text == json.dumps(m.to_obj(), separators=(",", ":"), allow_nan=False)
+        assert GroupModel.from_obj(json.loads(text)).to_obj() == m.to_obj()
+        seen.update(r.status for r in m.rows())
+        seen.update(["checkpoint"] if m.checkpoints else [])
+
+    same()
+    a, b = group.create_reader('r"a'), group.create_reader("rß")
+    _write(client, clock, 30)
+    _drain(a, b)
+    same()
+    segs = sorted(client.get_stream(S).active_segments, key=lambda x: x.key_low)
+    owner = {r.segment.name: r.owner for r in group.state.segments()}
+    x, y = next((x, y) for x, y in itertools.pairwise(segs) if owner[x.name] != owner[y.name])
+    client.scale_stream(S, [x.name, y.name], [(x.key_low, y.key_high)])  # merged: waits for both
+    _write(client, clock, 30, prefix="f")
+    _drain(a if owner[x.name] == 'r"a' else b)  # one predecessor completes, the other is still held
+    same()
+    group.initiate_checkpoint("cp")
+    a.read_next_event()
+    same()
+    _drain(a, b)
+    group.reader_offline("rß")  # its segments go back unassigned
+    same()
+    assert seen == {"assigned", "unassigned", "future", "checkpoint"}, seen
+    group.state.synchronizer.compact()
+    group._check()
 
 
 # ---------------------------------------------------------------------- across replicas

@@ -52,6 +52,9 @@ __all__ = [
     "Update",
     "Batch",
     "encode_batch",
+    "encode_snapshot_batch",
+    "encode_json",
+    "encode_str",
     "decode_batches",
     "segment_to_obj",
     "segment_from_obj",
@@ -343,6 +346,26 @@ def encode_batch(group_id: str, origin: str, seq: int, updates: Sequence[Update]
     text = _reports_json(group_id, origin, seq, updates)
     if text is None:
         text = _JSON.encode({"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]})
+    return _frame(text)
+
+
+def encode_snapshot_batch(group_id: str, origin: str, seq: int, state_json: str) -> bytes:
+    """``encode_batch(group_id, origin, seq, [Snapshot(state)])`` given ``encode_json(state)``. O(size)."""
+    g, o, q = _JSON.encode(group_id), _JSON.encode(origin), _JSON.encode(seq)
+    return _frame(f'{{"g":{g},"o":{o},"q":{q},"u":[["snapshot",{state_json}]]}}')
+
+
+def encode_json(o: Any) -> str:
+    """``o`` as batches hold JSON (compact, no NaN). O(size)."""
+    return _JSON.encode(o)
+
+
+def encode_str(s: str) -> str:
+    """The str ``s`` as ``encode_json`` writes it (quoted, escaped, ASCII). O(len)."""
+    return _STR(s)  # type: ignore[no-any-return]
+
+
+def _frame(text: str) -> bytes:
     payload = text.encode()
     return _HEADER.pack(_MAGIC, FORMAT_VERSION, len(payload), zlib.crc32(payload)) + payload
 

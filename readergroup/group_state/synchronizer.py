@@ -61,7 +61,15 @@ from ..errors import (
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
 )
-from .group_updates import Batch, Snapshot, Update, decode_batches, encode_batch, frame_length
+from .group_updates import (
+    Batch,
+    Snapshot,
+    Update,
+    decode_batches,
+    encode_batch,
+    encode_snapshot_batch,
+    frame_length,
+)
 
 __all__ = ["Replica", "Applied", "SyncStats", "StateSynchronizer"]
 
@@ -79,6 +87,10 @@ class Replica(Protocol):
     def apply(self, u: Update, token: int) -> bool: ...
 
     def to_obj(self) -> dict[str, Any]: ...
+
+    def to_json(self) -> str:
+        """``encode_json(self.to_obj())``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +425,7 @@ class StateSynchronizer:
             if self.deleted is not None:
                 return False
             self._seq += 1
-            frame = encode_batch(self.state.group_id, self.origin, self._seq, [Snapshot(self.state.to_obj())])
+            frame = encode_snapshot_batch(self.state.group_id, self.origin, self._seq, self.state.to_json())
             at = self.revision
             try:
                 self.client.append(self.segment, frame, expected_offset=at)
