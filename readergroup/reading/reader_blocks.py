@@ -56,7 +56,8 @@ class ReaderBlocks:
         todo: list[SegmentInput] = []
         for s in self._segs.values():
             if s.idx >= s.n:
-                s.roll()
+                if s.n:
+                    s.roll()
                 if s.end_of_segment:
                     self._need_sync = True
                 elif not s.at_tail:
@@ -119,7 +120,8 @@ class ReaderBlocks:
         """
         live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
         for s in live:
-            s.roll()
+            if s.n:
+                s.roll()
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
             # no wait: read them all at once instead (a read of one with nothing new changes nothing),

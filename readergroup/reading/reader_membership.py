@@ -179,7 +179,8 @@ class ReaderMembership:
             name: str | None = None
             quiet = False
             for _ in range(8):
-                if st.epoch != self._epoch or not self._online():
+                moved = self._sync_obj.version != self._version  # (else as ``_check_membership`` found it)
+                if moved and (st.epoch != self._epoch or not self._online()):
                     self._restart()
                 acked, finished = self._positions()
                 q = self._quiet

@@ -250,8 +250,8 @@ def _at_records(rec: RecordsRead | None, offs: np.ndarray, whole: bool) -> np.nd
     k = len(starts)
     if len(wms) != k + 1 or not k:
         return None
-    if k == len(offs) and (starts == offs).all():  # every record an event (no markers): as below
-        return wms[:k] if whole else wms
+    if k == len(offs) and starts.dtype == offs.dtype and starts.tobytes() == offs.tobytes():
+        return wms[:k] if whole else wms  # every record an event (no markers): as below
     i = np.searchsorted(starts, offs)
     if int(i[-1]) >= len(starts) or not np.array_equal(starts[i], offs):
         return None
