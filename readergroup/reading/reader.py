@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
-_NOT_LOOKED: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())
+_NOT_LOOKED: tuple[int, tuple[int, ...]] = (INT64_MIN, ())
 """No look at the tails yet in this call (``_ready_tails`` skips a second look only within one call)."""
 
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
@@ -135,7 +135,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
-        self._looked: tuple[int, frozenset[int]] = _NOT_LOOKED  # the last look at the tails in this call
+        self._looked: tuple[int, tuple[int, ...]] = _NOT_LOOKED  # the last look at the tails in this call
         self._empty: EventBatch | None = None  # the empty read of this epoch (returned again)
         self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
         self._closed = False
