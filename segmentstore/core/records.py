@@ -45,7 +45,7 @@ _NUMBA_MIN_BYTES = 1 << 15
 _U32 = struct.Struct("<I")
 
 _kernel: Callable[[Any, int], tuple[int, int]] | None = None
-_starts_kernel: Callable[[Any, Any], tuple[int, int]] | None = None
+_bounds_kernel: Callable[[Any, Any, int], int] | None = None
 
 
 def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
@@ -63,12 +63,12 @@ def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
 
 def prepare(size: int) -> None:
     """Load the kernel now if walks of ``size`` bytes use it (numba's import: never under a lock)."""
-    global _kernel, _starts_kernel
+    global _kernel, _bounds_kernel
     if size >= _NUMBA_MIN_BYTES and _kernel is None:
-        from ._record_kernels import record_starts as starts
+        from ._record_kernels import record_bounds as bounds
         from ._record_kernels import walk_records as kernel
 
-        _kernel, _starts_kernel = kernel, starts
+        _kernel, _bounds_kernel = kernel, bounds
 
 
 def loaded() -> bool:
@@ -92,7 +92,7 @@ def record_bounds(buf: bytes | memoryview, base: int) -> tuple[np.ndarray, int]:
     (the offset ``buf`` was read at). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until the
     kernel is loaded."""
     n = len(buf)
-    if n < _NUMBA_MIN_BYTES and _starts_kernel is None:
+    if n < _NUMBA_MIN_BYTES and _bounds_kernel is None:
         starts: list[int] = []
         pos = 0
         unpack = _U32.unpack_from
@@ -105,10 +105,7 @@ def record_bounds(buf: bytes | memoryview, base: int) -> tuple[np.ndarray, int]:
         starts.append(base + pos)
         return np.array(starts, np.int64), len(starts) - 1
     prepare(_NUMBA_MIN_BYTES)
-    assert _starts_kernel is not None
-    out = np.empty(n // RECORD_PREFIX_BYTES + 1, np.int64)
-    count, used = _starts_kernel(np.frombuffer(buf, np.uint8), out)
-    bounds = np.empty(count + 1, np.int64)
-    np.add(out[:count], base, out=bounds[:count])
-    bounds[count] = base + used
-    return bounds, int(count)
+    assert _bounds_kernel is not None
+    out = np.empty(n // RECORD_PREFIX_BYTES + 2, np.int64)
+    count = int(_bounds_kernel(np.frombuffer(buf, np.uint8), out, base))
+    return out[: count + 1], count  # (a view: the answer it goes into is short-lived)
