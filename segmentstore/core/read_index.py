@@ -228,10 +228,9 @@ class ReadIndex:
                     seg = segment(name)
                     if (
                         known is not None
-                        and offset >= seg.length
+                        and offset >= seg.length  # (so not below the start offset, at most the length)
                         and not seg.sealed
                         and seg.last_write_time - 1 <= known
-                        and seg.start_offset <= offset
                     ):
                         out.append(None)  # not ready, as ``wait_any`` says (``_ready``)
                         continue
