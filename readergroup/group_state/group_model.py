@@ -207,14 +207,12 @@ class GroupModel:
     def acquire_count(self, reader_id: str) -> int:
         """How many unassigned segments the reader would take now. O(readers).
 
-        Pravega's ``ReaderGroupStateManager.calculateNumSegmentsToAcquire``: with ``u``
-        unassigned, ``max(u // readers, round(readable / readers) - owned, 1)``, at most
-        ``u`` (the share rounded half up, as Java's ``Math.round``; at least one whenever
-        any is unassigned). So a thousand readers of 4,096 segments take 4 each and the
-        96 left one each, instead of 819 readers taking ``ceil`` = 5 and the rest none.
-        Nothing while a checkpoint is in progress, or while another reader holds fewer
-        (Pravega ranks its readers' acquire timers so: the least loaded acquire first).
-        Never past ``fair_share()``: the taker holds the least, below the mean.
+        Pravega's ``calculateNumSegmentsToAcquire``: with ``u`` unassigned, ``max(u // readers,
+        round(readable / readers) - owned, 1)``, at most ``u`` (rounded half up, as Java's
+        ``Math.round``). So 1,000 readers of 4,096 segments take 4 each and the 96 left one
+        each (with ``ceil``, 819 took 5 and the rest none). Nothing while a checkpoint is in
+        progress or another reader holds fewer (Pravega's ranked acquire timers: the least
+        loaded first). Never past ``fair_share()``: the taker holds the least, below the mean.
         """
         slot = self.readers.get(reader_id)
         if slot is None or self.active() is not None or not self.unassigned:
