@@ -54,7 +54,9 @@ at most this plus one request's worst case (``MAX_READ_MANY_LENGTH`` of 4-byte r
 def check_read_requests(requests: object) -> list[ReadRequest]:
     """The requests as a list of ``(str, int >= 0, int in [0, MAX_READ_MANY_LENGTH])``, each with an
     int64 known watermark or ``None`` after it; ``InvalidArgumentError`` naming the bad one."""
-    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+    if type(requests) is not list and (
+        isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence)
+    ):
         raise InvalidArgumentError(
             f"read_many: requests must be a sequence of (segment, offset, max_length[, known watermark]), "
             f"got {requests!r:.80}"
@@ -63,21 +65,28 @@ def check_read_requests(requests: object) -> list[ReadRequest]:
         raise InvalidArgumentError(f"read_many: between 1 and {MAX_READ_MANY} requests, got {len(requests)}")
     out: list[ReadRequest] = []
     for i, r in enumerate(requests):
-        if isinstance(r, (tuple, list)) and 3 <= len(r) <= 4:
-            name, offset, max_length = r[0], r[1], r[2]
-            known = r[3] if len(r) == 4 else None
-            if (
-                type(name) is str
-                and type(offset) is int
-                and type(max_length) is int
-                and offset >= 0
-                and 0 <= max_length <= MAX_READ_MANY_LENGTH
-                and (known is None or (type(known) is int and INT64_MIN <= known <= INT64_MAX))
-            ):
-                out.append((name, offset, max_length, known))
-                continue
-        raise InvalidArgumentError(
-            f"read_many: request {i} must be (segment: str, offset: int >= 0, max_length: int in "
-            f"[0, {MAX_READ_MANY_LENGTH}][, known watermark: int64]), got {r!r:.80}"
-        )
+        if type(r) is tuple and len(r) == 4:  # the usual request: taken as it is, once checked
+            req = r
+        elif isinstance(r, (tuple, list)) and 3 <= len(r) <= 4:
+            req = (r[0], r[1], r[2], r[3] if len(r) == 4 else None)
+        else:
+            raise _bad_request(i, r)
+        name, offset, max_length, known = req
+        if not (
+            type(name) is str
+            and type(offset) is int
+            and type(max_length) is int
+            and offset >= 0
+            and 0 <= max_length <= MAX_READ_MANY_LENGTH
+            and (known is None or (type(known) is int and INT64_MIN <= known <= INT64_MAX))
+        ):
+            raise _bad_request(i, r)
+        out.append(req)
     return out
+
+
+def _bad_request(i: int, r: object) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"read_many: request {i} must be (segment: str, offset: int >= 0, max_length: int in "
+        f"[0, {MAX_READ_MANY_LENGTH}][, known watermark: int64]), got {r!r:.80}"
+    )

@@ -10,10 +10,14 @@ checkpoints, resets and offline declarations across replicas, and reader leases.
 
 from __future__ import annotations
 
+import itertools
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.errors import (
@@ -25,6 +29,7 @@ from readergroup.errors import (
 from readergroup.group_state.checkpoint import Checkpoint
 from readergroup.group_state.group_model import GroupModel
 from readergroup.group_state.group_updates import (
+    HEADER_BYTES,
     Acquire,
     AddReader,
     CheckpointReached,
@@ -39,6 +44,7 @@ from readergroup.group_state.group_updates import (
     SuccessorPlan,
     decode_batches,
     encode_batch,
+    encode_update,
 )
 from readergroup.group_state.state import state_segment
 from readergroup.reading.group import ReaderGroup, ReaderGroupManager
@@ -117,6 +123,40 @@ def test_every_update_round_trips_through_a_batch_frame() -> None:
     assert list(batches[0].updates) == _UPDATES and batches[0].seq == 5 and batches[0].end == 100 + len(frame)
     cut, used_cut = decode_batches("seg", two[:-1], 100)  # a frame cut short is not a batch yet
     assert cut == batches[:1] and used_cut == len(frame)
+
+
+_NAMES = st.text(max_size=12)  # any str: quotes, backslashes, control and non-ASCII characters
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@given(
+    st.lists(
+        st.builds(
+            Report,
+            _NAMES,
+            _INT64,
+            _INT64,
+            st.lists(st.tuples(_NAMES, _INT64, _INT64), max_size=4).map(tuple),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    _NAMES,
+    st.integers(0, 2**63 - 1),
+)
+def test_a_batch_of_reports_is_framed_as_the_json_of_every_other_batch(
+    reports: list[Report], origin: str, seq: int
+) -> None:
+    """Reports (a reader's usual sync) take a shortcut to the same bytes; decoded, they are the same."""
+    payload = json.dumps(
+        {"g": "gid", "o": origin, "q": seq, "u": [encode_update(u) for u in reports]},
+        separators=(",", ":"),
+        allow_nan=False,
+    ).encode()
+    frame = encode_batch("gid", origin, seq, reports)
+    assert frame[HEADER_BYTES:] == payload
+    (batch,), _ = decode_batches("seg", frame, 0)
+    assert list(batch.updates) == reports
 
 
 @pytest.mark.parametrize("damage", ["crc", "magic", "version", "json"])
@@ -286,6 +326,47 @@ def test_a_lost_reply_is_resolved_from_the_log_not_appended_twice(
         client.append = real  # type: ignore[method-assign]
     assert a.state.synchronizer.stats.lost_replies == 2
     a._check()
+
+
+def test_a_snapshot_is_the_json_of_the_replica_in_every_state_it_passes_through(
+    clock: ManualClock, client: SegmentStoreClient
+) -> None:
+    """Compaction writes ``to_json()`` (each segment's part encoded once and kept): the JSON of
+    ``to_obj()`` byte for byte, with readers, unassigned and future segments (a scaled stream),
+    a checkpoint in progress, odd names; and a replica loaded from it equals the one it came from."""
+    client.create_stream(S, 3)
+    group = ReaderGroup('g"\\ü', _config(), client, clock)
+    seen: set[str] = set()
+
+    def same() -> None:
+        m = group.state.model
+        text = m.to_json()
+        assert text == json.dumps(m.to_obj(), separators=(",", ":"), allow_nan=False)
+        assert GroupModel.from_obj(json.loads(text)).to_obj() == m.to_obj()
+        seen.update(r.status for r in m.rows())
+        seen.update(["checkpoint"] if m.checkpoints else [])
+
+    same()
+    a, b = group.create_reader('r"a'), group.create_reader("rß")
+    _write(client, clock, 30)
+    _drain(a, b)
+    same()
+    segs = sorted(client.get_stream(S).active_segments, key=lambda x: x.key_low)
+    owner = {r.segment.name: r.owner for r in group.state.segments()}
+    x, y = next((x, y) for x, y in itertools.pairwise(segs) if owner[x.name] != owner[y.name])
+    client.scale_stream(S, [x.name, y.name], [(x.key_low, y.key_high)])  # merged: waits for both
+    _write(client, clock, 30, prefix="f")
+    _drain(a if owner[x.name] == 'r"a' else b)  # one predecessor completes, the other is still held
+    same()
+    group.initiate_checkpoint("cp")
+    a.read_next_event()
+    same()
+    _drain(a, b)
+    group.reader_offline("rß")  # its segments go back unassigned
+    same()
+    assert seen == {"assigned", "unassigned", "future", "checkpoint"}, seen
+    group.state.synchronizer.compact()
+    group._check()
 
 
 # ---------------------------------------------------------------------- across replicas

@@ -11,13 +11,18 @@ segment (``batched_reads`` off).
 
 from __future__ import annotations
 
+import importlib
+import random
 from collections import Counter
 from typing import Any
 
+import numpy as np
 import pytest
 from call_counts import count_calls, uncount
 
 from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.format.events import NO_EVENT_TIME
+from readergroup.reading.block_merge import merge_kernel
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventBatch, EventReader
 from readergroup.writing.writer import EventWriter
@@ -175,3 +180,42 @@ def test_a_reader_sees_writes_made_after_its_last_look_at_the_same_instant(
 
 def _payloads(batch: EventBatch) -> list[bytes]:
     return [bytes(p) for p in batch.payload.to_pylist()]
+
+
+def test_late_counts_of_batches_merged_from_several_segments_follow_the_watermarks_before_them(
+    manual: tuple[ManualClock, SegmentStoreClient],
+) -> None:
+    """A batch merged from several segments' blocks (one kernel call) counts its late events as the
+    watermark emitted before it says: by ingestion time (at or below it) and by event time (at or
+    below it minus the lag; events without an event time never)."""
+    clock, c = manual
+    importlib.import_module("readergroup.format._frame_kernels")  # numba loaded: batches merge in the kernel
+    assert merge_kernel() is not None
+    c.create_stream(S, _SEGMENTS)
+    lag = 10
+    cfg = ReaderGroupConfig(
+        (S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=50, max_event_time_lag_ms=lag
+    )
+    reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+    writer = EventWriter(c, S)
+    rng = random.Random(5)
+    emitted = None
+    late = late_ingestion = merged = 0
+    for _ in range(20):
+        clock.advance(40)
+        for k in range(48):
+            et = None if k % 7 == 0 else clock.now() - rng.randrange(0, 120)
+            writer.write_event(f"k{k}", b"x", event_time=et)
+        writer.flush()
+        clock.advance(40)
+        for b in _poll(reader):
+            if b.watermark is not None:
+                emitted = b.watermark
+            merged += len(b.segments) > 1
+            if emitted is not None and len(b):
+                late_ingestion += int(np.count_nonzero(b.ingestion_time <= emitted))
+                et = b.event_time
+                late += int(np.count_nonzero((et != NO_EVENT_TIME) & (et <= emitted - lag)))
+    assert merged and late  # batches of several segments came, and late events among them
+    assert reader.stats.late_events == late
+    assert reader.stats.late_ingestion_events == late_ingestion

@@ -18,11 +18,15 @@ def test_least_follows_a_sorted_list_through_moves_drops_and_adds() -> None:
     for step in range(5_000):
         name = rng.choice(sorted(live))
         op = rng.random()
-        if op < 0.8:  # a report moves the watermark up (or leaves it)
+        if op < 0.8:  # a report moves the watermark up (or leaves it): remove and add, or move
             new = live[name] + rng.randrange(3)
-            for s in (ref, floor):
-                s.remove((live[name], name))
-                s.add((new, name))
+            ref.remove((live[name], name))
+            ref.add((new, name))
+            if op < 0.4:
+                floor.remove((live[name], name))
+                floor.add((new, name))
+            else:
+                floor.move(name, live[name], new)
             live[name] = new
         elif op < 0.9 and len(live) > 1:  # a completion drops the segment
             wm = live.pop(name)
@@ -35,6 +39,7 @@ def test_least_follows_a_sorted_list_through_moves_drops_and_adds() -> None:
                 s.add((live[new_name], new_name))
         assert floor.least() == ref[0][0]
         assert len(floor) == len(ref)
+        floor._check()
     assert list(floor) == list(ref)
     floor._check()
 
@@ -45,6 +50,10 @@ def test_bad_removes_and_adds_raise_and_change_nothing() -> None:
         floor.remove((4, "a"))  # the segment is there at another watermark
     with pytest.raises(ValueError, match="already"):
         floor.add((1, "b"))
+    with pytest.raises(ValueError, match="not in the floor"):
+        floor.move("a", 4, 9)
+    with pytest.raises(ValueError, match="not in the floor"):
+        floor.move("c", 4, 9)
     assert floor.least() == 3 and list(floor) == [(3, "b"), (5, "a")]
     floor.remove((3, "b"))
     floor.remove((5, "a"))

@@ -34,6 +34,9 @@ from .workloads import payload_ids, readonly, sim_kernels
 
 __all__ = ["SERIES_COLUMNS", "SEGMENT_COLUMNS", "EVENT_COLUMNS", "Recorder", "stats", "write_outputs"]
 
+_NONE = np.empty(0, np.int64)
+_NONE.flags.writeable = False  # an empty batch's writers and numbers (shared)
+
 
 SERIES_COLUMNS = (
     "t_ms",
@@ -154,8 +157,7 @@ class Recorder:
             self.on_watermark(t_ms, reader, batch.watermark)
         n = len(batch)
         if n == 0:
-            e = np.empty(0, np.int64)
-            return e, e
+            return _NONE, _NONE
         it = batch.ingestion_time
         et = batch.event_time
         gw = self.group_emitted

@@ -222,7 +222,12 @@ def _pool_context() -> Any:
     return ctx
 
 
-def _worker(task: dict[str, Any], ident: tuple[int, int], out_dir: str | None) -> dict[str, Any]:
+def _worker(
+    task: dict[str, Any], ident: tuple[int, int], out_dir: str | None, progress: bool = True
+) -> dict[str, Any]:
+    """``run_task`` in a pool worker, reporting its simulated time to the progress queue if shown."""
+    if not progress:  # no bar: no progress process in the simulation, no messages
+        return run_task(task, None, out_dir)
     q = _progress_queue[0]
     last = [0]
 
@@ -285,7 +290,7 @@ def execute(
         call = next(_calls)
         try:
             futures: dict[Future[dict[str, Any]], int] = {
-                pool.submit(_worker, t, (call, i), d): i
+                pool.submit(_worker, t, (call, i), d, show_progress): i
                 for i, (t, d) in enumerate(zip(tasks, dirs, strict=True))
             }
             out: list[dict[str, Any] | None] = [None] * len(tasks)

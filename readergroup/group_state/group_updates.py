@@ -52,6 +52,9 @@ __all__ = [
     "Update",
     "Batch",
     "encode_batch",
+    "encode_snapshot_batch",
+    "encode_json",
+    "encode_str",
     "decode_batches",
     "segment_to_obj",
     "segment_from_obj",
@@ -135,7 +138,8 @@ class Release:
 
 @dataclass(frozen=True, slots=True)
 class Acquire:
-    """A reader takes unassigned segments up to its fair share, oldest watermark first."""
+    """A reader takes unassigned segments (``GroupModel.acquire_count``: Pravega's count), oldest
+    watermark first."""
 
     reader_id: str
     token: int
@@ -144,7 +148,8 @@ class Acquire:
 
 @dataclass(frozen=True, slots=True)
 class Rebalance:
-    """A reader releases what is above its fair share (highest watermarks first), then acquires."""
+    """A reader releases what is above its fair share (highest watermarks first), then acquires
+    (``GroupModel.release_count``, ``acquire_count``)."""
 
     reader_id: str
     token: int
@@ -338,10 +343,56 @@ _JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 def encode_batch(group_id: str, origin: str, seq: int, updates: Sequence[Update]) -> bytes:
     """One frame holding ``updates``. O(size)."""
-    payload = _JSON.encode(
-        {"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]}
-    ).encode()
+    text = _reports_json(group_id, origin, seq, updates)
+    if text is None:
+        text = _JSON.encode({"g": group_id, "o": origin, "q": seq, "u": [encode_update(u) for u in updates]})
+    return _frame(text)
+
+
+def encode_snapshot_batch(group_id: str, origin: str, seq: int, state_json: str) -> bytes:
+    """``encode_batch(group_id, origin, seq, [Snapshot(state)])`` given ``encode_json(state)``. O(size)."""
+    g, o, q = _JSON.encode(group_id), _JSON.encode(origin), _JSON.encode(seq)
+    return _frame(f'{{"g":{g},"o":{o},"q":{q},"u":[["snapshot",{state_json}]]}}')
+
+
+def encode_json(o: Any) -> str:
+    """``o`` as batches hold JSON (compact, no NaN). O(size)."""
+    return _JSON.encode(o)
+
+
+def encode_str(s: str) -> str:
+    """The str ``s`` as ``encode_json`` writes it (quoted, escaped, ASCII). O(len)."""
+    return _STR(s)  # type: ignore[no-any-return]
+
+
+def _frame(text: str) -> bytes:
+    payload = text.encode()
     return _HEADER.pack(_MAGIC, FORMAT_VERSION, len(payload), zlib.crc32(payload)) + payload
+
+
+_STR = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+"""A str as ``_JSON`` writes it (quoted, escaped, ASCII)."""
+
+
+def _reports_json(group_id: str, origin: str, seq: int, updates: Sequence[Update]) -> str | None:
+    """A batch of ``Report``s only (a reader's usual sync) as ``_JSON`` writes it, the same text in
+    half the time; ``None`` for any other batch, or a value not of exactly the types a report holds."""
+    if type(group_id) is not str or type(origin) is not str or type(seq) is not int:
+        return None
+    out = []
+    for u in updates:
+        if type(u) is not Report:
+            return None
+        rid, token, epoch, positions = u.reader_id, u.token, u.epoch, u.positions
+        if type(rid) is not str or type(token) is not int or type(epoch) is not int:
+            return None
+        ps = []
+        for name, pos, wm in positions:
+            if type(name) is not str or type(pos) is not int or type(wm) is not int:
+                return None
+            ps.append(f"[{_STR(name)},{pos},{wm}]")
+        out.append(f'["report",{_STR(rid)},{token},{epoch},[{",".join(ps)}]]')
+    return f'{{"g":{_STR(group_id)},"o":{_STR(origin)},"q":{seq},"u":[{",".join(out)}]}}'
 
 
 def frame_length(data: bytes | memoryview) -> int | None:

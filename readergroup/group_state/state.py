@@ -419,7 +419,7 @@ class ReaderGroupState:
         self._one(make, reader_id, token)
 
     def acquire(self, reader_id: str, token: int | None = None) -> list[tuple[StreamSegment, int, int]]:
-        """Take unassigned segments up to the fair share, oldest watermark first; returns them."""
+        """Take unassigned segments (``GroupModel.acquire_count``), oldest watermark first; returns them."""
         with self.lock:
             before = self.segments_of(reader_id)
             self._one(

@@ -30,7 +30,7 @@ class SegmentState:
 class Entry:
     """Mutable state of one incomplete segment (guarded by the state's lock)."""
 
-    __slots__ = ("owner", "position", "seg", "waiting", "watermark")
+    __slots__ = ("owner", "position", "seg", "seg_json", "waiting", "watermark")
 
     def __init__(self, seg: StreamSegment, position: int, watermark: int) -> None:
         self.seg = seg
@@ -38,6 +38,7 @@ class Entry:
         self.watermark = watermark
         self.owner: str | None = None
         self.waiting: set[str] | None = None  # predecessors not complete yet (a future segment)
+        self.seg_json: str | None = None  # the segment as snapshots write it, once one did
 
 
 class Slot:

@@ -61,7 +61,15 @@ from ..errors import (
     ReaderGroupExistsError,
     ReaderGroupNotFoundError,
 )
-from .group_updates import Batch, Snapshot, Update, decode_batches, encode_batch, frame_length
+from .group_updates import (
+    Batch,
+    Snapshot,
+    Update,
+    decode_batches,
+    encode_batch,
+    encode_snapshot_batch,
+    frame_length,
+)
 
 __all__ = ["Replica", "Applied", "SyncStats", "StateSynchronizer"]
 
@@ -79,6 +87,10 @@ class Replica(Protocol):
     def apply(self, u: Update, token: int) -> bool: ...
 
     def to_obj(self) -> dict[str, Any]: ...
+
+    def to_json(self) -> str:
+        """``encode_json(self.to_obj())``."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +342,19 @@ class StateSynchronizer:
         if self.on_apply is not None:
             self.on_apply()
 
+    def _apply_own(self, offset: int, end: int, updates: Sequence[Update]) -> Applied:
+        """``_apply_batch`` of the batch this process just appended at ``offset`` (no snapshot: ``update``
+        never appends one); what it applied. O(updates)."""
+        apply = self.state.apply
+        applied = Applied(offset, tuple([apply(u, offset + i) for i, u in enumerate(updates)]))
+        self.since_snapshot += 1
+        self.bytes_since_snapshot += end - offset
+        self.revision = end
+        self.version += 1
+        if self.on_apply is not None:
+            self.on_apply()
+        return applied
+
     # ------------------------------------------------------------------ writing
     def update(self, fn: Callable[[Any], Sequence[Update]]) -> Applied | None:
         """Append ``fn(state)`` conditionally at the revision; on a conflict catch up and run ``fn`` again.
@@ -373,10 +398,7 @@ class StateSynchronizer:
                         return done
                     continue
                 self.stats.appends += 1
-                self._apply_batch(
-                    Batch(at, at + len(frame), self.state.group_id, self.origin, seq, tuple(updates))
-                )
-                done = self._landed.pop(seq)
+                done = self._apply_own(at, at + len(frame), updates)
                 self._after_append()
                 return done
             raise GroupStateConflictError(
@@ -403,7 +425,7 @@ class StateSynchronizer:
             if self.deleted is not None:
                 return False
             self._seq += 1
-            frame = encode_batch(self.state.group_id, self.origin, self._seq, [Snapshot(self.state.to_obj())])
+            frame = encode_snapshot_batch(self.state.group_id, self.origin, self._seq, self.state.to_json())
             at = self.revision
             try:
                 self.client.append(self.segment, frame, expected_offset=at)

@@ -58,6 +58,19 @@ class WatermarkFloor:
             self._heap = [(w, n) for n, w in self._live.items()]
             heapq.heapify(self._heap)
 
+    def move(self, name: str, old: int, new: int) -> None:
+        """``remove((old, name))`` then ``add((new, name))``, in one step. O(log n)."""
+        live = self._live
+        if live.get(name) != old:
+            raise ValueError(f"({old}, {name!r}) is not in the floor")
+        live[name] = new
+        heap = self._heap
+        if len(heap) >= 2 * len(live) + _SLACK:
+            self._heap = heap = [(w, n) for n, w in live.items()]
+            heapq.heapify(heap)
+        else:
+            heapq.heappush(heap, (new, name))
+
     def least(self) -> int:
         """The least watermark; ``IndexError`` when empty. O(1) amortised (stale tops popped)."""
         heap, live = self._heap, self._live

@@ -18,6 +18,7 @@ from ..format._frame_kernels import _copy
 __all__ = ["merge"]
 
 _INT64_MAX = np.iinfo(np.int64).max
+_NO_EVENT_TIME = np.iinfo(np.int64).min  # (``readergroup.format.events.NO_EVENT_TIME``)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -33,7 +34,9 @@ def merge(
     out_keys: Any,
     out_pays: Any,
     first: Any,
-) -> tuple[Any, Any, Any, Any]:
+    late_ingestion: int,
+    late_event_time: int,
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """Merge the buffered events of k blocks into one batch, oldest ingestion time first.
 
     ``meta`` (k x 6 int64), per block in the reader's segment order: its first column in
@@ -45,7 +48,8 @@ def merge(
     one), at most ``max_events`` in all. Writes the events' columns and keys and payloads
     (Arrow offsets in ``out_offs``), each event's block as its index in ``first`` (the
     blocks in order of their first slice). Returns (events, key bytes, payload bytes,
-    blocks in ``first``). O(events + slices x k).
+    blocks in ``first``, events with an ingestion time ``<= late_ingestion``, events with
+    an event time, not ``NO_EVENT_TIME``, ``<= late_event_time``). O(events + slices x k).
     """
     k = meta.shape[0]
     rank = np.full(k, -1, np.int64)
@@ -54,6 +58,8 @@ def merge(
     m = 0
     ko = np.int64(0)
     po = np.int64(0)
+    late_i = 0
+    late_e = 0
     out_offs[0, 0] = 0
     out_offs[1, 0] = 0
     while left > 0:
@@ -99,8 +105,14 @@ def merge(
             out_seg[m] = r
             out_cols[0, m] = cols[0, c]
             out_cols[1, m] = cols[1, c]
-            out_cols[2, m] = cols[2, c]
-            out_cols[3, m] = cols[3, c]
+            et = cols[2, c]
+            it = cols[3, c]
+            out_cols[2, m] = et
+            out_cols[3, m] = it
+            if it <= late_ingestion:
+                late_i += 1
+            if et != _NO_EVENT_TIME and et <= late_event_time:
+                late_e += 1
             k0 = np.int64(offs[0, ob + e])
             klen = np.int64(offs[0, ob + e + 1]) - k0
             p0 = np.int64(offs[1, ob + e])
@@ -114,4 +126,4 @@ def merge(
             out_offs[1, m] = po
         meta[best, 1] = stop
         left -= stop - i
-    return m, ko, po, ranked
+    return m, ko, po, ranked, late_i, late_e

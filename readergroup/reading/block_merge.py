@@ -30,6 +30,10 @@ class Merged(NamedTuple):
     cols: np.ndarray
     keys: pa.Array
     pays: pa.Array
+    late_ingestion: int
+    """Events with an ingestion time at or below ``merge_blocks``' ``late_ingestion``."""
+    late_event_time: int
+    """Events with an event time at or below ``merge_blocks``' ``late_event_time``."""
 
 
 _MERGE_KERNELS = "readergroup.reading._batch_kernels"
@@ -49,8 +53,12 @@ def merge_kernel() -> ModuleType | None:
     return _batch_kernels
 
 
-def merge_blocks(k: ModuleType, live: list[SegmentInput], max_events: int) -> Merged:
-    """The next batch from the blocks of ``live`` (each with events left), in one kernel call. O(events)."""
+def merge_blocks(
+    k: ModuleType, live: list[SegmentInput], max_events: int, late_ingestion: int, late_event_time: int
+) -> Merged:
+    """The next batch from the blocks of ``live`` (each with events left), in one kernel call, with
+    how many of its events are late: by ingestion time (``<= late_ingestion``) and by event time
+    (``<= late_event_time``, events without one never). O(events)."""
     rows = []
     blocks = []
     col = off = byte = total = key_bytes = 0
@@ -77,9 +85,10 @@ def merge_blocks(k: ModuleType, live: list[SegmentInput], max_events: int) -> Me
     out_keys = np.empty(key_bytes, np.uint8)
     out_pays = np.empty(byte - key_bytes, np.uint8)
     first = np.empty(len(live), np.int64)
-    ev, kbytes, pbytes, ranked = k.merge(
-        meta, cols, offs, raw, max_events, out_seg, out_cols, out_offs, out_keys, out_pays, first
-    )
+    ev, kbytes, pbytes, ranked, late_i, late_e = k.merge(
+        meta, cols, offs, raw, max_events, out_seg, out_cols, out_offs, out_keys, out_pays, first,
+        late_ingestion, late_event_time,
+    )  # fmt: skip
     assert ev == m
     for s, i in zip(live, meta[:, 1].tolist(), strict=True):
         s.idx = i
@@ -95,4 +104,4 @@ def merge_blocks(k: ModuleType, live: list[SegmentInput], max_events: int) -> Me
         [None, pa.py_buffer(out_offs[1]), pa.py_buffer(out_pays[:pbytes])],
     )
     names = tuple(live[j].name for j in first[:ranked].tolist())
-    return Merged(names, out_seg, out_cols, keys, pays)
+    return Merged(names, out_seg, out_cols, keys, pays, int(late_i), int(late_e))

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats", "EventReader"]
 
-_NOT_LOOKED: tuple[int, frozenset[int]] = (INT64_MIN, frozenset())
+_NOT_LOOKED: tuple[int, tuple[int, ...]] = (INT64_MIN, ())
 """No look at the tails yet in this call (``_ready_tails`` skips a second look only within one call)."""
 
 _WAIT_SLICE_MS = 100  # an idle reader's longest wait between syncs with the group
@@ -135,7 +135,8 @@ class EventReader(ReaderMembership, ReaderBlocks):
         self._need_sync = True
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
-        self._looked: tuple[int, frozenset[int]] = _NOT_LOOKED  # the last look at the tails in this call
+        self._looked: tuple[int, tuple[int, ...]] = _NOT_LOOKED  # the last look at the tails in this call
+        self._empty: EventBatch | None = None  # the empty read of this epoch (returned again)
         self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
         self._closed = False
         self._deleted = False  # the group was deleted (the reader is closed too)
@@ -221,11 +222,14 @@ class EventReader(ReaderMembership, ReaderBlocks):
         A watermark due is attached (emitted before the events); a checkpoint marker
         comes as a batch of its own. Empty if nothing arrived within ``timeout_ms``.
         """
-        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+        if (
+            type(max_events) is not int and (isinstance(max_events, bool) or not isinstance(max_events, int))
+        ) or max_events < 1:
             raise InvalidReadError(
                 f"reader {self.reader_id!r}: max_events must be an int >= 1, got {max_events!r}"
             )
-        _check_timeout(self.reader_id, timeout_ms)
+        if type(timeout_ms) is not int or timeout_ms < 0:
+            _check_timeout(self.reader_id, timeout_ms)
         self._looked = _NOT_LOOKED  # a new call looks again: data may have come at this same instant
         st = self._state
         if self._sync_obj.version != self._version or self._closed:
@@ -317,7 +321,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         if len(live) > 1:
             k = _merge_kernel()
             if k is not None:
-                return _merge(k, live, max_events)
+                return _merge(k, live, max_events, self._it_emitted, self._late_threshold)
         parts: list[tuple[SegmentInput, int, int]] = []
         left = max_events
         while left > 0:
@@ -353,8 +357,15 @@ class EventReader(ReaderMembership, ReaderBlocks):
                 self._epoch, wm, checkpoint, parts.names, parts.segment_index, c[0], c[1], c[2], c[3],
                 parts.keys, parts.pays,
             )  # fmt: skip
+            self._events += len(batch)
+            self._late_ingestion += parts.late_ingestion  # (counted by the kernel, as below)
+            self._late += parts.late_event_time
+            return batch
         elif not parts:
-            return EventBatch(
+            empty = self._empty
+            if wm is None and checkpoint is None and empty is not None and empty.epoch == self._epoch:
+                return empty  # (immutable, of immutable columns: shared by the reader's empty reads)
+            batch = EventBatch(
                 self._epoch,
                 wm,
                 checkpoint,
@@ -367,6 +378,9 @@ class EventReader(ReaderMembership, ReaderBlocks):
                 _NO_KEYS,
                 _NO_PAYLOADS,
             )
+            if wm is None and checkpoint is None:
+                self._empty = batch
+            return batch
         elif len(parts) == 1:
             s, a, b = parts[0]
             batch = EventBatch(

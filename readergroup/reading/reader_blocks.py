@@ -39,7 +39,7 @@ class ReaderBlocks:
     _news: int
     _need_sync: bool
     _state_moved: bool
-    _looked: tuple[int, frozenset[int]]
+    _looked: tuple[int, tuple[int, ...]]
     _now: Callable[[], int]
 
     batched_reads = True
@@ -56,7 +56,8 @@ class ReaderBlocks:
         todo: list[SegmentInput] = []
         for s in self._segs.values():
             if s.idx >= s.n:
-                s.roll()
+                if s.n:
+                    s.roll()
                 if s.end_of_segment:
                     self._need_sync = True
                 elif not s.at_tail:
@@ -119,7 +120,8 @@ class ReaderBlocks:
         """
         live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
         for s in live:
-            s.roll()
+            if s.n:
+                s.roll()
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
             # no wait: read them all at once instead (a read of one with nothing new changes nothing),
@@ -127,9 +129,10 @@ class ReaderBlocks:
             # (a later call looks again: an append may have come since, at the same instant)
             now = self._now()
             looked = self._looked
-            if looked[0] == now and looked[1].issuperset(map(id, live)):
+            ids = tuple(map(id, live))
+            if looked[0] == now and (ids == looked[1] or set(looked[1]).issuperset(ids)):
                 return []
-            self._looked = (now, frozenset(map(id, live)))
+            self._looked = (now, ids)
             for s in live:
                 s.at_tail = False
             if self._fetch_all(live, look=True):

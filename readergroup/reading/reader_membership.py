@@ -139,8 +139,12 @@ class ReaderMembership:
         acked: list[tuple[str, int, int]] = []
         finished: list[tuple[str, int, int]] = []
         for s in self._segs.values():
-            pos, wm = s.acked()
-            if s.finished:
+            i = s.idx  # (this is s.acked() and s.finished, inlined)
+            if i:
+                pos, wm = int(s.nxt_pos[i - 1]), int(s.nxt_wm[i - 1])
+            else:
+                pos, wm = s.base_pos, s.base_wm
+            if s.end_of_segment and i >= s.n:
                 finished.append((s.name, pos, max(s.final_wm, wm)))
             else:
                 acked.append((s.name, pos, wm))
@@ -175,7 +179,8 @@ class ReaderMembership:
             name: str | None = None
             quiet = False
             for _ in range(8):
-                if st.epoch != self._epoch or not self._online():
+                moved = self._sync_obj.version != self._version  # (else as ``_check_membership`` found it)
+                if moved and (st.epoch != self._epoch or not self._online()):
                     self._restart()
                 acked, finished = self._positions()
                 q = self._quiet
@@ -208,8 +213,21 @@ class ReaderMembership:
                 if st.epoch == self._epoch and self._online():
                     break
             if not quiet:
-                self._follow(st)
-                self._quiet = self._settled(st, acked, finished, name)
+                m = st.model
+                if (
+                    q is not None
+                    and q[0] is m
+                    and q[1] == m.layout
+                    and name is None
+                    and not finished
+                    and not moved_positions(m, self.reader_id, acked)
+                ):
+                    # a report only: the layout stood still since the last settled sync, so the reader
+                    # holds what the state assigns it and nothing is left to plan (``_settled``)
+                    self._quiet = (m, q[1], acked)
+                else:
+                    self._follow(st)
+                    self._quiet = self._settled(st, acked, finished, name)
             if name is not None:
                 marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
             gw = st.event_time_watermark if self._event_time else st.group_watermark

@@ -245,9 +245,13 @@ def _at_records(rec: RecordsRead | None, offs: np.ndarray, whole: bool) -> np.nd
     from ``read_many``'s answer, or ``None`` if it has no record starting at one of them."""
     if rec is None:
         return None
-    starts, wms = rec.starts, rec.watermarks
-    if len(wms) != len(starts) + 1 or not len(starts):
+    starts: np.ndarray = rec.starts
+    wms: np.ndarray = rec.watermarks
+    k = len(starts)
+    if len(wms) != k + 1 or not k:
         return None
+    if k == len(offs) and starts.dtype == offs.dtype and starts.tobytes() == offs.tobytes():
+        return wms[:k] if whole else wms  # every record an event (no markers): as below
     i = np.searchsorted(starts, offs)
     if int(i[-1]) >= len(starts) or not np.array_equal(starts[i], offs):
         return None
@@ -257,9 +261,12 @@ def _at_records(rec: RecordsRead | None, offs: np.ndarray, whole: bool) -> np.nd
 
 def read_blocks(client: SegmentStoreClient, requests: list[tuple[Any, ...]]) -> list[RecordsRead | None]:
     """``read_many`` until every request is answered (a full reply leaves some for another call)."""
-    out: list[RecordsRead | None] = []
-    for i in range(0, len(requests), MAX_READ_MANY):
-        out.extend(client.read_many(requests[i : i + MAX_READ_MANY]))
+    if len(requests) <= MAX_READ_MANY:
+        out: list[RecordsRead | None] = list(client.read_many(requests))
+    else:
+        out = []
+        for i in range(0, len(requests), MAX_READ_MANY):
+            out.extend(client.read_many(requests[i : i + MAX_READ_MANY]))
     while True:  # the first request of a call is always answered: this ends
         left = [i for i, a in enumerate(out) if a is not None and a.read is None and a.error is None]
         if not left:

@@ -12,18 +12,19 @@ import numba
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["walk_records", "record_starts", "SIGNATURES", "STARTS_SIGNATURES"]
+__all__ = ["walk_records", "record_bounds", "SIGNATURES", "BOUNDS_SIGNATURES"]
 
 SIGNATURES = [
     "UniTuple(int64, 2)(Array(uint8, 1, 'C', readonly=True), int64)",
     "UniTuple(int64, 2)(uint8[::1], int64)",
 ]
 """``(records, bytes)`` of a C-contiguous ``uint8`` buffer, read-only or writable, and an int64 limit."""
-STARTS_SIGNATURES = [
-    "UniTuple(int64, 2)(Array(uint8, 1, 'C', readonly=True), int64[::1])",
-    "UniTuple(int64, 2)(uint8[::1], int64[::1])",
+BOUNDS_SIGNATURES = [
+    "int64(Array(uint8, 1, 'C', readonly=True), int64[::1], int64)",
+    "int64(uint8[::1], int64[::1], int64)",
 ]
-"""``record_starts``: a buffer as above and the int64 output array (one slot per possible record)."""
+"""``record_bounds``: a buffer as above, the int64 output array (one slot per possible record and one
+more) and the offset to add."""
 
 
 @numba.njit(SIGNATURES, cache=True, nogil=True)
@@ -44,20 +45,22 @@ def walk_records(buf: npt.NDArray[np.uint8], max_records: int) -> tuple[int, int
     return count, pos
 
 
-@numba.njit(STARTS_SIGNATURES, cache=True, nogil=True)
-def record_starts(buf: npt.NDArray[np.uint8], out: npt.NDArray[np.int64]) -> tuple[int, int]:
-    """Where each whole record at the start of ``buf`` starts (into ``out``): (records, bytes). O(records)."""
+@numba.njit(BOUNDS_SIGNATURES, cache=True, nogil=True)
+def record_bounds(buf: npt.NDArray[np.uint8], out: npt.NDArray[np.int64], base: int) -> int:
+    """Where each whole record at the start of ``buf`` starts, then where the last one ends, each plus
+    ``base``, into ``out`` (at most ``out.shape[0] - 1`` records); returns how many records. O(records)."""
     n = buf.shape[0]
     pos = 0
     count = 0
-    while count < out.shape[0] and pos + 4 <= n:
+    while count < out.shape[0] - 1 and pos + 4 <= n:
         length = (
             int(buf[pos]) | (int(buf[pos + 1]) << 8) | (int(buf[pos + 2]) << 16) | (int(buf[pos + 3]) << 24)
         )
         end = pos + 4 + length
         if end > n:
             break
-        out[count] = pos
+        out[count] = base + pos
         pos = end
         count += 1
-    return count, pos
+    out[count] = base + pos
+    return count

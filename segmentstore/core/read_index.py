@@ -30,7 +30,7 @@ from ..limits import INT64_MAX
 from ..results import RecordScan, RecordsRead, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
-from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare, record_starts
+from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, loaded, prepare, record_bounds
 from .segment import Segment
 from .validation import check_offset, quote
 
@@ -214,7 +214,8 @@ class ReadIndex:
         ``segmentstore.read_many``): each a read, its records' starts and the watermarks there, or its
         error, or ``None`` (nothing new above its known watermark); unread past ``reply_bytes``.
         O(bytes + records)."""
-        prepare(max(r[2] for r in reqs))  # the record walk's kernel: never loaded under the lock
+        if not loaded():  # the record walk's kernel: never loaded under the lock
+            prepare(max(r[2] for r in reqs))
         out: list[RecordsRead | None] = []
         used = 0
         with self._lock:
@@ -227,7 +228,7 @@ class ReadIndex:
                     seg = segment(name)
                     if (
                         known is not None
-                        and seg.start_offset <= offset >= seg.length
+                        and offset >= seg.length  # (so not below the start offset, at most the length)
                         and not seg.sealed
                         and seg.last_write_time - 1 <= known
                     ):
@@ -237,9 +238,9 @@ class ReadIndex:
                     r = read_locked(seg, offset, max_length)
                     data = r.data
                     if data:
-                        rel, end = record_starts(data)
-                        starts = rel + offset
-                        wms = seg.windex.watermarks_at(np.append(starts, offset + end))
+                        bounds, count = record_bounds(data, offset)
+                        starts = bounds[:count]
+                        wms = seg.windex.watermarks_at_ascending(bounds)
                     else:
                         starts, wms = _NO_OFFSETS, np.array([r.watermark], np.int64)
                 except SegmentStoreError as e:

@@ -30,8 +30,9 @@ __all__ = [
     "SCAN_CHUNK_BYTES",
     "SCAN_MAX_BYTES",
     "walk_records",
-    "record_starts",
+    "record_bounds",
     "prepare",
+    "loaded",
 ]
 
 RECORD_PREFIX_BYTES = 4
@@ -44,7 +45,7 @@ _NUMBA_MIN_BYTES = 1 << 15
 _U32 = struct.Struct("<I")
 
 _kernel: Callable[[Any, int], tuple[int, int]] | None = None
-_starts_kernel: Callable[[Any, Any], tuple[int, int]] | None = None
+_bounds_kernel: Callable[[Any, Any, int], int] | None = None
 
 
 def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
@@ -62,12 +63,17 @@ def _walk_py(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
 
 def prepare(size: int) -> None:
     """Load the kernel now if walks of ``size`` bytes use it (numba's import: never under a lock)."""
-    global _kernel, _starts_kernel
+    global _kernel, _bounds_kernel
     if size >= _NUMBA_MIN_BYTES and _kernel is None:
-        from ._record_kernels import record_starts as starts
+        from ._record_kernels import record_bounds as bounds
         from ._record_kernels import walk_records as kernel
 
-        _kernel, _starts_kernel = kernel, starts
+        _kernel, _bounds_kernel = kernel, bounds
+
+
+def loaded() -> bool:
+    """Whether the kernels are loaded (``prepare`` has nothing left to do)."""
+    return _kernel is not None
 
 
 def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
@@ -80,12 +86,13 @@ def walk_records(buf: bytes | memoryview, max_records: int) -> tuple[int, int]:
     return int(count), int(used)
 
 
-def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
-    """Where each whole record at the start of ``buf`` starts (int64, relative to ``buf``), and where
-    the last whole record ends (0 if none). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until
-    the kernel is loaded."""
+def record_bounds(buf: bytes | memoryview, base: int) -> tuple[np.ndarray, int]:
+    """``(bounds, count)``: where each of the ``count`` whole records at the start of ``buf`` starts and,
+    last, where the last one ends (``count + 1`` int64 offsets, 0 the end if none), each plus ``base``
+    (the offset ``buf`` was read at). O(records): plain Python below ``_NUMBA_MIN_BYTES`` until the
+    kernel is loaded."""
     n = len(buf)
-    if n < _NUMBA_MIN_BYTES and _starts_kernel is None:
+    if n < _NUMBA_MIN_BYTES and _bounds_kernel is None:
         starts: list[int] = []
         pos = 0
         unpack = _U32.unpack_from
@@ -93,11 +100,12 @@ def record_starts(buf: bytes | memoryview) -> tuple[np.ndarray, int]:
             end = pos + 4 + unpack(buf, pos)[0]
             if end > n:
                 break
-            starts.append(pos)
+            starts.append(base + pos)
             pos = end
-        return np.array(starts, np.int64), pos
+        starts.append(base + pos)
+        return np.array(starts, np.int64), len(starts) - 1
     prepare(_NUMBA_MIN_BYTES)
-    assert _starts_kernel is not None
-    out = np.empty(n // RECORD_PREFIX_BYTES, np.int64)
-    count, used = _starts_kernel(np.frombuffer(buf, np.uint8), out)
-    return out[:count].copy(), int(used)
+    assert _bounds_kernel is not None
+    out = np.empty(n // RECORD_PREFIX_BYTES + 2, np.int64)
+    count = int(_bounds_kernel(np.frombuffer(buf, np.uint8), out, base))
+    return out[: count + 1], count  # (a view: the answer it goes into is short-lived)

@@ -370,6 +370,25 @@ class WatermarkIndex:
         """
         return self._batch(offsets, out, assume_sorted, ingestion=False)
 
+    def watermarks_at_ascending(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """``watermarks_at(offsets)`` of offsets the store made: a C-contiguous int64 array, ascending,
+        in ``[start_offset, length]``. Below ``_PAR_MIN`` offsets it skips the checks and makes the
+        kernel call ``watermarks_at`` would make; anything else goes through them. O(k log n)."""
+        nq = offsets.shape[0]
+        if not 0 < nq < _PAR_MIN:
+            return self._batch(offsets, None, True, ingestion=False)
+        out = np.empty(nq, np.int64)
+        km = _kernels()
+        if nq > _SMALL_BATCH:  # a merge walk, as ``_batch`` (which checks, and falls back on a descent)
+            if km.lookup_sorted_serial(self._offs, self._wms, self._n, offsets, out, self._tail - 1, 0) < 0:
+                return out
+            return self._batch(offsets, None, True, ingestion=False)
+        h, n, lo, hi, tail = self._h, self._n, self._start, self._length, self._tail - 1
+        r = km.lookup_small(self._offs, self._wms, h, n, offsets, out, lo, hi, tail, 0)
+        if r >= 0:
+            self._raise_range(int(offsets[r]), int(r), False)
+        return out
+
     def ingestion_times_at(
         self,
         offsets: npt.ArrayLike,
