@@ -34,6 +34,7 @@ from segmentstore.errors import (
     ConnectionLostError,
     NotSentError,
     SegmentNotFoundError,
+    SegmentStoreError,
 )
 from segmentstore.net.protocol import PROTOCOL_VERSION, encode_frame, unpack
 from segmentstore.net.server import SegmentStoreServer
@@ -782,3 +783,40 @@ def test_one_frame_of_a_writers_appends_then_plain_ones_stores_each_once(store: 
     entries = [e for e in out if len(e) == 4]
     assert entries[0][3] is True  # w1: acknowledged as a duplicate
     assert sum(e[2] if len(e) == 3 else 1 for e in out) == 4  # a result for every item
+
+
+def test_no_connection_stays_open_to_a_server_that_stopped(store: SegmentStore) -> None:
+    """Clients connecting while ``stop()`` runs either fail or see their connection closed.
+
+    A connection the loop accepted while stopping used to be served its hello and then
+    outlive the loop: open, answered by nobody, so the appends a writer sent on it after the
+    server came back on the same port waited for their whole timeout (test_writer_async's
+    restart test failed about one run in five)."""
+    from segmentstore.client.connection import Connection
+
+    def connect(port: int, conns: list[Connection], done: threading.Event) -> None:
+        while not done.is_set():
+            with contextlib.suppress(SegmentStoreError, OSError):  # refused once it stopped
+                conns.append(Connection("127.0.0.1", port, connect_timeout_s=2.0))
+
+    for _ in range(30):
+        srv = SegmentStoreServer(store)
+        port = srv.start()
+        conns: list[Connection] = []
+        done = threading.Event()
+        threads = [threading.Thread(target=connect, args=(port, conns, done)) for _ in range(2)]
+        for t in threads:
+            t.start()
+        while len(conns) < 4:
+            threading.Event().wait(0.001)
+        srv.stop()
+        done.set()
+        for t in threads:
+            t.join()
+        deadline = monotonic_s() + 5.0
+        while any(c.alive for c in conns) and monotonic_s() < deadline:
+            threading.Event().wait(0.01)
+        left = sum(c.alive for c in conns)
+        for c in conns:
+            c.close()
+        assert left == 0, f"{left} of {len(conns)} connections still open to the stopped server"

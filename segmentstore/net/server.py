@@ -134,6 +134,9 @@ class SegmentStoreServer:
         self.max_buffered_bytes = max_buffered_bytes
         self._held = 0  # receive-buffer bytes of every connection
         self._starved: collections.deque[_Connection] = collections.deque()  # paused for memory
+        # set (in the loop's thread) once stop() began: a connection accepted from then on is
+        # aborted at once, never served (it would outlive the loop: a live socket nobody answers)
+        self._stopping = False
         self.client = EmbeddedClient(store)
         self.max_append_bytes = store.config.max_append_bytes
         self._port = port
@@ -202,6 +205,12 @@ class SegmentStoreServer:
         try:
             loop.run_forever()
         finally:
+            self._stopping = True
+            for c in list(self._connections):
+                c.abort()
+            # accepts the loop had taken from the listening socket finish here; connection_made
+            # aborts each (the flag), and the transports' close callbacks run
+            loop.run_until_complete(asyncio.sleep(0))
             for c in list(self._connections):
                 c.abort()
             loop.run_until_complete(asyncio.sleep(0))
@@ -253,6 +262,7 @@ class SegmentStoreServer:
             return
 
         def shutdown() -> None:
+            self._stopping = True
             if self._server is not None:
                 self._server.close()
             loop.stop()
@@ -304,6 +314,9 @@ class _Connection(asyncio.BufferedProtocol):
         self.transport = transport
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
         server = self.server
+        if server._stopping:  # accepted while the server stops: reset, so the client retries elsewhere
+            self.abort()
+            return
         if len(server._connections) >= server.max_connections:
             server.refused += 1
             self.fatal(0, _closing(f"the server has max_connections={server.max_connections} open", "busy"))
