@@ -584,16 +584,24 @@ def test_flink_runner_auto_is_java_where_a_jdk_and_flinks_jars_are_and_the_paced
     assert runners == ["auto", "python", "java"]
 
 
+def _java_python() -> str:
+    """The Flink venv's Python, for the driven Java job; the test is skipped (or fails, as
+    ``_unavailable`` decides) where that venv, a JDK or Flink's jars are missing."""
+    python, why = flink_venv.wait()
+    if python is None:
+        _unavailable(why)
+    assert python is not None
+    why = java_runner_unavailable(python)
+    if why is not None:
+        _unavailable(why)
+    return python
+
+
 @pytest.fixture(scope="module")
 def driven() -> tuple[list[Any], list[FlinkReplay]]:
     """flink-sparse, flink-scaling (segment_union) and flink-reader-split (reader) through one
     driven Java Flink job (one JVM): Flink's jars from the test venv's PyFlink."""
-    python, why = flink_venv.wait()
-    if python is None:
-        _unavailable(why)
-    why = java_runner_unavailable(python)
-    if why is not None:
-        _unavailable(why)
+    python = _java_python()
     results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling(), READER_SPLIT)]
     return results, replay_flink_java(results, python)
 
@@ -677,12 +685,7 @@ def test_a_driven_job_whose_turns_cannot_go_on_fails_naming_the_turn(monkeypatch
     job with a clear error naming both turns, instead of hanging."""
     from bench.validate import flink_java
 
-    python, why = flink_venv.wait()
-    if python is None:
-        _unavailable(why)
-    why = java_runner_unavailable(python)
-    if why is not None:
-        _unavailable(why)
+    python = _java_python()
     real = flink_java.driven_spec
 
     def lost_a_step(result: Any) -> dict[str, Any]:
