@@ -13,6 +13,7 @@ and a non-zero exit status.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -87,14 +88,6 @@ _RUN_OPTIONS = (
         help="Random seed, >= 0 (overrides the scenario's).",
     ),
     click.option(
-        "--replications",
-        "-n",
-        type=int,
-        default=None,
-        help="Run this many seeds (seed, seed+1, ...) and report mean, sd and 95 % CI "
-        "(default: the scenario's replications).",
-    ),
-    click.option(
         "--jobs", "-j", type=int, default=None, help="Processes for replications (default: all cores)."
     ),
     click.option(
@@ -121,15 +114,29 @@ _format_option = click.option(
 """``--format`` of every command that draws figures."""
 
 
-def _run_options(f: Any) -> Any:
-    for opt in reversed(_RUN_OPTIONS):
-        f = opt(f)
-    return f
+_REPLICATIONS_HELP = (
+    "Run this many seeds (seed, seed+1, ...) and report mean, sd and 95 % CI "
+    "(default: the scenario's replications)."
+)
+
+
+def _run_options(replications_help: str = _REPLICATIONS_HELP) -> Callable[[Any], Any]:
+    """``--set``, ``--seed``, ``--replications``/``-n`` (its help: what a command does with them),
+    ``--jobs``, ``--executor``, ``--master``: the options of every command that runs a scenario."""
+    replications = click.option("--replications", "-n", type=int, default=None, help=replications_help)
+    options = (*_RUN_OPTIONS[:2], replications, *_RUN_OPTIONS[2:])
+
+    def apply(f: Any) -> Any:
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+
+    return apply
 
 
 @cli.command()
 @click.argument("scenario")
-@_run_options
+@_run_options()
 @click.option(
     "--out", default=None, metavar="DIR", help="Output directory (default ./runs/<scenario>-seed<seed>)."
 )
@@ -269,7 +276,7 @@ def experiment(
 
 @cli.command()
 @click.argument("scenario")
-@_run_options
+@_run_options()
 @click.option(
     "--out",
     default=None,
@@ -327,23 +334,7 @@ def compare(
     metavar="F",
     help="The late fraction to meet, e.g. 0.001 (0.1 % of the delivered events late).",
 )
-@click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override a scenario field, e.g. --set duration_ms=10000 (repeatable).",
-)
-@click.option(
-    "--seed", type=click.IntRange(min=0), default=None, help="First seed (overrides the scenario's)."
-)
-@click.option(
-    "--replications",
-    "-n",
-    type=int,
-    default=None,
-    help="Seeds per evaluated bound (default: the scenario's replications, 5 if it has 1).",
-)
+@_run_options("Seeds per evaluated bound (default: the scenario's replications, 5 if it has 1).")
 @click.option(
     "--max-bound-ms",
     type=click.IntRange(min=0),
@@ -358,17 +349,6 @@ def compare(
     show_default=True,
     help="Bounds searched are multiples of this.",
 )
-@click.option(
-    "--executor",
-    type=click.Choice(["local", "spark"]),
-    default="local",
-    show_default=True,
-    help="Where the runs go: local processes, or one Spark task each.",
-)
-@click.option(
-    "--jobs", "-j", type=int, default=None, help="Processes with --executor local (default: all cores)."
-)
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL (--executor spark).")
 @click.option("--out", default=None, metavar="DIR", help="Output directory (default ./runs/tune-<scenario>).")
 @_format_option
 def tune(
