@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from call_counts import count_calls, uncount
 
+from bench.perf.call_counts import count_calls, uncount
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.format.events import NO_EVENT_TIME
 from readergroup.reading.block_merge import merge_kernel

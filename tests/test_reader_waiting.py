@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from call_counts import count_calls
 
+from bench.perf.call_counts import count_calls
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventRead, EventReader, ReadKind

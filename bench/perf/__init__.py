@@ -7,8 +7,9 @@ bytes per poll over ``RemoteClient``), ``group`` (reader-group state), ``waiting
 calls, latency), ``sim`` (the simulator), ``spark``, ``spark_io`` and ``spark_wide`` (the
 Spark source and sink; thousands of segments). The module protocol (``run(size)``,
 ``test_*`` functions, ``SLOW``) is in ``suite``; ``pytest_bench`` runs the suite under
-pytest-benchmark; ``serving`` a store served by another process; ``spark_data`` what the
-Spark benchmarks read and its checks; ``errors`` the suite's one root (``BenchmarkError``).
+pytest-benchmark; ``serving`` a store served by another process; ``call_counts`` counts a
+client's calls by name; ``spark_data`` what the Spark benchmarks read and its checks;
+``errors`` the suite's one root (``BenchmarkError``).
 
 - ``ingestwm bench [--quick | --tiny] [--only bench_X]``: every module's ``run(size)``,
   one table of ratios measured side by side in one run (a figure beside its baseline:

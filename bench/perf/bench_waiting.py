@@ -19,7 +19,6 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +31,7 @@ from segmentstore import SegmentStore, WallClock
 from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.net.server import SegmentStoreServer
 
+from .call_counts import count_calls
 from .errors import BenchmarkError
 from .suite import Row, Size, module_main, row, sized
 
@@ -54,21 +54,6 @@ def _client(remote: bool) -> Iterator[SegmentStoreClient]:
         store.close()
 
 
-def _counting(client: SegmentStoreClient) -> Counter[str]:
-    calls: Counter[str] = Counter()
-    for name in dir(SegmentStoreClient):
-        if name.startswith("_") or name == "close":
-            continue
-        method = getattr(client, name)
-
-        def counted(*a: Any, _m: Callable[..., Any] = method, _n: str = name, **kw: Any) -> Any:
-            calls[_n] += 1
-            return _m(*a, **kw)
-
-        setattr(client, name, counted)
-    return calls
-
-
 def _group(c: SegmentStoreClient, segments: int) -> ReaderGroup:
     c.create_stream(_S, segments)
     cfg = ReaderGroupConfig((_S,), time_domain=TimeDomain.INGESTION_TIME)
@@ -87,7 +72,7 @@ def _caught_up(remote: bool, segments: int) -> Iterator[tuple[SegmentStoreClient
 
 def _idle_calls_per_s(remote: bool, segments: int, seconds: float) -> float:
     with _caught_up(remote, segments) as (c, reader):
-        calls = _counting(c)
+        calls = count_calls(c)
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < seconds:
             r = reader.read_next_event(timeout_ms=int(seconds * 1000))

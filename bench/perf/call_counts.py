@@ -1,4 +1,6 @@
-"""Count the public calls a test makes on a ``SegmentStoreClient``, by method name (and stop counting)."""
+"""Count the public calls made on a ``SegmentStoreClient``, by method name (and stop counting).
+
+What a reader costs in store calls: ``bench_waiting`` and the reader tests count with it."""
 
 from __future__ import annotations
 
