@@ -39,6 +39,7 @@ import numpy as np
 import simpy
 
 from readergroup.format.producer_watermarks import encode_idle_marker, encode_watermark_marker
+from segmentstore.checks import checked
 
 from ..sim.actors import World, WriterActor
 from ..spec.scenario import WriterSpec
@@ -158,3 +159,12 @@ class AssertingWriter(WriterActor):
             self._left = False
             self._broadcast(encode_watermark_marker(self.index + 1, self._asserted))
         super()._write(key_idx, et, seqs, sizes)
+
+    @checked
+    def _check(self) -> None:
+        """Assertions only at assertion times, none ahead of the clock; rejoining needs an assertion."""
+        now = int(self.world.env.now)
+        assert self.markers >= 0 and self._asserted_at <= now
+        assert self._asserted_at < 0 or self._is_assertion_time(self._asserted_at)
+        assert not self._left or self._asserted is not None
+        assert not self._left or self._txn_writer is None  # a transaction's idle mark rides in it

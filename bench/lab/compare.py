@@ -233,6 +233,24 @@ def _ticker(
             out.group_watermarks[st.name].append((t, real_time(g.group_watermark)))
 
 
+def _check_copy(
+    writers: Sequence[WriterActor], readers: Sequence[LabReader], strategies: Sequence[Strategy]
+) -> None:
+    """After a copy's run: the actors' invariants; each strategy received what its readers read."""
+    for w in writers:
+        if isinstance(w, AssertingWriter):
+            w._check()
+    for r in readers:
+        r._check()
+    for st in strategies:
+        read = sum(r.events for r in readers if r.strategy is st)
+        p = st.pipeline
+        assert read == p.delivered + p.duplicates, (
+            f"{st.name}: its readers read {read} events, it got {p.delivered}"
+        )
+        st._check()
+
+
 def _run_copy(
     sc: Scenario,
     copy: str,
@@ -278,6 +296,7 @@ def _run_copy(
             env.process(ra.process())
         env.process(_ticker(world, runs, out, progress))
         env.run(until=sc.duration_ms + 1)
+        _check_copy(writers, readers, strategies)
         out.scale_events_ms = tuple(dict.fromkeys(int(ev["t_ms"]) for ev in world.recorder.scale_events))
         if after is not None:
             after(copy, world.store)

@@ -227,6 +227,11 @@ class Strategy:
     def watermark(self) -> int:
         return self.pipeline.watermark
 
+    @checked
+    def _check(self) -> None:
+        """The pipeline's invariants (a strategy with state of its own checks that too)."""
+        self.pipeline._check()
+
 
 class IngestionStrategy(Strategy):
     """Ingestion-time watermark minus ``max_event_time_lag_ms``."""

@@ -27,6 +27,7 @@ import simpy
 from readergroup.format.events import NO_EVENT_TIME
 from readergroup.reading.group import ReaderGroup
 from readergroup.reading.reader import EventBatch, EventReader
+from segmentstore.checks import checked
 
 from ..sim.actors import World
 from ..sim.failure_schedule import FailureSchedule
@@ -172,3 +173,10 @@ class LabReader:
             scope, name, _ = segment.split("/", 2)
             stream = self._stream_of[segment] = f"{scope}/{name}"
         return stream
+
+    @checked
+    def _check(self) -> None:
+        """Its reader's own invariants, while it has one."""
+        assert self.events >= 0
+        if self.reader is not None:
+            self.reader._check()
