@@ -125,6 +125,17 @@ def _read_all(store: SegmentStore, name: str) -> bytes:
     return bytes(out)
 
 
+def _runs(store: SegmentStore, name: str) -> np.ndarray:
+    """The ingestion-time runs of the whole segment (``ingestion_runs`` asked again past a prefix)."""
+    info = store.get_info(name)
+    parts, begin = [], info.start_offset
+    while begin < info.length:
+        part = store.ingestion_runs(name, begin, info.length)
+        parts.append(part)
+        begin = int(part[0][-1]) + 1
+    return np.concatenate(parts, axis=1) if parts else np.empty((2, 0), np.int64)
+
+
 def _appends(store: SegmentStore, stream: str) -> dict[str, Any]:
     """Every segment of ``stream`` (transaction segments included): its bytes, the ingestion time of
     each run of them, its creation and last write time, whether it is sealed."""
@@ -150,9 +161,11 @@ def _events(store: SegmentStore, stream: str) -> dict[str, list[tuple[Any, ...]]
     for name in sorted(store.list_segments()):
         if not name.startswith(stream + "/"):
             continue
-        cols, _ = decode_columns(_read_all(store, name), store.get_info(name).start_offset, events_only=True)
+        info = store.get_info(name)
+        cols, _ = decode_columns(_read_all(store, name), info.start_offset, events_only=True)
         assert (cols["kind"] == KIND_EVENT).all()
-        it = [store.ingestion_time_at(name, int(o)) for o in cols["offset"]]
+        runs = _runs(store, name)  # each run's last offset and time
+        it = runs[1][np.searchsorted(runs[0], cols["offset"], side="left")].tolist()
         out[name] = list(
             zip(
                 cols["routing_key"].to_pylist(),
