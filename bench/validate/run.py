@@ -114,13 +114,7 @@ def validate(
             raise ValidateError(f"no Flink topology {src!r}; topologies: {', '.join(FLINK_SOURCES)}")
     if "flink" in engines and flink_max_pace_ms is not None and flink_max_pace_ms < timing.pace_ms:
         raise ValidateError(f"flink_max_pace_ms {flink_max_pace_ms} is below the pace {timing.pace_ms} ms")
-    # bad names fail before anything runs; each scenario runs just the strategies checked (each
-    # strategy is as if alone: its records are the same beside the others, or without them)
-    checked = tuple(e for e in ENGINES if e in engines)
-    scenarios = [
-        replace(sc, strategies=replace(sc.strategies or StrategiesSpec(), only=checked))
-        for sc in (load_lab_scenario(n) for n in names)
-    ]
+    scenarios = [load_lab_scenario(n) for n in names]  # bad names fail before anything runs
     spark_why = spark_available() if "spark" in engines else None
     runner, flink_why = "python", None
     if "flink" in engines:
