@@ -256,7 +256,7 @@ def test_cache_info_shows_what_where_size_and_last_use(root: Path) -> None:
     job, venv = _job(root, 1, used_s=1_700_000_000), _venv(root)
     r = CliRunner().invoke(cli, ["cache", "info"])
     assert r.exit_code == 0, r.output
-    assert f"cache: {root} (" in r.output
+    assert f"cache: {root} (" in r.output and " in 2 entries)" in r.output
     job_line = next(line for line in r.output.splitlines() if line.endswith(str(job)))
     assert job_line.startswith("compiled Java job") and "KiB" in job_line
     assert "2023-11-14T22:13:20Z" in job_line
@@ -297,4 +297,4 @@ def test_cache_clear_names_what_it_could_not_remove_and_fails(
     r = CliRunner().invoke(cli, ["cache", "clear"])
     assert r.exit_code == 1
     assert f"could not remove {job}: Permission denied" in r.output
-    assert "1 cache entries could not be removed" in r.output and job.exists()
+    assert "1 cache entry could not be removed" in r.output and job.exists()

@@ -78,7 +78,8 @@ def info(as_json: bool) -> None:
     if not found:
         click.echo(f"cache: {root} (empty)")
         return
-    click.echo(f"cache: {root} ({human_bytes(total)} in {len(found)} entries)")
+    count = f"{len(found)} entr{'y' if len(found) == 1 else 'ies'}"
+    click.echo(f"cache: {root} ({human_bytes(total)} in {count})")
     rows = [("WHAT", "SIZE", "LAST USED (UTC)", "IN USE", "PATH")]
     for e in found:
         used = _utc(e.last_used_s) or "-"
@@ -122,4 +123,5 @@ def clear(venvs: bool) -> None:
     else:
         click.echo(f"freed {human_bytes(report.freed_bytes)} in {root}")
     if report.failed:
-        raise click.ClickException(f"{len(report.failed)} cache entries could not be removed (above)")
+        n = len(report.failed)
+        raise click.ClickException(f"{n} cache entr{'y' if n == 1 else 'ies'} could not be removed (above)")
