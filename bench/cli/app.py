@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..study.figures import FORMATS as FIGURE_FORMATS
+from .cache_cmd import cache as cache_commands
 from .group import group as group_commands
 from .validate_cmd import validate_cmd
 
@@ -36,6 +37,7 @@ def cli() -> None:
 
 cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/cli/group.py)
 cli.add_command(validate_cmd)  # ingestwm validate: lab models vs Spark and Flink (bench/cli/validate_cmd.py)
+cli.add_command(cache_commands)  # ingestwm cache info|clear: ~/.cache/ingestwm (bench/cli/cache_cmd.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
