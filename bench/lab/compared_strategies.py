@@ -168,11 +168,12 @@ class StrategyPipeline:
             return
         self.seen.add(key)
         self.delivered += 1
-        if event_time <= self.ordering.current_watermark:
+        late = self.ordering.num_late_records_dropped
+        self.ordering.process_element(StreamRecord((writer, seq, nbytes), event_time))
+        if self.ordering.num_late_records_dropped > late:  # the operator's rule: at or below its watermark
             self.late += 1
         else:
-            self.buffered_bytes += nbytes
-        self.ordering.process_element(StreamRecord((writer, seq, nbytes), event_time))
+            self.buffered_bytes += nbytes  # held (a record leaves only when a watermark passes it)
         self.peak_events = max(self.peak_events, self.ordering.num_buffered)
         self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
 
@@ -261,13 +262,15 @@ class _SplitEmitter:
     both reach the valve's channel for the split.
     """
 
-    __slots__ = ("channel", "idle", "valve", "watermark")
+    __slots__ = ("channel", "idle", "log", "name", "valve", "watermark")
 
-    def __init__(self, valve: StatusWatermarkValve, channel: int) -> None:
+    def __init__(self, valve: StatusWatermarkValve, channel: int, name: str, log: FlinkStrategy) -> None:
         self.valve = valve
         self.channel = channel
         self.watermark = INT64_MIN
         self.idle = False
+        self.name = name
+        self.log = log  # its status changes go to log.statuses
 
     def emit_watermark(self, watermark: Watermark) -> None:
         if watermark.timestamp <= self.watermark:
@@ -279,11 +282,13 @@ class _SplitEmitter:
     def mark_idle(self) -> None:
         if not self.idle:
             self.idle = True
+            self.log.statuses.append((self.log.clock.now(), self.name, "idle"))
             self.valve.input_watermark_status(WatermarkStatus.IDLE, self.channel)
 
     def mark_active(self) -> None:
         if self.idle:
             self.idle = False
+            self.log.statuses.append((self.log.clock.now(), self.name, "active"))
             self.valve.input_watermark_status(WatermarkStatus.ACTIVE, self.channel)
 
 
@@ -319,8 +324,10 @@ class FlinkStrategy(Strategy):
     excluded), ``redelivered`` (clock ms, segment, event time) of the duplicates (they
     still reach the generator), ``spans`` (clock ms of each segment's first and last
     periodic emit as a split), ``slots`` (each segment's slot), ``emitted`` (clock ms,
-    combined watermark) at every move, intermediate ones included, and ``fired_at``
-    (the combined watermark that fired each of ``pipeline.firings``).
+    combined watermark) at every move, intermediate ones included, ``fired_at``
+    (the combined watermark that fired each of ``pipeline.firings``), ``statuses`` (clock
+    ms, split, ``idle``/``active``) and ``transitions`` (clock ms, reader, what happened:
+    join, crash, offline, restart, leave, stall, resume).
     """
 
     name = "flink"
@@ -341,6 +348,11 @@ class FlinkStrategy(Strategy):
         self.slots: dict[str, int] = {}
         self.emitted: list[tuple[int, int]] = []
         self.fired_at: list[int] = []
+        self.statuses: list[tuple[int, str, str]] = []
+        self.transitions: list[tuple[int, str, str]] = []
+
+    def on_reader(self, reader: str, kind: str) -> None:
+        self.transitions.append((self.clock.now(), reader, kind))
 
     def _gen(self, segment: str) -> Any:
         gen = self._gens.get(segment)
@@ -357,7 +369,7 @@ class FlinkStrategy(Strategy):
             self._valve.input_watermark_status(WatermarkStatus.ACTIVE, channel)
         self.slots[segment] = min(set(range(len(held) + 1)) - held)
         held.add(self.slots[segment])
-        em = self._emitters[segment] = _SplitEmitter(self._valve, channel)
+        em = self._emitters[segment] = _SplitEmitter(self._valve, channel, segment, self)
         return em
 
     def _moved(self, now: int) -> None:
@@ -530,10 +542,14 @@ class SparkStrategy(Strategy):
         for key, m in self._batch_max.items():
             self._inputs[key] = max(self._inputs[key], m - delay)
         if self._inputs:
-            values = self._inputs.values()
-            self._next = max(self._next, min(values) if self.config.spark_policy == "min" else max(values))
+            self._next = max(self._next, self._combined())
         self._batch_max.clear()
         self._rows.clear()
+
+    def _combined(self) -> int:
+        """The global watermark over the inputs' (``spark_policy``: ``multipleWatermarkPolicy``)."""
+        values = self._inputs.values()
+        return min(values) if self.config.spark_policy == "min" else max(values)
 
     @checked
     def _check(self) -> None:

@@ -30,27 +30,6 @@ from .lab_scenario import LabStrategies
 __all__ = ["FlinkReaderStrategy"]
 
 
-class _SubtaskEmitter(_SplitEmitter):
-    """A subtask's ``WatermarkEmitter`` that also logs its status changes (clock ms, subtask, status)."""
-
-    __slots__ = ("log", "name", "strategy")
-
-    def __init__(self, valve: StatusWatermarkValve, channel: int, name: str, strategy: FlinkReaderStrategy):
-        super().__init__(valve, channel)
-        self.name = name
-        self.strategy = strategy
-
-    def mark_idle(self) -> None:
-        if not self.idle:
-            self.strategy.statuses.append((self.strategy.clock.now(), self.name, "idle"))
-        super().mark_idle()
-
-    def mark_active(self) -> None:
-        if self.idle:
-            self.strategy.statuses.append((self.strategy.clock.now(), self.name, "active"))
-        super().mark_active()
-
-
 class FlinkReaderStrategy(FlinkStrategy):
     """Flink reading the stream through Pravega's connector: a subtask per reader, combined by the valve.
 
@@ -82,9 +61,8 @@ class FlinkReaderStrategy(FlinkStrategy):
     Records (the same as ``FlinkStrategy``'s, for ``ingestwm validate``, with the
     subtask's reader id where ``FlinkStrategy`` has the segment): ``arrivals``,
     ``redelivered``, ``spans`` (every subtask from the first tick to the last), ``slots``,
-    ``emitted``, ``fired_at``; and ``statuses`` (clock ms, subtask, ``idle``/``active``)
-    and ``transitions`` (clock ms, reader, what happened: join, crash, offline, restart,
-    leave, stall, resume).
+    ``emitted``, ``fired_at``, ``statuses`` (clock ms, subtask, ``idle``/``active``) and
+    ``transitions``.
     """
 
     topology = "reader"
@@ -93,9 +71,7 @@ class FlinkReaderStrategy(FlinkStrategy):
         super().__init__(config, window_ms, clock)
         self._subtasks: dict[str, int] = {}  # reader id -> subtask index (its channel and slot)
         self._sub_gens: list[Any] = []
-        self._sub_emitters: list[_SubtaskEmitter] = []
-        self.statuses: list[tuple[int, str, str]] = []
-        self.transitions: list[tuple[int, str, str]] = []
+        self._sub_emitters: list[_SplitEmitter] = []
 
     @property
     def subtasks(self) -> tuple[str, ...]:
@@ -114,10 +90,7 @@ class FlinkReaderStrategy(FlinkStrategy):
             self._subtasks[rid] = i
             self.slots[rid] = i
             self._sub_gens.append(self._strategy.create_watermark_generator(self.clock))
-            self._sub_emitters.append(_SubtaskEmitter(self._valve, i, rid, self))
-
-    def on_reader(self, reader: str, kind: str) -> None:
-        self.transitions.append((self.clock.now(), reader, kind))
+            self._sub_emitters.append(_SplitEmitter(self._valve, i, rid, self))
 
     def deliver(self, event: LabEvent) -> None:
         i = self._subtasks.get(event.reader)
