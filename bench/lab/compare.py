@@ -8,8 +8,9 @@ same SimPy order — so the same scenario and seed give ``simulate`` and ``compa
 same appends. Each strategy has a reader group of its own (in its time domain, with the
 scenario's ``group`` settings) whose readers are the scenario's, read as the simulator
 reads them (``bench.lab.lab_readers``): the ``ingestion`` strategy's group has the
-simulator's group watermark. Every ``strategies.tick_ms``, after that instant's reads,
-each strategy's periodic hook runs (also while the store is down: engines keep their
+simulator's group watermark. Every ``strategies.tick_ms``, and at the multiples of a
+strategy's own period (Flink's emit interval, Spark's trigger) between them, after that
+instant's reads, each strategy's periodic hook runs (also while the store is down: engines keep their
 clocks), and every ``metrics.sample_ms`` a sample is taken.
 
 **Each strategy as if alone.** Nothing one strategy needs is seen by another: the
@@ -31,6 +32,7 @@ simulator's numbering), and redelivered ones are counted as duplicates.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -209,18 +211,27 @@ def _ticker(
     out: _CopyRun,
     progress: Callable[[int], None] | None,
 ) -> Proc:
-    """Every ``tick_ms``, after that instant's reads: each strategy's hook; every ``sample_ms`` a sample."""
+    """Every ``tick_ms``, and at the multiples of each strategy's own ``period_ms``, after that
+    instant's reads: the strategy's hook; every ``sample_ms`` a sample."""
     env, sc, clock = world.env, world.scenario, world.clock
     tick = (sc.strategies or StrategiesSpec()).tick_ms
     report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
-    for t in range(0, sc.duration_ms + 1, tick):
+    periods = sorted({q for st, _ in runs if (q := st.period_ms) is not None and q % tick})
+    grids = [range(0, sc.duration_ms + 1, step) for step in (tick, *periods)]
+    at = -1
+    for t in heapq.merge(*grids):
+        if t == at:
+            continue  # on two grids
+        at = t
         if t > env.now:
             yield env.timeout(t - env.now)
         yield env.timeout(0)  # after every actor due at this instant
         if progress is not None and t % report_every == 0:
             progress(t)
         for st, g in runs:
-            st.on_tick(t, g.segments())
+            period = st.period_ms
+            if t % tick == 0 or (period is not None and t % period == 0):
+                st.on_tick(t, g.segments())
         if t % sc.metrics.sample_ms:
             continue
         for st, g in runs:

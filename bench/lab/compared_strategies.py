@@ -222,7 +222,15 @@ class Strategy:
         """Reader ``reader`` made a transition (join, crash, offline, restart, leave, stall, resume)."""
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        """Called after each tick's reads, with ``t_ms`` since the start and the group's segments."""
+        """Called after each tick's reads, with ``t_ms`` since the start and the group's segments
+        (also at the multiples of ``period_ms`` between ticks)."""
+
+    @property
+    def period_ms(self) -> int | None:
+        """The period of the strategy's own clocked action, if it has one (Flink's emit interval,
+        Spark's trigger): the lab calls ``on_tick`` at its multiples too, also where they fall
+        between two of the lab's ticks, so the action runs at its own instant (None: ticks only)."""
+        return None
 
     @property
     def watermark(self) -> int:
@@ -394,8 +402,13 @@ class FlinkStrategy(Strategy):
         else:
             self.redelivered.append((self.clock.now(), segment, event_time))
 
+    @property
+    def period_ms(self) -> int:
+        """``flink_interval_ms``: Flink's ``pipeline.auto-watermark-interval``, emits at its multiples."""
+        return self.config.flink_interval_ms
+
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        if t_ms % self.config.flink_interval_ms:
+        if t_ms % self.period_ms:
             return
         live = {r.segment.name for r in rows if r.status != "future"}
         now = self.clock.now()
@@ -514,8 +527,13 @@ class SparkStrategy(Strategy):
         self._rows.append((key, writer, seq, event_time))
         super().on_event(stream, segment, writer, seq, event_time, nbytes)
 
+    @property
+    def period_ms(self) -> int:
+        """``spark_trigger_ms``: a processing-time trigger runs a batch at its multiples."""
+        return self.config.spark_trigger_ms
+
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        if t_ms % self.config.spark_trigger_ms:
+        if t_ms % self.period_ms:
             return
         if self.config.spark_input == "segment":
             for r in rows:

@@ -118,7 +118,7 @@ class FlinkReaderStrategy(FlinkStrategy):
         )
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        if t_ms % self.config.flink_interval_ms or self._valve is None:
+        if t_ms % self.period_ms or self._valve is None:
             return
         now = self.clock.now()
         for rid, i in self._subtasks.items():  # in slot order
