@@ -678,6 +678,33 @@ def test_the_driven_java_job_finds_a_model_that_is_wrong_and_says_where(
     assert flink_verdict(r, slipped).verdict == "exact"
 
 
+def test_the_driven_verdict_leaves_out_the_windows_the_end_of_input_fired() -> None:
+    """After the lab's last tick the driven job ends every split: a subtask's +inf lets the others'
+    minimum through, which can fire a window below +inf. Those moves are the end of input's (the
+    job says how many); the windows they fire are not the model's to match."""
+    r = run_compare(lab_scenario_from_dict(TINY))
+    st = r.strategies["flink"]
+    assert isinstance(st, FlinkStrategy)
+    model_moves = [wm for _, wm in st.emitted]
+    fired = [(f[1], f[3], wm) for f, wm in zip(st.pipeline.firings, st.fired_at, strict=True)]
+    end, late_window = model_moves[-1] + 1000, 10**15
+    replay = FlinkReplay(
+        arrivals={(a[2], a[3]): (a[5], a[6]) for a in st.arrivals},
+        fired=[*fired, (late_window, 1, end)],
+        max_slip_ms=0.0,
+        version="2.3.0",
+        timing=FlinkTiming(),
+        moves=(-(2**63), *model_moves, end, 2**63 - 1),
+        driven=True,
+        end_moves=2,
+    )
+    assert flink_verdict(r, replay).verdict == "exact"
+    # the same window fired by a move the job made within the lab's ticks: the model lacks it
+    within = dataclasses.replace(replay, end_moves=1)
+    v = flink_verdict(r, within)
+    assert v.verdict == "differs" and "1 only in Flink" in v.note, v.note
+
+
 @pytest.mark.slow
 @pytest.mark.flink
 def test_a_driven_job_whose_turns_cannot_go_on_fails_naming_the_turn(monkeypatch: pytest.MonkeyPatch) -> None:
