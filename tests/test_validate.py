@@ -552,11 +552,15 @@ def test_flink_runner_auto_is_java_where_a_jdk_and_flinks_jars_are_and_the_paced
     monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
     asked: list[str] = []
 
-    def fake_validate_flink(result: Any, *_a: Any) -> Any:
+    def fake_validate_flink(result: Any, *_a: Any, replay: Any = None) -> Any:
         asked.append(_a[-1])
+        assert (replay is result) == (_a[-1] == "java")  # the driven job's run, made before
         return run_mod.Verdict(result.scenario.name, "flink", "Flink 2.3.0", verdict="exact")
 
     monkeypatch.setattr(run_mod, "validate_flink", fake_validate_flink)
+    # the driven job runs every scenario of a validate in one JVM, before the verdicts
+    jobs: list[int] = []
+    monkeypatch.setattr(run_mod, "replay_flink_java", lambda rs, python=None: jobs.append(len(rs)) or rs)
     tiny = str(tmp_path / "tiny.yaml")
     Path(tiny).write_text(yaml.safe_dump(TINY))
     rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
@@ -564,8 +568,8 @@ def test_flink_runner_auto_is_java_where_a_jdk_and_flinks_jars_are_and_the_paced
     rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="java")
     assert asked == ["python"] and rows[0].verdict == "not run" and "no Flink jars" in rows[0].note
     monkeypatch.setenv("FLINK_HOME", str(tmp_path))
-    rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
-    assert asked == ["python", "java"]
+    rows = run_mod.validate([tiny, tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
+    assert asked == ["python", "java", "java"] and jobs == [2]
     with pytest.raises(ValidateError, match="no Flink runner"):
         run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="scala")
     # the command passes --flink-runner on (default auto)
