@@ -75,6 +75,32 @@ def test_spark_model_judges_rows_against_the_previous_batch_and_runs_no_data_bat
     assert b[3].rows == () and b[3].fired == ((S, 2),)  # W1 = [S, S+2000) once the watermark reached its end
 
 
+def test_spark_model_counts_a_redelivered_row_at_or_below_the_watermark_late_as_spark_does() -> None:
+    """Spark's deduplication drops a row at or below the watermark before it looks for a duplicate,
+    so a redelivered one counts in numRowsDroppedByWatermark: the model's batch counts it too (a
+    generated scenario with a reader crash found it); the lab's late events stay distinct events."""
+    from bench.lab.compared_strategies import LabEvent, SparkStrategy
+    from bench.lab.lab_scenario import LabStrategies
+    from segmentstore import ManualClock
+
+    clock = ManualClock(S)
+    st = SparkStrategy(LabStrategies(spark_delay_ms=0, spark_trigger_ms=1000), 2000, clock)
+
+    def deliver(seq: int, et: int) -> None:
+        st.deliver(LabEvent(clock.now(), "lab/s", "lab/s/0", 0, seq, S + et, clock.now(), 32, "r"))
+
+    for t, events in ((0, [(0, 1000)]), (1000, [(1, 1500)]), (2000, [(0, 1000), (2, 1600), (1, 1500)])):
+        clock.set(S + t)
+        for seq, et in events:
+            deliver(seq, et)
+        st.on_tick(t, ())
+    st._check()
+    # batch 2 is judged against S + 1000: e0 again (at it) is dropped by watermark, e1 again (above it)
+    # as a duplicate
+    assert [(b.late_watermark, b.late) for b in st.batches] == [(0, 0), (0, 0), (S + 1000, 1)]
+    assert st.pipeline.late == 0 and st.pipeline.duplicates == 2
+
+
 def test_an_input_without_data_holds_the_min_policy_at_zero_but_not_max() -> None:
     lo = run_compare(lab_scenario_from_dict(_two_inputs("min"))).strategies["spark"]
     hi = run_compare(lab_scenario_from_dict(_two_inputs("max"))).strategies["spark"]

@@ -452,8 +452,10 @@ class SparkBatch:
 
     ``watermark`` is the batch's ``batchWatermarkMs`` (it evicts, i.e. emits, every window
     ``[start, end)`` with ``end <= watermark``); rows at or below ``late_watermark`` — the
-    previous batch's watermark — are dropped as late. ``rows`` are ``(input, writer, seq,
-    event time)`` in delivery order (none: a no-data batch, run because the watermark moved).
+    previous batch's watermark — are dropped as late: ``late`` counts them, redelivered rows
+    too (Spark's deduplication drops a row at or below the watermark before it looks for a
+    duplicate: ``numRowsDroppedByWatermark``). ``rows`` are ``(input, writer, seq, event
+    time)`` in delivery order (none: a no-data batch, run because the watermark moved).
     """
 
     index: int
@@ -504,6 +506,7 @@ class SparkStrategy(Strategy):
         self._next = 0  # the global watermark the next batch runs with
         self._last: int | None = None  # the last batch's watermark
         self._late_before = 0
+        self._late_redelivered = 0  # redelivered rows at or below the watermark, since the last batch
         self.batches: list[SparkBatch] = []
         self.inputs_added_late = False  # an input appeared after the first batch (Spark's are fixed)
 
@@ -525,7 +528,11 @@ class SparkStrategy(Strategy):
         if old is None or event_time > old:
             self._batch_max[key] = event_time
         self._rows.append((key, writer, seq, event_time))
+        p = self.pipeline
+        dups = p.duplicates
         super().on_event(stream, segment, writer, seq, event_time, nbytes)
+        if p.duplicates > dups and event_time <= p.watermark:
+            self._late_redelivered += 1  # Spark's deduplication drops it by watermark, not as a duplicate
 
     @property
     def period_ms(self) -> int:
@@ -551,11 +558,11 @@ class SparkStrategy(Strategy):
                 wm,
                 0 if self._last is None else self._last,
                 tuple(self._rows),
-                p.late - self._late_before,
+                p.late - self._late_before + self._late_redelivered,
                 tuple((start, count) for _, start, _, count in p.firings[fired_before:]),
             )
         )
-        self._last, self._late_before = wm, p.late
+        self._last, self._late_before, self._late_redelivered = wm, p.late, 0
         delay = self.config.spark_delay_ms
         for key, m in self._batch_max.items():
             self._inputs[key] = max(self._inputs[key], m - delay)
