@@ -14,7 +14,8 @@ import copy
 from typing import Any
 
 from bench.lab import lab_scenario_from_dict, run_compare
-from bench.lab.compared_strategies import FlinkStrategy, SparkStrategy
+from bench.lab.compared_strategies import FlinkStrategy
+from bench.lab.spark_model import SparkStrategy
 
 S = 1_700_000_000_000
 

@@ -79,8 +79,9 @@ def test_spark_model_counts_a_redelivered_row_at_or_below_the_watermark_late_as_
     """Spark's deduplication drops a row at or below the watermark before it looks for a duplicate,
     so a redelivered one counts in numRowsDroppedByWatermark: the model's batch counts it too (a
     generated scenario with a reader crash found it); the lab's late events stay distinct events."""
-    from bench.lab.compared_strategies import LabEvent, SparkStrategy
+    from bench.lab.compared_strategies import LabEvent
     from bench.lab.lab_scenario import LabStrategies
+    from bench.lab.spark_model import SparkStrategy
     from segmentstore import ManualClock
 
     clock = ManualClock(S)

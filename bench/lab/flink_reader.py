@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from flink_compat import StatusWatermarkValve
 from readergroup.group_state.state import SegmentState
 from segmentstore import Clock
 from segmentstore.checks import checked
@@ -25,6 +24,7 @@ from segmentstore.limits import INT64_MAX
 
 from ..spec.errors import SimulationError
 from .compared_strategies import FlinkStrategy, LabEvent, _SplitEmitter
+from .engine_rules import ENGINE_RULES, EngineRules
 from .lab_scenario import LabStrategies
 
 __all__ = ["FlinkReaderStrategy"]
@@ -67,8 +67,10 @@ class FlinkReaderStrategy(FlinkStrategy):
 
     topology = "reader"
 
-    def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
-        super().__init__(config, window_ms, clock)
+    def __init__(
+        self, config: LabStrategies, window_ms: int, clock: Clock, rules: EngineRules = ENGINE_RULES
+    ) -> None:
+        super().__init__(config, window_ms, clock, rules)
         self._subtasks: dict[str, int] = {}  # reader id -> subtask index (its channel and slot)
         self._sub_gens: list[Any] = []
         self._sub_emitters: list[_SplitEmitter] = []
@@ -85,11 +87,11 @@ class FlinkReaderStrategy(FlinkStrategy):
             )
         if not readers or len(set(readers)) != len(readers):
             raise SimulationError(f"flink: the subtasks need distinct reader ids, got {list(readers)!r}")
-        self._valve = StatusWatermarkValve(len(readers))  # every channel active and aligned at MIN
+        self._valve = self.rules.flink_valve(len(readers))  # every channel active and aligned at MIN
         for i, rid in enumerate(readers):
             self._subtasks[rid] = i
             self.slots[rid] = i
-            self._sub_gens.append(self._strategy.create_watermark_generator(self.clock))
+            self._sub_gens.append(self._new_generator())
             self._sub_emitters.append(_SplitEmitter(self._valve, i, rid, self))
 
     def deliver(self, event: LabEvent) -> None:

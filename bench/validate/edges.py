@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..lab.compare import LabResult
-from ..lab.compared_strategies import FlinkStrategy, SparkStrategy
+from ..lab.compared_strategies import FlinkStrategy
+from ..lab.spark_model import SparkStrategy
 
 __all__ = ["EdgeCounts", "count_edges", "EDGE_COLUMNS"]
 

@@ -8,8 +8,8 @@ from typing import Any
 
 from ..lab import load_lab_scenario, run_compare
 from ..lab.compare import LabResult
-from ..lab.compared_strategies import SparkStrategy
 from ..lab.lab_scenario import lab_strategies
+from ..lab.spark_model import SparkStrategy
 from ..spec.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
 from . import user_cache
 from .errors import EngineUnavailableError, ValidateError

@@ -21,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..lab.compare import LabResult
-from ..lab.compared_strategies import FlinkStrategy, SparkStrategy
+from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
+from ..lab.spark_model import SparkStrategy
 from .flink_engine import FlinkReplay
 from .spark_engine import SparkReplay
 
