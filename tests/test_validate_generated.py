@@ -26,8 +26,10 @@ from test_validate import _java_python
 from bench.cli import cli
 from bench.lab import lab_scenario_from_dict, run_compare
 from bench.lab.compare import LabResult
-from bench.lab.compared_strategies import FlinkStrategy, SparkStrategy
+from bench.lab.compared_strategies import FlinkStrategy
+from bench.lab.engine_rules import ENGINE_RULES, EngineRules
 from bench.lab.lab_readers import LabReader
+from bench.lab.spark_model import SparkStrategy
 from bench.sim.workloads import payload_ids
 from bench.spec.seeds import Seeds
 from bench.validate.edges import EDGE_COLUMNS, count_edges
@@ -193,21 +195,42 @@ def _records(r: LabResult) -> tuple[Any, ...]:
     return (fl.arrivals, fl.emitted, fl.fired_at, fl.statuses, sp.batches, r.rows)
 
 
-def test_each_mutation_changes_the_model_alone_and_is_undone(ci_set: list[Any]) -> None:
-    """Every seam a mutation replaces exists; a mutation changes the model's records on the CI set;
-    once its block ends, the model is exactly as it was."""
-    sc = ci_set[0].scenario
-    base = _records(run_compare(sc))
-    from bench.lab import compare as lab_compare
-    from bench.validate.mutations import _self_check_noted
-
+def test_each_mutation_is_the_engines_rules_with_one_wrong_and_changes_the_model(ci_set: list[Any]) -> None:
+    """A mutation is the engines' rules with one replaced, given to a lab run (nothing is patched):
+    every seam of ``EngineRules`` has one; each changes the model's records on the CI set; runs with
+    the engines' rules before and after are the same."""
+    seams = [f.name for f in dataclasses.fields(EngineRules)]
+    base = [_records(run_compare(g.scenario)) for g in ci_set[:3]]
+    wrong_seams = set()
     for m in MUTATIONS:
-        broken: list[str] = []
-        with m.apply(), _self_check_noted(lab_compare, broken):
-            changed = [_records(run_compare(g.scenario)) for g in ci_set[:3]]
-        assert _records(run_compare(sc)) == base, m.name
-        originals = [_records(run_compare(g.scenario)) for g in ci_set[:3]]
-        assert changed != originals, f"{m.name} changes nothing on the first three CI scenarios"
+        wrong = [f for f in seams if getattr(m.rules, f) != getattr(ENGINE_RULES, f)]
+        assert len(wrong) == 1, (m.name, wrong)
+        wrong_seams |= set(wrong)
+        broken: list[AssertionError] = []
+        changed = [_records(run_compare(g.scenario, rules=m.rules, broken=broken.append)) for g in ci_set[:3]]
+        assert changed != base, f"{m.name} changes nothing on the first three CI scenarios"
+    assert wrong_seams == set(seams)
+    assert [_records(run_compare(g.scenario)) for g in ci_set[:3]] == base
+
+
+def test_a_wrong_models_broken_invariant_is_raised_unless_the_run_is_told_where_to_put_it(
+    ci_set: list[Any],
+) -> None:
+    """The lab checks its strategies after each run: a model with the engines' rules keeps its
+    invariants; a wrong one that breaks them (a valve taking the maximum leaves aligned channels below
+    its output) raises, or, for ``validate --mutations``, hands each to ``broken``."""
+    wrong = next(m for m in MUTATIONS if m.name == "valve-max")
+    hit = []
+    for g in ci_set:
+        broken: list[AssertionError] = []
+        run_compare(g.scenario, rules=wrong.rules, broken=broken.append)
+        if broken:
+            hit.append(g.scenario)
+        run_compare(g.scenario, broken=broken.append)  # the engines' rules: nothing more
+        assert len(broken) == (g.scenario in hit)
+    assert hit, "valve-max broke no invariant on the CI set"
+    with pytest.raises(AssertionError, match="below the output"):
+        run_compare(hit[0], rules=wrong.rules)
 
 
 def test_validate_generated_prints_each_scenarios_edges_and_writes_them(tmp_path: Path) -> None:
