@@ -127,14 +127,16 @@ def test_a_whole_run_moves_with_its_start_time(ci_set: list[Any]) -> None:
     assert [(b.t_ms, b.late) for b in sa.batches] == [(b.t_ms, b.late) for b in sb.batches]
 
 
-def _delivered(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str, str, int, int, int]]:
-    """Every event the flink strategy's reader group delivers, as its readers read it: (clock, reader,
+def _delivered(
+    monkeypatch: pytest.MonkeyPatch, strategy: str = "flink"
+) -> list[tuple[int, str, str, int, int, int]]:
+    """Every event ``strategy``'s reader group delivers, as its readers read it: (clock, reader,
     segment, writer, seq, event time), recorded at the readers, before the model sees them."""
     out: list[tuple[int, str, str, int, int, int]] = []
     real = LabReader.on_batch
 
     def recording(self: LabReader, t_ms: int, batch: Any) -> None:
-        if self.strategy.name == "flink" and len(batch):
+        if self.strategy.name == strategy and len(batch):
             writers, seqs = payload_ids(batch.payload)
             now = self.world.clock.now()
             for si, w, q, et in zip(
@@ -187,6 +189,35 @@ def test_each_splits_contents_are_what_the_reader_group_delivered(
             names = [s["name"] for s in spec["paced"]["splits"]]
             assert set(want) <= set(names)
     assert redelivered > 0  # readers crashed and restarted: redeliveries reached the splits too
+
+
+def test_each_spark_batchs_rows_are_what_the_reader_group_delivered(
+    ci_set: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What Spark receives of the events: each micro-batch's rows (input, writer, number, event time,
+    in delivery order) are exactly what the strategy's reader group delivered since the batch before,
+    redelivered rows included; an input is the stream or, with ``spark_input: segment``, the segment."""
+    delivered = _delivered(monkeypatch, "spark")
+    inputs_seen = set()
+    for g in ci_set:
+        delivered.clear()
+        result = run_compare(g.scenario)
+        sp = result.strategies["spark"]
+        assert isinstance(sp, SparkStrategy)
+        sc = result.scenario
+        by_segment = sc.strategies.spark_input == "segment"  # type: ignore[union-attr]
+        inputs_seen.add(by_segment)
+        rows = [(seg if by_segment else sc.stream.name, w, q, et) for _c, _r, seg, w, q, et in delivered]
+        clocks = [c for c, *_ in delivered]
+        i = 0
+        for b in sp.batches:
+            j = i
+            while j < len(rows) and clocks[j] <= sc.start_time_ms + b.t_ms:
+                j += 1
+            assert list(b.rows) == rows[i:j], (g.scenario.name, b.index)
+            i = j
+        assert i == len(rows) or all(c > sc.start_time_ms + sp.batches[-1].t_ms for c in clocks[i:])
+    assert inputs_seen == {True, False}
 
 
 def _records(r: LabResult) -> tuple[Any, ...]:
