@@ -242,7 +242,7 @@ def _generated(
 
     from ..spec.errors import OutputError
     from ..study.simulate_run import prepare_output_dir
-    from ..validate import FlinkTiming, ValidateError, format_verdicts, validate, write_verdicts
+    from ..validate import FlinkTiming, ValidateError, format_verdicts, user_cache, validate, write_verdicts
     from ..validate.edges import EdgeCounts, count_edges
     from ..validate.flink_java import java_runner_unavailable
     from ..validate.generate import generate
@@ -273,9 +273,11 @@ def _generated(
                 )
             chosen = [m for m in MUTATIONS if not only or m.name in only]
             runs = EngineRuns(_spark_session, flink_python)
-            verdicts, outcomes = check_mutations(
-                scs, checked, runs, chosen, echo, on_result=lambda r: edges.append(count_edges(r))
-            )
+            # a venv in ingestwm's cache is held from start to end, as validate holds it
+            with user_cache.using_python(flink_python if "flink" in checked else None):
+                verdicts, outcomes = check_mutations(
+                    scs, checked, runs, chosen, echo, on_result=lambda r: edges.append(count_edges(r))
+                )
             echo(f"mutations: the engines ran {runs.flink_runs} Flink and {runs.spark_runs} Spark replays")
         else:
             verdicts = validate(
