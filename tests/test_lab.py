@@ -18,7 +18,7 @@ from bench.lab import (
     load_lab_scenario,
     run_compare,
 )
-from bench.lab.compared_strategies import SparkStrategy
+from bench.lab.spark_model import SparkStrategy
 from bench.sim.engine import run_scenario
 from bench.sim.failure_schedule import failure_stream, timeline
 from bench.sim.result import SimResult

@@ -75,6 +75,33 @@ def test_spark_model_judges_rows_against_the_previous_batch_and_runs_no_data_bat
     assert b[3].rows == () and b[3].fired == ((S, 2),)  # W1 = [S, S+2000) once the watermark reached its end
 
 
+def test_spark_model_counts_a_redelivered_row_at_or_below_the_watermark_late_as_spark_does() -> None:
+    """Spark's deduplication drops a row at or below the watermark before it looks for a duplicate,
+    so a redelivered one counts in numRowsDroppedByWatermark: the model's batch counts it too (a
+    generated scenario with a reader crash found it); the lab's late events stay distinct events."""
+    from bench.lab.compared_strategies import LabEvent
+    from bench.lab.lab_scenario import LabStrategies
+    from bench.lab.spark_model import SparkStrategy
+    from segmentstore import ManualClock
+
+    clock = ManualClock(S)
+    st = SparkStrategy(LabStrategies(spark_delay_ms=0, spark_trigger_ms=1000), 2000, clock)
+
+    def deliver(seq: int, et: int) -> None:
+        st.deliver(LabEvent(clock.now(), "lab/s", "lab/s/0", 0, seq, S + et, clock.now(), 32, "r"))
+
+    for t, events in ((0, [(0, 1000)]), (1000, [(1, 1500)]), (2000, [(0, 1000), (2, 1600), (1, 1500)])):
+        clock.set(S + t)
+        for seq, et in events:
+            deliver(seq, et)
+        st.on_tick(t, ())
+    st._check()
+    # batch 2 is judged against S + 1000: e0 again (at it) is dropped by watermark, e1 again (above it)
+    # as a duplicate
+    assert [(b.late_watermark, b.late) for b in st.batches] == [(0, 0), (0, 0), (S + 1000, 1)]
+    assert st.pipeline.late == 0 and st.pipeline.duplicates == 2
+
+
 def test_an_input_without_data_holds_the_min_policy_at_zero_but_not_max() -> None:
     lo = run_compare(lab_scenario_from_dict(_two_inputs("min"))).strategies["spark"]
     hi = run_compare(lab_scenario_from_dict(_two_inputs("max"))).strategies["spark"]
@@ -552,11 +579,15 @@ def test_flink_runner_auto_is_java_where_a_jdk_and_flinks_jars_are_and_the_paced
     monkeypatch.setattr(run_mod, "flink_available", lambda python=None: None)
     asked: list[str] = []
 
-    def fake_validate_flink(result: Any, *_a: Any) -> Any:
+    def fake_validate_flink(result: Any, *_a: Any, replay: Any = None) -> Any:
         asked.append(_a[-1])
+        assert (replay is result) == (_a[-1] == "java")  # the driven job's run, made before
         return run_mod.Verdict(result.scenario.name, "flink", "Flink 2.3.0", verdict="exact")
 
     monkeypatch.setattr(run_mod, "validate_flink", fake_validate_flink)
+    # the driven job runs every scenario of a validate in one JVM, before the verdicts
+    jobs: list[int] = []
+    monkeypatch.setattr(run_mod, "replay_flink_java", lambda rs, python=None: jobs.append(len(rs)) or rs)
     tiny = str(tmp_path / "tiny.yaml")
     Path(tiny).write_text(yaml.safe_dump(TINY))
     rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
@@ -564,8 +595,8 @@ def test_flink_runner_auto_is_java_where_a_jdk_and_flinks_jars_are_and_the_paced
     rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="java")
     assert asked == ["python"] and rows[0].verdict == "not run" and "no Flink jars" in rows[0].note
     monkeypatch.setenv("FLINK_HOME", str(tmp_path))
-    rows = run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
-    assert asked == ["python", "java"]
+    rows = run_mod.validate([tiny, tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="auto")
+    assert asked == ["python", "java", "java"] and jobs == [2]
     with pytest.raises(ValidateError, match="no Flink runner"):
         run_mod.validate([tiny], ["flink"], lambda: None, FlinkTiming(), flink_runner="scala")
     # the command passes --flink-runner on (default auto)
@@ -676,6 +707,33 @@ def test_the_driven_java_job_finds_a_model_that_is_wrong_and_says_where(
     slipped = dataclasses.replace(replay, slips_ms=(("bundle", 1e9),), max_slip_ms=1e9)
     assert flink_verdict(moved, slipped).verdict == "differs"
     assert flink_verdict(r, slipped).verdict == "exact"
+
+
+def test_the_driven_verdict_leaves_out_the_windows_the_end_of_input_fired() -> None:
+    """After the lab's last tick the driven job ends every split: a subtask's +inf lets the others'
+    minimum through, which can fire a window below +inf. Those moves are the end of input's (the
+    job says how many); the windows they fire are not the model's to match."""
+    r = run_compare(lab_scenario_from_dict(TINY))
+    st = r.strategies["flink"]
+    assert isinstance(st, FlinkStrategy)
+    model_moves = [wm for _, wm in st.emitted]
+    fired = [(f[1], f[3], wm) for f, wm in zip(st.pipeline.firings, st.fired_at, strict=True)]
+    end, late_window = model_moves[-1] + 1000, 10**15
+    replay = FlinkReplay(
+        arrivals={(a[2], a[3]): (a[5], a[6]) for a in st.arrivals},
+        fired=[*fired, (late_window, 1, end)],
+        max_slip_ms=0.0,
+        version="2.3.0",
+        timing=FlinkTiming(),
+        moves=(-(2**63), *model_moves, end, 2**63 - 1),
+        driven=True,
+        end_moves=2,
+    )
+    assert flink_verdict(r, replay).verdict == "exact"
+    # the same window fired by a move the job made within the lab's ticks: the model lacks it
+    within = dataclasses.replace(replay, end_moves=1)
+    v = flink_verdict(r, within)
+    assert v.verdict == "differs" and "1 only in Flink" in v.note, v.note
 
 
 @pytest.mark.slow

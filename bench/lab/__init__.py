@@ -14,7 +14,8 @@ layer's (``bench.study``).
 - ``lab_scenario``: the lab's view of the one scenario language (``bench.spec.scenario``):
   which scenarios it can run, the strategies' resolved knobs.
 - ``lab_autoscale``: ``scaling.mode: auto`` in the lab (the writers' rates, the simulator's plan).
-- ``compared_strategies``: the four strategies and the shared pipeline.
+- ``compared_strategies``: the strategies and the shared pipeline (``spark_model``: Spark's);
+  ``engine_rules``: the engines' rules the Flink and Spark models take, each from one seam.
 - ``flink_reader``: the ``flink`` strategy as Flink jobs read a Pravega stream (a subtask
   per reader, Flink's valve across subtasks: ``strategies.flink_source: reader``).
 - ``lab_readers``: a strategy's readers, read as the simulator's readers read.

@@ -8,8 +8,9 @@ same SimPy order — so the same scenario and seed give ``simulate`` and ``compa
 same appends. Each strategy has a reader group of its own (in its time domain, with the
 scenario's ``group`` settings) whose readers are the scenario's, read as the simulator
 reads them (``bench.lab.lab_readers``): the ``ingestion`` strategy's group has the
-simulator's group watermark. Every ``strategies.tick_ms``, after that instant's reads,
-each strategy's periodic hook runs (also while the store is down: engines keep their
+simulator's group watermark. Every ``strategies.tick_ms``, and at the multiples of a
+strategy's own period (Flink's emit interval, Spark's trigger) between them, after that
+instant's reads, each strategy's periodic hook runs (also while the store is down: engines keep their
 clocks), and every ``metrics.sample_ms`` a sample is taken.
 
 **Each strategy as if alone.** Nothing one strategy needs is seen by another: the
@@ -31,6 +32,7 @@ simulator's numbering), and redelivered ones are counted as duplicates.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -52,13 +54,14 @@ from .compared_strategies import (
     FlinkStrategy,
     IngestionStrategy,
     ProducerStrategy,
-    SparkStrategy,
     Strategy,
 )
+from .engine_rules import ENGINE_RULES, EngineRules
 from .flink_reader import FlinkReaderStrategy
 from .lab_readers import LabReader
 from .lab_scenario import LabStrategies, lab_ready, lab_strategies
 from .plugins import PluginStrategy, time_domain_of
+from .spark_model import SparkStrategy
 
 __all__ = ["EVENTS", "ASSERTED", "LabResult", "make_strategies", "run_compare", "summarise"]
 
@@ -136,11 +139,13 @@ def make_strategies(
     clock: Clock,
     stages: Sequence[StageSpec] = (),
     names: Sequence[str] | None = None,
+    rules: EngineRules = ENGINE_RULES,
 ) -> list[Strategy]:
     """The strategies named (all: the four built-in ones, then the custom ones), in table order.
 
     The ``flink`` one in the topology of ``config.flink_source``. With ``stages``, each
-    strategy's pipeline feeds its own chain of them.
+    strategy's pipeline feeds its own chain of them. The built-in ones follow ``rules``
+    (``engine_rules``: the engines' own unless a run is given others).
     """
     every = [*_BUILTIN, *(c.name for c in config.custom)]
     out: list[Strategy] = []
@@ -149,7 +154,7 @@ def make_strategies(
             continue
         cls = _builtin(name, config)
         if cls is not None:
-            out.append(cls(config, window_ms, clock))
+            out.append(cls(config, window_ms, clock, rules))
         else:
             out.append(
                 PluginStrategy(next(c for c in config.custom if c.name == name), config, window_ms, clock)
@@ -209,18 +214,27 @@ def _ticker(
     out: _CopyRun,
     progress: Callable[[int], None] | None,
 ) -> Proc:
-    """Every ``tick_ms``, after that instant's reads: each strategy's hook; every ``sample_ms`` a sample."""
+    """Every ``tick_ms``, and at the multiples of each strategy's own ``period_ms``, after that
+    instant's reads: the strategy's hook; every ``sample_ms`` a sample."""
     env, sc, clock = world.env, world.scenario, world.clock
     tick = (sc.strategies or StrategiesSpec()).tick_ms
     report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
-    for t in range(0, sc.duration_ms + 1, tick):
+    periods = sorted({q for st, _ in runs if (q := st.period_ms) is not None and q % tick})
+    grids = [range(0, sc.duration_ms + 1, step) for step in (tick, *periods)]
+    at = -1
+    for t in heapq.merge(*grids):
+        if t == at:
+            continue  # on two grids
+        at = t
         if t > env.now:
             yield env.timeout(t - env.now)
         yield env.timeout(0)  # after every actor due at this instant
         if progress is not None and t % report_every == 0:
             progress(t)
         for st, g in runs:
-            st.on_tick(t, g.segments())
+            period = st.period_ms
+            if t % tick == 0 or (period is not None and t % period == 0):
+                st.on_tick(t, g.segments())
         if t % sc.metrics.sample_ms:
             continue
         for st, g in runs:
@@ -234,9 +248,13 @@ def _ticker(
 
 
 def _check_copy(
-    writers: Sequence[WriterActor], readers: Sequence[LabReader], strategies: Sequence[Strategy]
+    writers: Sequence[WriterActor],
+    readers: Sequence[LabReader],
+    strategies: Sequence[Strategy],
+    broken: Callable[[AssertionError], None] | None = None,
 ) -> None:
-    """After a copy's run: the actors' invariants; each strategy received what its readers read."""
+    """After a copy's run: the actors' invariants; each strategy received what its readers read and
+    keeps its own (a strategy's broken invariant goes to ``broken``, if given, instead of raising)."""
     for w in writers:
         if isinstance(w, AssertingWriter):
             w._check()
@@ -248,7 +266,12 @@ def _check_copy(
         assert read == p.delivered + p.duplicates, (
             f"{st.name}: its readers read {read} events, it got {p.delivered}"
         )
-        st._check()
+        try:
+            st._check()
+        except AssertionError as e:
+            if broken is None:
+                raise
+            broken(e)
 
 
 def _run_copy(
@@ -257,6 +280,8 @@ def _run_copy(
     names: Sequence[str],
     progress: Callable[[int], None] | None,
     after: Callable[[str, SegmentStore], None] | None,
+    rules: EngineRules,
+    broken: Callable[[AssertionError], None] | None,
 ) -> _CopyRun:
     """Run the workload (``copy`` asserted: with the writers' assertions) read by the strategies ``names``."""
     window_ms = sc.pipeline.window_ms
@@ -264,7 +289,9 @@ def _run_copy(
     world = _LabWorld(sc)
     try:
         env = world.env
-        strategies = make_strategies(lab_strategies(sc), window_ms, world.clock, sc.pipeline.stages, names)
+        strategies = make_strategies(
+            lab_strategies(sc), window_ms, world.clock, sc.pipeline.stages, names, rules
+        )
         writer = AssertingWriter if copy == ASSERTED else WriterActor
         writers = [writer(world, spec, i, name) for i, (spec, name) in enumerate(world.writer_specs)]
         runs = [(st, _group(world, st)) for st in strategies]
@@ -296,7 +323,7 @@ def _run_copy(
             env.process(ra.process())
         env.process(_ticker(world, runs, out, progress))
         env.run(until=sc.duration_ms + 1)
-        _check_copy(writers, readers, strategies)
+        _check_copy(writers, readers, strategies, broken)
         out.scale_events_ms = tuple(dict.fromkeys(int(ev["t_ms"]) for ev in world.recorder.scale_events))
         if after is not None:
             after(copy, world.store)
@@ -309,13 +336,17 @@ def run_compare(
     sc: Scenario,
     progress: Callable[[int], None] | None = None,
     after: Callable[[str, SegmentStore], None] | None = None,
+    rules: EngineRules = ENGINE_RULES,
+    broken: Callable[[AssertionError], None] | None = None,
 ) -> LabResult:
     """Run ``sc`` through its strategies (``strategies.only``, else all), each as if alone.
 
     O(events x strategies + polls x readers x strategies). ``progress`` (optional) is
     called with the simulated time (ms, over the copies run) every 1/200 of the run;
     ``after`` with each copy's name (``events``, ``asserted``) and its store once that copy
-    has run, before the store closes.
+    has run, before the store closes. ``rules``: the engines' rules the Flink and Spark models
+    follow (``engine_rules``; other rules: ``ingestwm validate --mutations``, whose wrong models
+    may break their own invariants: ``broken``, if given, gets each instead of its raising).
     """
     lab_ready(sc)
     config = lab_strategies(sc)
@@ -331,7 +362,8 @@ def run_compare(
             def report(t: int, done: int = done, n: int = n, d: int = d) -> None:
                 progress((done * d + t) // n)
 
-        runs.append(_run_copy(sc, copy, [n for n in names if copy_of[n] == copy], report, after))
+        names_here = [n for n in names if copy_of[n] == copy]
+        runs.append(_run_copy(sc, copy, names_here, report, after, rules, broken))
     first = runs[0]
     for other in runs[1:]:
         if sorted(other.truth) != sorted(first.truth) or other.scale_events_ms != first.scale_events_ms:

@@ -25,7 +25,13 @@ strategies differ only in the event-time watermark:
   watermark the ``min`` (or ``max``) over inputs, never decreasing; a batch drops rows
   at or below the previous batch's watermark and emits windows whose end it reached
   (``SparkStrategy``). An input is the whole stream (Spark's maximum over all
-  partitions of a source) or, with ``spark_input: segment``, each segment.
+  partitions of a source) or, with ``spark_input: segment``, each segment
+  (``bench.lab.spark_model``).
+
+The rules the ``flink`` and ``spark`` models share with the engines (the late filter, when
+a window fires, the generator, the valve, the emit interval, Spark's batch watermarks and
+policy) each come from one seam, ``bench.lab.engine_rules``: the engines' own unless a run
+is given others (``ingestwm validate --mutations``).
 """
 
 from __future__ import annotations
@@ -46,7 +52,6 @@ from flink_compat import (
     WindowOperator,
     WindowResult,
 )
-from flink_compat.strategies import WatermarkStrategy
 from readergroup.config import TimeDomain
 from readergroup.group_state.state import SegmentState
 from readergroup.reading.frontier import event_time_watermark
@@ -56,6 +61,7 @@ from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from ..sim.stages import StageChain
 from ..spec.scenario import StageSpec
+from .engine_rules import ENGINE_RULES, EngineRules
 from .lab_scenario import LabStrategies
 
 __all__ = [
@@ -65,8 +71,6 @@ __all__ = [
     "IngestionStrategy",
     "ProducerStrategy",
     "FlinkStrategy",
-    "SparkStrategy",
-    "SparkBatch",
 ]
 
 
@@ -123,19 +127,28 @@ class _OrderingSink(DiscardingOutput):
             p.chain.input_record(record.value[0], record.timestamp, p.clock.now())
 
     def emit_watermark(self, watermark: Watermark) -> None:
-        p = self.pipeline
-        p.windows.process_watermark(watermark)
-        if p.chain is not None:
-            p.chain.input_watermark_at(watermark.timestamp, p.clock.now())
+        self.pipeline.fire(watermark)
 
 
 class StrategyPipeline:
-    """Dedupe, reorder by event time, count per tumbling window; O(log b) per event for b buffered."""
+    """Dedupe, reorder by event time, count per tumbling window; O(log b) per event for b buffered.
 
-    def __init__(self, window_ms: int, clock: Clock) -> None:
+    ``late_filter``: the reordering operator (late at or below its watermark; Flink's own by
+    default); ``fires_at``: a window ``[start, end)`` fires once the watermark reaches ``end +
+    fires_at`` (``-1``, its last millisecond, as Flink's windows; Spark's: ``0``).
+    """
+
+    def __init__(
+        self,
+        window_ms: int,
+        clock: Clock,
+        late_filter: EventTimeOrderingOperator | None = None,
+        fires_at: int = -1,
+    ) -> None:
         self.clock = clock
         self.chain: StageChain | None = None  # pipeline.stages (attach_stages)
-        self.ordering = EventTimeOrderingOperator(late_output_tag=None)
+        self.ordering = late_filter if late_filter is not None else EventTimeOrderingOperator(None)
+        self._window_lag = 1 + fires_at  # the windows' watermark is the pipeline's minus this
         self.windows = WindowOperator(TumblingEventTimeWindows.of(window_ms), CountAggregate())
         self.sink = _WindowSink(clock)
         self.windows.setup(self.sink)
@@ -168,11 +181,12 @@ class StrategyPipeline:
             return
         self.seen.add(key)
         self.delivered += 1
-        if event_time <= self.ordering.current_watermark:
+        late = self.ordering.num_late_records_dropped
+        self.ordering.process_element(StreamRecord((writer, seq, nbytes), event_time))
+        if self.ordering.num_late_records_dropped > late:  # the operator's rule: at or below its watermark
             self.late += 1
         else:
-            self.buffered_bytes += nbytes
-        self.ordering.process_element(StreamRecord((writer, seq, nbytes), event_time))
+            self.buffered_bytes += nbytes  # held (a record leaves only when a watermark passes it)
         self.peak_events = max(self.peak_events, self.ordering.num_buffered)
         self.peak_bytes = max(self.peak_bytes, self.buffered_bytes)
 
@@ -180,6 +194,13 @@ class StrategyPipeline:
         """Move event time to ``watermark`` (ignored unless it increases): release, fire windows."""
         if watermark > self.ordering.current_watermark:
             self.ordering.process_watermark(Watermark(watermark))
+
+    def fire(self, watermark: Watermark) -> None:
+        """Event time reached ``watermark`` after the reordering: the windows due fire, the stages see it."""
+        lag = self._window_lag
+        self.windows.process_watermark(Watermark(watermark.timestamp - lag) if lag else watermark)
+        if self.chain is not None:
+            self.chain.input_watermark_at(watermark.timestamp, self.clock.now())
 
     @checked
     def _check(self) -> None:
@@ -196,10 +217,19 @@ class Strategy:
     name: str = ""
     time_domain: TimeDomain = TimeDomain.PROCESSING_TIME
 
-    def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
+    def __init__(
+        self, config: LabStrategies, window_ms: int, clock: Clock, rules: EngineRules = ENGINE_RULES
+    ) -> None:
         self.config = config
         self.clock = clock
-        self.pipeline = StrategyPipeline(window_ms, clock)
+        self.rules = rules
+        self.pipeline = StrategyPipeline(window_ms, clock, rules.late_filter(), self.window_fires_at)
+
+    @property
+    def window_fires_at(self) -> int:
+        """A window ``[start, end)`` fires once the watermark reaches ``end`` plus this: its last
+        millisecond (``-1``), as Flink's windows (every strategy's but Spark's is a Flink job)."""
+        return self.rules.flink_window_fires_at
 
     def deliver(self, event: LabEvent) -> None:
         """A delivered event, as the readers hand it over (a custom strategy sees all of it)."""
@@ -221,7 +251,15 @@ class Strategy:
         """Reader ``reader`` made a transition (join, crash, offline, restart, leave, stall, resume)."""
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        """Called after each tick's reads, with ``t_ms`` since the start and the group's segments."""
+        """Called after each tick's reads, with ``t_ms`` since the start and the group's segments
+        (also at the multiples of ``period_ms`` between ticks)."""
+
+    @property
+    def period_ms(self) -> int | None:
+        """The period of the strategy's own clocked action, if it has one (Flink's emit interval,
+        Spark's trigger): the lab calls ``on_tick`` at its multiples too, also where they fall
+        between two of the lab's ticks, so the action runs at its own instant (None: ticks only)."""
+        return None
 
     @property
     def watermark(self) -> int:
@@ -261,13 +299,15 @@ class _SplitEmitter:
     both reach the valve's channel for the split.
     """
 
-    __slots__ = ("channel", "idle", "valve", "watermark")
+    __slots__ = ("channel", "idle", "log", "name", "valve", "watermark")
 
-    def __init__(self, valve: StatusWatermarkValve, channel: int) -> None:
+    def __init__(self, valve: StatusWatermarkValve, channel: int, name: str, log: FlinkStrategy) -> None:
         self.valve = valve
         self.channel = channel
         self.watermark = INT64_MIN
         self.idle = False
+        self.name = name
+        self.log = log  # its status changes go to log.statuses
 
     def emit_watermark(self, watermark: Watermark) -> None:
         if watermark.timestamp <= self.watermark:
@@ -279,11 +319,13 @@ class _SplitEmitter:
     def mark_idle(self) -> None:
         if not self.idle:
             self.idle = True
+            self.log.statuses.append((self.log.clock.now(), self.name, "idle"))
             self.valve.input_watermark_status(WatermarkStatus.IDLE, self.channel)
 
     def mark_active(self) -> None:
         if self.idle:
             self.idle = False
+            self.log.statuses.append((self.log.clock.now(), self.name, "active"))
             self.valve.input_watermark_status(WatermarkStatus.ACTIVE, self.channel)
 
 
@@ -319,18 +361,19 @@ class FlinkStrategy(Strategy):
     excluded), ``redelivered`` (clock ms, segment, event time) of the duplicates (they
     still reach the generator), ``spans`` (clock ms of each segment's first and last
     periodic emit as a split), ``slots`` (each segment's slot), ``emitted`` (clock ms,
-    combined watermark) at every move, intermediate ones included, and ``fired_at``
-    (the combined watermark that fired each of ``pipeline.firings``).
+    combined watermark) at every move, intermediate ones included, ``fired_at``
+    (the combined watermark that fired each of ``pipeline.firings``), ``statuses`` (clock
+    ms, split, ``idle``/``active``) and ``transitions`` (clock ms, reader, what happened:
+    join, crash, offline, restart, leave, stall, resume).
     """
 
     name = "flink"
     topology = "segment_union"
 
-    def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
-        super().__init__(config, window_ms, clock)
-        self._strategy = WatermarkStrategy.for_bounded_out_of_orderness(config.flink_bound_ms).with_idleness(
-            config.flink_idle_timeout_ms
-        )
+    def __init__(
+        self, config: LabStrategies, window_ms: int, clock: Clock, rules: EngineRules = ENGINE_RULES
+    ) -> None:
+        super().__init__(config, window_ms, clock, rules)
         self._valve: StatusWatermarkValve | None = None
         self._gens: dict[str, Any] = {}
         self._emitters: dict[str, _SplitEmitter] = {}  # the splits that joined, by segment
@@ -341,23 +384,33 @@ class FlinkStrategy(Strategy):
         self.slots: dict[str, int] = {}
         self.emitted: list[tuple[int, int]] = []
         self.fired_at: list[int] = []
+        self.statuses: list[tuple[int, str, str]] = []
+        self.transitions: list[tuple[int, str, str]] = []
+
+    def on_reader(self, reader: str, kind: str) -> None:
+        self.transitions.append((self.clock.now(), reader, kind))
+
+    def _new_generator(self) -> Any:
+        """A split's generator: bounded out-of-orderness with idleness (``rules.flink_generator``)."""
+        cfg = self.config
+        return self.rules.flink_generator(cfg.flink_bound_ms, cfg.flink_idle_timeout_ms, self.clock)
 
     def _gen(self, segment: str) -> Any:
         gen = self._gens.get(segment)
         if gen is None:
-            gen = self._gens[segment] = self._strategy.create_watermark_generator(self.clock)
+            gen = self._gens[segment] = self._new_generator()
         return gen
 
     def _join(self, segment: str, held: set[int]) -> _SplitEmitter:
         if self._valve is None:
-            self._valve = StatusWatermarkValve(1)  # its one channel starts active and aligned
+            self._valve = self.rules.flink_valve(1)  # its one channel starts active and aligned
             channel = 0
         else:
             channel = self._valve.add_channel()
             self._valve.input_watermark_status(WatermarkStatus.ACTIVE, channel)
         self.slots[segment] = min(set(range(len(held) + 1)) - held)
         held.add(self.slots[segment])
-        em = self._emitters[segment] = _SplitEmitter(self._valve, channel)
+        em = self._emitters[segment] = _SplitEmitter(self._valve, channel, segment, self)
         return em
 
     def _moved(self, now: int) -> None:
@@ -382,8 +435,13 @@ class FlinkStrategy(Strategy):
         else:
             self.redelivered.append((self.clock.now(), segment, event_time))
 
+    @property
+    def period_ms(self) -> int:
+        """``flink_interval_ms``: Flink's ``pipeline.auto-watermark-interval``, emits at its multiples."""
+        return self.rules.flink_interval_ms(self.config.flink_interval_ms)
+
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        if t_ms % self.config.flink_interval_ms:
+        if t_ms % self.period_ms:
             return
         live = {r.segment.name for r in rows if r.status != "future"}
         now = self.clock.now()
@@ -419,129 +477,3 @@ class FlinkStrategy(Strategy):
         assert len(self.fired_at) == len(self.pipeline.firings)
         live = [self.slots[n] for n in self._emitters if n not in self._finished]
         assert len(live) == len(set(live)), "two unfinished segments share a slot"
-
-
-@dataclass(frozen=True, slots=True)
-class SparkBatch:
-    """One micro-batch of the Spark model, as Spark would run it at a trigger.
-
-    ``watermark`` is the batch's ``batchWatermarkMs`` (it evicts, i.e. emits, every window
-    ``[start, end)`` with ``end <= watermark``); rows at or below ``late_watermark`` — the
-    previous batch's watermark — are dropped as late. ``rows`` are ``(input, writer, seq,
-    event time)`` in delivery order (none: a no-data batch, run because the watermark moved).
-    """
-
-    index: int
-    t_ms: int
-    watermark: int
-    late_watermark: int
-    rows: tuple[tuple[str, int, int, int], ...]
-    late: int
-    fired: tuple[tuple[int, int], ...]  # (window start, count), in the order emitted
-
-
-class _SparkEviction(_OrderingSink):
-    """Spark emits a window ``[start, end)`` once the watermark reaches ``end`` (Flink: ``end - 1``)."""
-
-    __slots__ = ()
-
-    def emit_watermark(self, watermark: Watermark) -> None:
-        p = self.pipeline
-        p.windows.process_watermark(Watermark(watermark.timestamp - 1))
-        if p.chain is not None:  # the stages after it see Spark's watermark as it is
-            p.chain.input_watermark_at(watermark.timestamp, p.clock.now())
-
-
-class SparkStrategy(Strategy):
-    """Spark Structured Streaming's micro-batch watermark, as ``MicroBatchExecution`` runs it.
-
-    At each trigger (``spark_trigger_ms``) one batch runs if rows arrived since the last
-    one, or — a no-data batch — if the watermark moved past the last batch's. A batch
-    runs with the watermark computed after the batch before it: windows with
-    ``end <= watermark`` are emitted, and rows at or below the *previous* batch's
-    watermark are late (Spark's late-event watermark, one batch behind, SPARK-40925).
-    After the batch each input's watermark becomes ``max(event time) - spark_delay_ms``
-    if that is higher; an input that never had data counts as 0 (Spark's
-    ``WatermarkTracker``), and the global watermark, never decreasing, is the
-    ``spark_policy`` (``min`` or ``max``) over inputs. An input is the stream (one
-    ``withWatermark`` over the source) or, with ``spark_input: segment``, each segment.
-    ``batches`` records every batch (``SparkBatch``) for ``ingestwm validate``.
-    """
-
-    name = "spark"
-
-    def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
-        super().__init__(config, window_ms, clock)
-        self.pipeline.ordering.setup(_SparkEviction(self.pipeline))
-        self._inputs: dict[str, int] = {}  # input -> its watermark (0 until it has data)
-        self._batch_max: dict[str, int] = {}
-        self._rows: list[tuple[str, int, int, int]] = []
-        self._next = 0  # the global watermark the next batch runs with
-        self._last: int | None = None  # the last batch's watermark
-        self._late_before = 0
-        self.batches: list[SparkBatch] = []
-        self.inputs_added_late = False  # an input appeared after the first batch (Spark's are fixed)
-
-    def _add_input(self, key: str) -> None:
-        if key not in self._inputs:
-            self._inputs[key] = 0
-            self.inputs_added_late = self.inputs_added_late or bool(self.batches)
-
-    @property
-    def inputs(self) -> tuple[str, ...]:
-        return tuple(sorted(self._inputs))
-
-    def on_event(
-        self, stream: str, segment: str, writer: int, seq: int, event_time: int, nbytes: int
-    ) -> None:
-        key = stream if self.config.spark_input == "stream" else segment
-        self._add_input(key)
-        old = self._batch_max.get(key)
-        if old is None or event_time > old:
-            self._batch_max[key] = event_time
-        self._rows.append((key, writer, seq, event_time))
-        super().on_event(stream, segment, writer, seq, event_time, nbytes)
-
-    def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        if t_ms % self.config.spark_trigger_ms:
-            return
-        if self.config.spark_input == "segment":
-            for r in rows:
-                self._add_input(r.segment.name)
-        if not self._rows and (self._last is None or self._next <= self._last):
-            return
-        p = self.pipeline
-        wm, fired_before = self._next, len(p.firings)
-        if wm > 0:
-            p.advance(wm)
-        self.batches.append(
-            SparkBatch(
-                len(self.batches),
-                t_ms,
-                wm,
-                0 if self._last is None else self._last,
-                tuple(self._rows),
-                p.late - self._late_before,
-                tuple((start, count) for _, start, _, count in p.firings[fired_before:]),
-            )
-        )
-        self._last, self._late_before = wm, p.late
-        delay = self.config.spark_delay_ms
-        for key, m in self._batch_max.items():
-            self._inputs[key] = max(self._inputs[key], m - delay)
-        if self._inputs:
-            values = self._inputs.values()
-            self._next = max(self._next, min(values) if self.config.spark_policy == "min" else max(values))
-        self._batch_max.clear()
-        self._rows.clear()
-
-    @checked
-    def _check(self) -> None:
-        """Batches ascend in time, each judged against the watermark before it; watermarks never fall."""
-        self.pipeline._check()
-        prev = 0
-        for i, b in enumerate(self.batches):
-            assert b.index == i and b.late_watermark == prev and b.watermark >= prev, b
-            assert i == 0 or b.t_ms > self.batches[i - 1].t_ms
-            prev = b.watermark
-        assert self._next >= prev and all(v >= 0 for v in self._inputs.values())

@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from flink_compat import StatusWatermarkValve
 from readergroup.group_state.state import SegmentState
 from segmentstore import Clock
 from segmentstore.checks import checked
@@ -25,30 +24,10 @@ from segmentstore.limits import INT64_MAX
 
 from ..spec.errors import SimulationError
 from .compared_strategies import FlinkStrategy, LabEvent, _SplitEmitter
+from .engine_rules import ENGINE_RULES, EngineRules
 from .lab_scenario import LabStrategies
 
 __all__ = ["FlinkReaderStrategy"]
-
-
-class _SubtaskEmitter(_SplitEmitter):
-    """A subtask's ``WatermarkEmitter`` that also logs its status changes (clock ms, subtask, status)."""
-
-    __slots__ = ("log", "name", "strategy")
-
-    def __init__(self, valve: StatusWatermarkValve, channel: int, name: str, strategy: FlinkReaderStrategy):
-        super().__init__(valve, channel)
-        self.name = name
-        self.strategy = strategy
-
-    def mark_idle(self) -> None:
-        if not self.idle:
-            self.strategy.statuses.append((self.strategy.clock.now(), self.name, "idle"))
-        super().mark_idle()
-
-    def mark_active(self) -> None:
-        if self.idle:
-            self.strategy.statuses.append((self.strategy.clock.now(), self.name, "active"))
-        super().mark_active()
 
 
 class FlinkReaderStrategy(FlinkStrategy):
@@ -82,20 +61,19 @@ class FlinkReaderStrategy(FlinkStrategy):
     Records (the same as ``FlinkStrategy``'s, for ``ingestwm validate``, with the
     subtask's reader id where ``FlinkStrategy`` has the segment): ``arrivals``,
     ``redelivered``, ``spans`` (every subtask from the first tick to the last), ``slots``,
-    ``emitted``, ``fired_at``; and ``statuses`` (clock ms, subtask, ``idle``/``active``)
-    and ``transitions`` (clock ms, reader, what happened: join, crash, offline, restart,
-    leave, stall, resume).
+    ``emitted``, ``fired_at``, ``statuses`` (clock ms, subtask, ``idle``/``active``) and
+    ``transitions``.
     """
 
     topology = "reader"
 
-    def __init__(self, config: LabStrategies, window_ms: int, clock: Clock) -> None:
-        super().__init__(config, window_ms, clock)
+    def __init__(
+        self, config: LabStrategies, window_ms: int, clock: Clock, rules: EngineRules = ENGINE_RULES
+    ) -> None:
+        super().__init__(config, window_ms, clock, rules)
         self._subtasks: dict[str, int] = {}  # reader id -> subtask index (its channel and slot)
         self._sub_gens: list[Any] = []
-        self._sub_emitters: list[_SubtaskEmitter] = []
-        self.statuses: list[tuple[int, str, str]] = []
-        self.transitions: list[tuple[int, str, str]] = []
+        self._sub_emitters: list[_SplitEmitter] = []
 
     @property
     def subtasks(self) -> tuple[str, ...]:
@@ -109,15 +87,12 @@ class FlinkReaderStrategy(FlinkStrategy):
             )
         if not readers or len(set(readers)) != len(readers):
             raise SimulationError(f"flink: the subtasks need distinct reader ids, got {list(readers)!r}")
-        self._valve = StatusWatermarkValve(len(readers))  # every channel active and aligned at MIN
+        self._valve = self.rules.flink_valve(len(readers))  # every channel active and aligned at MIN
         for i, rid in enumerate(readers):
             self._subtasks[rid] = i
             self.slots[rid] = i
-            self._sub_gens.append(self._strategy.create_watermark_generator(self.clock))
-            self._sub_emitters.append(_SubtaskEmitter(self._valve, i, rid, self))
-
-    def on_reader(self, reader: str, kind: str) -> None:
-        self.transitions.append((self.clock.now(), reader, kind))
+            self._sub_gens.append(self._new_generator())
+            self._sub_emitters.append(_SplitEmitter(self._valve, i, rid, self))
 
     def deliver(self, event: LabEvent) -> None:
         i = self._subtasks.get(event.reader)
@@ -145,7 +120,7 @@ class FlinkReaderStrategy(FlinkStrategy):
         )
 
     def on_tick(self, t_ms: int, rows: Sequence[SegmentState]) -> None:
-        if t_ms % self.config.flink_interval_ms or self._valve is None:
+        if t_ms % self.period_ms or self._valve is None:
             return
         now = self.clock.now()
         for rid, i in self._subtasks.items():  # in slot order

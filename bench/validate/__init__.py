@@ -7,6 +7,10 @@
   subprocess, paced in the stated regime (the fallback where only a JRE is).
 - ``verdict``: model against engine, one ``Verdict`` per scenario and strategy.
 - ``run``: both engines over scenarios; ``report``: the table, CSV and JSON.
+- ``generate``: seeded small lab scenarios at the models' edges (``--generated N --seed S``);
+  ``edges``: what a run reached (ties, window edges, idle transitions, rebalances).
+- ``mutations``: seeded model bugs (the engines' rules with one wrong), each of which the
+  check must catch (``--mutations``).
 - ``user_cache``: what validate keeps in ``~/.cache/ingestwm`` (compiled Java jobs, Flink
   venvs): bounded, held while in use, listed and cleared (``ingestwm cache``).
 - ``errors``: ``ValidateError``, the package's one root (an engine missing, an engine's run failed).

@@ -8,13 +8,13 @@ from typing import Any
 
 from ..lab import load_lab_scenario, run_compare
 from ..lab.compare import LabResult
-from ..lab.compared_strategies import SparkStrategy
 from ..lab.lab_scenario import lab_strategies
+from ..lab.spark_model import SparkStrategy
 from ..spec.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
 from . import user_cache
 from .errors import EngineUnavailableError, ValidateError
-from .flink_engine import FlinkTiming, flink_available, replay_flink, scenario_window_ms
-from .flink_java import choose_runner, replay_flink_java
+from .flink_engine import FlinkReplay, FlinkTiming, flink_available, replay_flink, scenario_window_ms
+from .flink_java import choose_runner, driven_spec, replay_flink_java
 from .spark_engine import replay_spark, spark_available
 from .verdict import OUT_OF_REGIME, Verdict, flink_verdict, not_run, spark_verdict
 
@@ -54,9 +54,11 @@ def validate_flink(
     max_pace_ms: int | None = None,
     echo: Callable[[str], None] = lambda _s: None,
     runner: str = "python",
+    replay: FlinkReplay | None = None,
 ) -> Verdict:
     """The Flink model of ``result`` against Flink: the driven Java job (``runner="java"``: one run,
-    ``exact`` or ``differs``) or the paced PyFlink replay (``"python"``).
+    ``exact`` or ``differs``; ``replay``: its run, if already made) or the paced PyFlink replay
+    (``"python"``).
 
     A paced replay that left the regime (``out of regime``: a pacer, an emit or a move of the
     combined watermark too late for its margin, which grows with the pace) is run again at
@@ -65,7 +67,7 @@ def validate_flink(
     left the regime, so a table never hides a retry.
     """
     if runner == "java":
-        return flink_verdict(result, replay_flink_java([result], python)[0])
+        return flink_verdict(result, replay if replay is not None else replay_flink_java([result], python)[0])
     ceiling = timing.pace_ms if max_pace_ms is None else max_pace_ms
     if ceiling < timing.pace_ms:
         raise ValidateError(f"max_pace_ms {ceiling} is below the pace {timing.pace_ms} ms")
@@ -90,7 +92,7 @@ def with_flink_source(sc: Scenario, source: str) -> Scenario:
 
 
 def validate(
-    names: Sequence[str],
+    names: Sequence[str | Scenario],
     engines: Sequence[str],
     spark_session: Callable[[], Any],
     timing: FlinkTiming,
@@ -99,14 +101,17 @@ def validate(
     flink_max_pace_ms: int | None = None,
     flink_sources: Sequence[str] = (),
     flink_runner: str = "auto",
+    on_result: Callable[[LabResult], None] | None = None,
 ) -> list[Verdict]:
-    """Every scenario through every engine; an engine that cannot run: a ``not run`` row saying why.
+    """Every scenario (a name or path, or a ``Scenario``) through every engine; an engine that cannot
+    run: a ``not run`` row saying why.
 
     ``flink_sources``: the Flink topologies to check, each a row of its own (none given: the
     scenario's own ``strategies.flink_source``). ``flink_runner``: ``java`` (the driven job: a
-    JDK and Flink's jars), ``python`` (the paced PyFlink replay: a JRE is enough) or ``auto``
-    (``java`` where it can run, else ``python``). A ``flink_python`` in ingestwm's cache (a venv
-    there) is held from start to end: ``ingestwm cache clear --venv`` keeps it meanwhile.
+    JDK and Flink's jars; every scenario in one JVM), ``python`` (the paced PyFlink replay: a JRE
+    is enough) or ``auto`` (``java`` where it can run, else ``python``). A ``flink_python`` in
+    ingestwm's cache (a venv there) is held from start to end: ``ingestwm cache clear --venv``
+    keeps it meanwhile. ``on_result`` sees each scenario's lab run (in its own topology).
     """
     with user_cache.using_python(flink_python if "flink" in engines else None):
         return _validate(
@@ -119,11 +124,12 @@ def validate(
             flink_max_pace_ms,
             flink_sources,
             flink_runner,
+            on_result,
         )
 
 
 def _validate(
-    names: Sequence[str],
+    names: Sequence[str | Scenario],
     engines: Sequence[str],
     spark_session: Callable[[], Any],
     timing: FlinkTiming,
@@ -132,6 +138,7 @@ def _validate(
     flink_max_pace_ms: int | None,
     flink_sources: Sequence[str],
     flink_runner: str,
+    on_result: Callable[[LabResult], None] | None,
 ) -> list[Verdict]:
     for e in engines:
         if e not in ENGINES:
@@ -141,7 +148,8 @@ def _validate(
             raise ValidateError(f"no Flink topology {src!r}; topologies: {', '.join(FLINK_SOURCES)}")
     if "flink" in engines and flink_max_pace_ms is not None and flink_max_pace_ms < timing.pace_ms:
         raise ValidateError(f"flink_max_pace_ms {flink_max_pace_ms} is below the pace {timing.pace_ms} ms")
-    scenarios = [load_lab_scenario(n) for n in names]  # bad names fail before anything runs
+    # bad names fail before anything runs
+    scenarios = [n if isinstance(n, Scenario) else load_lab_scenario(n) for n in names]
     spark_why = spark_available() if "spark" in engines else None
     runner, flink_why = "python", None
     if "flink" in engines:
@@ -149,10 +157,13 @@ def _validate(
         if runner == "python":
             flink_why = flink_available(flink_python)
     session = None
-    out: list[Verdict] = []
+    out: list[Verdict | None] = []
+    driven: list[tuple[int, LabResult]] = []  # rows the driven Java job fills, all in one JVM
     for sc in scenarios:
         echo(f"{sc.name}: running the lab model")
         result = run_compare(sc)
+        if on_result is not None:
+            on_result(result)
         if "spark" in engines:
             if spark_why is not None:
                 out.append(not_run(sc.name, "spark", "Spark", spark_why))
@@ -161,10 +172,9 @@ def _validate(
                 echo(f"{sc.name}: replaying {batches} micro-batches in Spark")
                 if session is None:
                     session = spark_session()
-                out.append(
-                    _guard(sc.name, "spark", "Spark", lambda r=result, s=session: validate_spark(r, s))
-                )
-                echo(_said(out[-1]))
+                row = _guard(sc.name, "spark", "Spark", lambda r=result, s=session: validate_spark(r, s))
+                out.append(row)
+                echo(_said(row))
         if "flink" not in engines:
             continue
         own = lab_strategies(sc).flink_source
@@ -174,18 +184,67 @@ def _validate(
                 out.append(not_run(sc.name, name, "Flink", flink_why))
                 continue
             res = result if src == own else run_compare(with_flink_source(sc, src))
-            how = "the driven Java job" if runner == "java" else f"pace {timing.pace_ms} ms per emit"
-            echo(f"{sc.name}: replaying the {src} topology in Flink ({how})")
-            out.append(
-                _guard(
-                    sc.name,
-                    name,
+            if runner == "java":
+                out.append(None)
+                driven.append((len(out) - 1, res))
+                continue
+            echo(f"{sc.name}: replaying the {src} topology in Flink (pace {timing.pace_ms} ms per emit)")
+            paced = _guard(
+                sc.name,
+                name,
+                "Flink",
+                lambda r=res: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo, runner),
+            )
+            out.append(paced)
+            echo(_said(paced))
+    if driven:
+        echo(f"replaying {len(driven)} Flink runs in one driven Java job")
+        for (i, res), rep in zip(driven, _driven_replays([r for _, r in driven], flink_python), strict=True):
+            src = lab_strategies(res.scenario).flink_source
+            row = (
+                rep
+                if isinstance(rep, Verdict)
+                else _guard(
+                    res.scenario.name,
+                    f"flink ({src})",
                     "Flink",
-                    lambda r=res: validate_flink(r, timing, flink_python, flink_max_pace_ms, echo, runner),
+                    lambda r=res, p=rep: validate_flink(
+                        r, timing, flink_python, flink_max_pace_ms, echo, "java", replay=p
+                    ),
                 )
             )
-            echo(_said(out[-1]))
-    return out
+            out[i] = row
+            echo(_said(row))
+    return [v for v in out if v is not None]
+
+
+def _driven_replays(results: list[LabResult], python: str | None) -> list[FlinkReplay | Verdict]:
+    """The driven Java job's run of each result, all in one JVM; a result whose splits the job cannot
+    take, or a job that could not run: a ``failed`` (or ``not run``) row instead."""
+    out: list[FlinkReplay | Verdict | None] = []
+    good: list[LabResult] = []
+    for r in results:
+        try:
+            driven_spec(r)
+        except ValidateError as e:
+            out.append(_flink_row(r, "failed", str(e)))
+            continue
+        out.append(None)
+        good.append(r)
+    replays: list[FlinkReplay | Verdict]
+    try:
+        replays = list(replay_flink_java(good, python)) if good else []
+    except EngineUnavailableError as e:
+        replays = [_flink_row(r, "not run", str(e)) for r in good]
+    except ValidateError as e:
+        replays = [_flink_row(r, "failed", str(e)) for r in good]
+    it = iter(replays)
+    return [next(it) if v is None else v for v in out]
+
+
+def _flink_row(result: LabResult, verdict: str, note: str) -> Verdict:
+    src = lab_strategies(result.scenario).flink_source
+    return Verdict(result.scenario.name, f"flink ({src})", "Flink", verdict=verdict, note=note)
 
 
 def _said(v: Verdict) -> str:

@@ -41,7 +41,7 @@ from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.net.server import SegmentStoreServer
 
-from ..lab.compared_strategies import SparkBatch
+from ..lab.spark_model import SparkBatch
 from .errors import EngineRunError, EngineUnavailableError
 
 __all__ = ["SparkReplay", "SparkEngineBatch", "spark_available", "replay_spark", "TICK_KEY"]

@@ -21,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..lab.compare import LabResult
-from ..lab.compared_strategies import FlinkStrategy, SparkStrategy
+from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
+from ..lab.spark_model import SparkStrategy
 from .flink_engine import FlinkReplay
 from .spark_engine import SparkReplay
 
@@ -149,9 +150,14 @@ def flink_verdict(result: LabResult, replay: FlinkReplay) -> Verdict:
     # Flink's valve takes the sources' emits one channel at a time)
     fired = zip(st.pipeline.firings, st.fired_at, strict=True)
     model_fired = sorted({(s, c, wm) for (_, s, _, c), wm in fired})
-    # the end of input fires every window left at +inf in Flink; the lab's run just stops
+    # the end of input fires every window left in Flink (at +inf, or the driven job knows at which
+    # moves: those after the lab's last tick, where a split's +inf lets the others' minimum through);
+    # the lab's run just stops
     starts = {f[0] for f in model_fired}
-    engine_fired = [f for f in replay.fired if f[2] < _MAX_WM or f[0] in starts]
+    ends_at = _MAX_WM
+    if replay.driven and replay.end_moves:
+        ends_at = [wm for wm in replay.moves if wm > _NO_WATERMARK][-replay.end_moves]
+    engine_fired = [f for f in replay.fired if f[2] < ends_at or f[0] in starts]
     notes = []
     if missing:
         notes.append(f"{missing} events never reached Flink's late filter")
