@@ -25,6 +25,8 @@ from .errors import (
     NotATransactionError,
     ProtocolError,
     ReadTimeoutError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
     SegmentExistsError,
     SegmentNotFoundError,
     SegmentNotSealedError,
@@ -45,6 +47,8 @@ from .future_read import FutureRead
 from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
 from .store import SegmentStore
 from .stream_metadata import (
+    FRAMING_INGESTWM,
+    FRAMING_PRAVEGA,
     StreamCut,
     StreamInfo,
     StreamSegment,
@@ -99,6 +103,10 @@ __all__ = [
     "StreamNotFoundError",
     "StreamNotSealedError",
     "StreamSealedError",
+    "ScopeNotEmptyError",
+    "ScopeNotFoundError",
+    "FRAMING_INGESTWM",
+    "FRAMING_PRAVEGA",
     "StreamSegment",
     "SuccessorInfo",
     "TransactionInfo",
