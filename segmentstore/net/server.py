@@ -29,7 +29,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..client.embedded import EmbeddedClient
 from ..clock import monotonic_s
@@ -55,6 +55,9 @@ from .protocol import (
 )
 from .serve_config import ServeConfig
 
+if TYPE_CHECKING:
+    from ..pravega.endpoints import PravegaEndpoints
+
 __all__ = ["SegmentStoreServer", "serve"]
 
 _log = logging.getLogger(__name__)
@@ -77,7 +80,10 @@ class SegmentStoreServer:
 
     Binding to a non-loopback address requires ``token``; clients must present it in
     their hello. ``ssl_context`` (a server-side ``ssl.SSLContext``) turns on TLS.
-    ``stop()`` closes the server and its connections, not the store.
+    ``pravega_port`` (0: a free one) also serves Pravega's controller there and Pravega's
+    segment store on ``pravega_segment_port`` (0: a free one; the controller announces
+    it), over the same store, with the same host, token and limits
+    (``segmentstore.pravega``). ``stop()`` closes the server and its connections, not the store.
     """
 
     def __init__(
@@ -94,6 +100,8 @@ class SegmentStoreServer:
         handshake_timeout_s: float = 5.0,
         frame_timeout_s: float = 60.0,
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        pravega_port: int | None = None,
+        pravega_segment_port: int = 0,
     ) -> None:
         if not isinstance(host, str) or not host:
             raise InvalidArgumentError(f"server host must be a non-empty str, got {host!r}")
@@ -148,6 +156,23 @@ class SegmentStoreServer:
         self._error: BaseException | None = None
         self.handlers: dict[str, Handler] = handlers()
         self.kernels: KernelWarmup | None = None  # start() makes them ready
+        self.pravega: PravegaEndpoints | None = None
+        if pravega_port is not None:
+            if ssl_context is not None:
+                raise InvalidArgumentError(
+                    "the Pravega endpoints do not serve TLS: use them without --certfile"
+                )
+            from ..pravega.endpoints import PravegaEndpoints
+            from ..pravega.wire_server import WireLimits
+
+            limits = WireLimits(
+                max_connections=max_connections,
+                handshake_timeout_s=handshake_timeout_s,
+                idle_timeout_s=idle_timeout_s,
+                frame_timeout_s=frame_timeout_s,
+                max_buffered_bytes=max(max_buffered_bytes, WireLimits().max_buffered_bytes),
+            )
+            self.pravega = PravegaEndpoints(store, host, pravega_port, pravega_segment_port, token, limits)
 
     @property
     def port(self) -> int:
@@ -179,6 +204,12 @@ class SegmentStoreServer:
         if self._error is not None:
             self._thread.join()
             raise self._error
+        if self.pravega is not None:
+            try:
+                self.pravega.start()
+            except BaseException:
+                self.stop()
+                raise
         return self._port
 
     def _run(self) -> None:
@@ -257,6 +288,8 @@ class SegmentStoreServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop serving and close every connection (the store stays open). Idempotent."""
+        if self.pravega is not None:
+            self.pravega.stop()
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not thread.is_alive():
             return
@@ -547,6 +580,8 @@ def serve(
             idle_timeout_s=lim.idle_timeout_s,
             max_connections=lim.max_connections,
             handshake_timeout_s=lim.handshake_timeout_s,
+            pravega_port=lim.pravega_port,
+            pravega_segment_port=lim.pravega_segment_port,
         )
         stop = threading.Event()
         old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -559,6 +594,12 @@ def serve(
             bound = server.start()
             c = config.store
             echo(f"listening on {lim.host}:{bound}")
+            if server.pravega is not None:
+                p = server.pravega
+                echo(
+                    f"pravega controller on {lim.host}:{p.controller_port}, "
+                    f"pravega segment store on {lim.host}:{p.segment_port}"
+                )
             assert server.kernels is not None
             echo(server.kernels.describe())
             if store.read_only is not None:
