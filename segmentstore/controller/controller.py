@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..checks import checked
 from ..errors import DataCorruptionError, InvalidArgumentError, SegmentExistsError
 from ..limits import MAX_PATTERN_CHARS, check_size
-from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo
+from ..stream_metadata import FRAMING_INGESTWM, StreamCut, StreamInfo, StreamSegment, SuccessorInfo
 from .admin import StreamAdmin
 from .model import StreamMetadata, parse_records
 from .scaling import MAX_INITIAL_SEGMENTS, STREAMS_SEGMENT, ignore_missing
@@ -189,7 +189,7 @@ class StreamController(StreamTransactions, StreamAdmin):
                         )
                     elif seg.sealed:
                         assert self._store.get_info(n).sealed, f"{n} is sealed in metadata, not in the store"
-                    else:
+                    elif st.framing == FRAMING_INGESTWM:  # a Pravega client may seal a segment itself
                         assert not self._store.get_info(n).sealed, f"{n} is sealed in the store only"
 
 

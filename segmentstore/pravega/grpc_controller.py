@@ -16,6 +16,7 @@ credential check of ``auth`` when the server has a token.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Callable
@@ -209,8 +210,11 @@ class ControllerServicer:
 
     @_rpc
     def checkStreamExists(self, request: Any, context: Any) -> Any:
-        name = f"{request.scope}/{request.stream}"
-        return self.pb.ExistsResponse(exists=name in self.ctl.list_streams() if "*" not in name else False)
+        try:
+            self.ctl.get_stream(f"{request.scope}/{request.stream}")
+        except StreamNotFoundError:
+            return self.pb.ExistsResponse(exists=False)
+        return self.pb.ExistsResponse(exists=True)
 
     def _status_of_missing(self, status: Any, name: str) -> Any:
         scope = name.split("/", 1)[0]
@@ -356,7 +360,7 @@ class ControllerServicer:
     @_rpc
     def getURI(self, request: Any, context: Any) -> Any:
         name = self._name(request.streamInfo)
-        if name in self.ctl.list_streams():  # a segment of no stream is the segment store's to refuse
+        with contextlib.suppress(StreamNotFoundError):  # a segment of no stream: the segment store refuses it
             self.streams.stream(name)
         host, port = self._wire_node()
         return self.pb.NodeUri(endpoint=host, port=port)

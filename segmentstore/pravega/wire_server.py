@@ -46,6 +46,7 @@ _log = logging.getLogger(__name__)
 
 HELLO_BYTES = 64
 """Largest payload before the ``Hello`` (it has 8 bytes)."""
+_HELLO: int = req.Hello.TYPE_CODE  # type: ignore[attr-defined]
 UNAUTHENTICATED_BYTES = 64 * 1024
 """Largest payload before a delegation token is accepted (set-ups, reads and info requests fit)."""
 
@@ -286,6 +287,10 @@ class _Connection(asyncio.Protocol):
                         f"a command of type {code} declares {n} payload bytes; at most {self.limit} "
                         + ("are taken before the Hello" if not self.hello else "are taken here now")
                     )
+                if not self.hello and code != _HELLO:
+                    raise WireFormatError(
+                        f"the first command must be a Hello (type {_HELLO}), got type {code}"
+                    )
                 end = pos + HEADER.size + n
                 if len(buf) < end:
                     break
@@ -305,8 +310,6 @@ class _Connection(asyncio.Protocol):
 
     def _dispatch(self, cmd: Any) -> None:
         if not self.hello:
-            if not isinstance(cmd, req.Hello):
-                raise WireFormatError(f"the first command must be a Hello, got {type(cmd).__name__}")
             self.hello = True
             self.limit = UNAUTHENTICATED_BYTES if self.tokens is not None else MAX_WIRECOMMAND_SIZE
         HANDLERS[type(cmd)](self, cmd)
