@@ -26,6 +26,7 @@ from typing import Any
 import grpc
 
 from ..errors import (
+    BadOffsetError,
     InvalidArgumentError,
     InvalidScaleError,
     ScopeNotEmptyError,
@@ -64,7 +65,9 @@ def _code(e: BaseException) -> Any:
         return grpc.StatusCode.UNAUTHENTICATED
     if isinstance(e, (StreamNotFoundError, ScopeNotFoundError, SegmentNotFoundError)):
         return grpc.StatusCode.NOT_FOUND
-    if isinstance(e, (InvalidArgumentError, FramingError, StreamSealedError, InvalidScaleError)):
+    if isinstance(
+        e, (InvalidArgumentError, FramingError, StreamSealedError, InvalidScaleError, BadOffsetError)
+    ):
         return grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(e, StoreClosedError):
         return grpc.StatusCode.UNAVAILABLE
