@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from segmentstore.pravega import wire_replies as _replies  # noqa: F401 (registers the reply types)
 from segmentstore.pravega import wire_requests as req
 from segmentstore.pravega.wire import HEADER, decode_reply, encode
 
