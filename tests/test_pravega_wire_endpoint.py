@@ -105,6 +105,7 @@ def test_appends_are_one_store_append_per_block_stamped_by_the_ingestion_clock(
     assert store.get_attributes(SEG)[LAST_WRITE_TIME] == t1 + 10
     assert store.get_writer_event_number(SEG, W1) == 4
     store._check()
+    ep.wire._check()
 
 
 def test_a_resent_block_is_acknowledged_never_stored_twice_and_an_overlap_is_cut(
@@ -241,6 +242,7 @@ def test_a_read_is_at_most_2_mib_and_several_wait_at_once(store: SegmentStore, e
         assert c.recv() == req.KeepAlive()  # waiting reads do not hold up the connection
         store.append(SEG, frame_events([b"z"]))
         assert sorted(c.recv().request_id for _ in range(2)) == [2, 3]
+        ep.wire._check()
 
 
 def test_segment_info_seal_and_truncate(
@@ -256,6 +258,10 @@ def test_segment_info_seal_and_truncate(
         )  # below: done already
         beyond = c.call(req.TruncateSegment(4, SEG, 99, ""))
         assert isinstance(beyond, rep.ErrorMessage) and beyond.error_code == 0 and "99" in beyond.message
+        negative = c.call(req.ReadSegment(SEG, -5, 10, "", 11))
+        assert (
+            isinstance(negative, rep.ErrorMessage) and negative.error_code == 0 and "-5" in negative.message
+        )
         assert c.call(req.SealSegment(5, SEG, "")) == rep.SegmentSealed(5, SEG)
         assert isinstance(c.call(req.SealSegment(6, SEG, "")), rep.SegmentIsSealed)
         assert c.call(req.GetStreamSegmentInfo(7, SEG, "")).is_sealed
@@ -331,6 +337,7 @@ def test_malformed_or_oversized_commands_close_only_their_connection(
             assert why in caplog.text, (why, caplog.text)
         assert bystander.call(_block(W1, [b"still here"], 1)).event_number == 1
     assert ep.wire.closed_bad == len(cases)
+    ep.wire._check()
 
 
 def test_an_incompatible_hello_is_answered_then_closed(ep: PravegaEndpoints) -> None:
@@ -363,5 +370,6 @@ def test_stop_leaves_no_connection_open(store: SegmentStore) -> None:
         assert c.closed_by_server(timeout_s=2)
         c.close()
     assert ep.wire.connection_count == 0
+    ep.wire._check()
     with pytest.raises(OSError):
         WireClient(ep.segment_port, timeout_s=1)

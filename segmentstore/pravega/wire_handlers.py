@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from ..errors import (
     BadOffsetError,
+    InvalidArgumentError,
     SegmentNotFoundError,
     SegmentSealedError,
     SegmentStoreError,
@@ -115,7 +116,7 @@ def _refused(conn: Connection, rid: int, segment: str, e: SegmentStoreError, off
         conn.send(rep.OperationUnsupported(rid, str(e), ""))
     elif isinstance(e, StoreClosedError):
         conn.send(rep.WrongHost(rid, segment, "", f"this segment store is closing: {e}"))
-    elif isinstance(e, BadOffsetError):
+    elif isinstance(e, (BadOffsetError, InvalidArgumentError)):  # Pravega's IllegalArgumentException
         conn.send(rep.ErrorMessage(rid, segment, str(e), _ILLEGAL_ARGUMENT))
     else:  # the store refuses writes (read-only disk, ...): the client reconnects and tries again
         conn.close(f"segment {segment!r}: {type(e).__name__}: {e}")

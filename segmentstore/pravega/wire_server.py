@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks import checked
 from ..clock import monotonic_s
 from ..errors import InvalidArgumentError
 from ..future_read import FutureRead
@@ -187,6 +188,26 @@ class WireEndpoint:
                 w = self._starved.popleft()
                 w.starved = False
                 w.resume()
+
+    @checked
+    def _check(self) -> None:
+        """Assert the endpoint's accounting (on its loop; for tests): buffered bytes, connections, waits."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            assert not self._connections, "connections outlive the endpoint"
+            return
+
+        def check() -> None:
+            assert self._held == sum(c.held for c in self._connections), "buffered bytes miscounted"
+            assert len(self._connections) <= self.limits.max_connections
+            for c in self._connections:
+                assert not c.closed, f"{c.peer}: closed yet held"
+                assert c.held == len(c.buf), f"{c.peer}: held {c.held} of {len(c.buf)} buffered bytes"
+                assert c.hello or not c.writers, f"{c.peer}: writers before the Hello"
+                assert all(not f.done() or f in c.waiting for f in c.waiting)
+            assert all(c.starved for c in self._starved)
+
+        asyncio.run_coroutine_threadsafe(_call(check), loop).result(10)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop serving and close every connection (the store stays open). Idempotent."""
@@ -368,6 +389,10 @@ class _Connection(asyncio.Protocol):
         for fut, timer in waiting.items():
             timer.cancel()
             _expire(fut)
+
+
+async def _call(fn: Callable[[], None]) -> None:
+    fn()
 
 
 def _expire(fut: FutureRead) -> None:
