@@ -41,6 +41,7 @@ from .errors import (
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
+    UnsupportedCommandError,
     WrongParentError,
 )
 from .future_read import FutureRead
@@ -114,4 +115,5 @@ __all__ = [
     "AuthenticationError",
     "ConnectionLostError",
     "ProtocolError",
+    "UnsupportedCommandError",
 ]

@@ -24,9 +24,9 @@ candidate; then bisect until the failing and the meeting candidate are adjacent.
 answer is then the candidate an exhaustive scan of the grid finds, if the late fraction
 is monotone there. If ``max_bound_ms`` fails, the target is not met up to it.
 
-**Joint runs.** Each lab run evaluates every strategy, each over its own reader group,
-pipeline and processing-time generator, so one strategy's row does not depend on
-another's bound (``tests/test_tune.py`` checks it). A round therefore runs ``n`` tasks
+**Joint runs.** Each lab run evaluates every strategy (``strategies.only``: those), each as
+if alone (``bench.lab.compare``), so one strategy's row does not depend on another's bound
+(``tests/test_tune.py`` checks it). A round therefore runs ``n`` tasks
 with every searching strategy at its next bound; the others ride at a bound already
 evaluated, and their rows there are compared with the cached ones (a difference is an
 error: the independence failed). Every evaluation is cached by (strategy, bound) and
@@ -46,8 +46,9 @@ from segmentstore.checks import checked
 
 from ..lab.lab_scenario import lab_ready
 from ..spec.errors import TuneError
-from ..spec.scenario import Scenario, scenario_to_dict
+from ..spec.scenario import Scenario, StrategiesSpec, scenario_to_dict
 from .experiment import execute, replication_tasks
+from .run_options import RunOptions
 from .stats import FRACTION, domain_of, summarise
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "meets",
     "tune",
 ]
+
+_DEFAULT = RunOptions()
 
 COSTS = (
     "late_fraction",
@@ -88,8 +91,8 @@ class Knob:
 
 
 def knobs(sc: Scenario) -> list[Knob]:
-    """The bounded strategies of ``sc``, in table order: the three built-in ones, then custom ones
-    that name their ``bound_param``."""
+    """The bounded strategies of ``sc`` that run (``strategies.only``), in table order: the three
+    built-in ones, then custom ones that name their ``bound_param``."""
     st = sc.strategies
     out = [
         Knob("ingestion", "group.max_event_time_lag_ms", sc.group.max_event_time_lag_ms),
@@ -101,7 +104,8 @@ def knobs(sc: Scenario) -> list[Knob]:
             out.append(
                 Knob(c.name, f"strategies.custom.{i}.params.{c.bound_param}", int(c.params[c.bound_param]))
             )
-    return out
+    names = (st or StrategiesSpec()).names
+    return [k for k in out if k.strategy in names]
 
 
 def set_bounds(data: Mapping[str, Any], ks: Sequence[Knob], bounds: Mapping[str, int]) -> dict[str, Any]:
@@ -281,11 +285,7 @@ def tune(
     replications: int,
     max_bound_ms: int = 10_000,
     resolution_ms: int = 10,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
+    options: RunOptions = _DEFAULT,
     run: Callable[..., list[dict[str, Any]]] = execute,
 ) -> TuneResult:
     """Search every bounded strategy's least bound meeting ``target``; one ``run`` (``execute``) per round."""
@@ -319,9 +319,9 @@ def tune(
             t["lab_columns"] = list(_LAB_COLUMNS)
             t["probing"] = sorted(proposals)
         what = ", ".join(f"{s} {b} ms" for s, b in proposals.items()) or "the strategies as they are"
-        echo(f"round {rnd + 1}: {what} ({len(tasks)} runs)")
+        options.echo(f"round {rnd + 1}: {what} ({len(tasks)} runs)")
         runs = sorted(
-            run(tasks, executor, jobs, master, progress, label=f"{sc.name} round {rnd + 1}"),
+            run(tasks, options, label=f"{sc.name} round {rnd + 1}"),
             key=lambda r: r["seed"],
         )
         tasks_run += len(tasks)
