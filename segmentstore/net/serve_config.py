@@ -70,6 +70,10 @@ class ServerLimits:
     pravega_segment_port: int = 0
     """Pravega's segment store (wire protocol): 0 picks a free port (the controller announces it)."""
 
+    def pravega_ports(self) -> dict[str, Any]:
+        """``SegmentStoreServer``'s keyword arguments of the Pravega endpoints."""
+        return {"pravega_port": self.pravega_port, "pravega_segment_port": self.pravega_segment_port}
+
 
 SERVER_KEYS = tuple(f.name for f in fields(ServerLimits))
 

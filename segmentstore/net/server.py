@@ -29,13 +29,14 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..client.embedded import EmbeddedClient
 from ..clock import monotonic_s
 from ..core.warmup import KernelWarmup, warm_kernels
 from ..errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
 from ..future_read import FutureRead
+from ..pravega.serving import announce, for_server, start_beside, stop_beside
 from ..store import SegmentStore
 from ..wait_any import ReadyFuture
 from .commands import COMMANDS, decode_args, encode_read
@@ -55,9 +56,6 @@ from .protocol import (
     unpack,
 )
 from .serve_config import ServeConfig
-
-if TYPE_CHECKING:
-    from ..pravega.endpoints import PravegaEndpoints
 
 __all__ = ["SegmentStoreServer", "serve"]
 
@@ -80,11 +78,9 @@ class SegmentStoreServer:
     """Serves ``store`` on ``host:port`` (port 0 picks a free one) from a background thread.
 
     Binding to a non-loopback address requires ``token``; clients must present it in
-    their hello. ``ssl_context`` (a server-side ``ssl.SSLContext``) turns on TLS.
-    ``pravega_port`` (0: a free one) also serves Pravega's controller there and Pravega's
-    segment store on ``pravega_segment_port`` (0: a free one; the controller announces
-    it), over the same store, with the same host, token and limits
-    (``segmentstore.pravega``). ``stop()`` closes the server and its connections, not the store.
+    their hello. ``ssl_context`` (a server-side ``ssl.SSLContext``) turns on TLS. ``pravega_port``
+    serves Pravega's controller and segment store too (``segmentstore.pravega.serving``).
+    ``stop()`` closes the server and its connections, not the store.
     """
 
     def __init__(
@@ -157,23 +153,7 @@ class SegmentStoreServer:
         self._error: BaseException | None = None
         self.handlers: dict[str, Handler] = handlers()
         self.kernels: KernelWarmup | None = None  # start() makes them ready
-        self.pravega: PravegaEndpoints | None = None
-        if pravega_port is not None:
-            if ssl_context is not None:
-                raise InvalidArgumentError(
-                    "the Pravega endpoints do not serve TLS: use them without --certfile"
-                )
-            from ..pravega.endpoints import PravegaEndpoints
-            from ..pravega.wire_server import WireLimits
-
-            limits = WireLimits(
-                max_connections=max_connections,
-                handshake_timeout_s=handshake_timeout_s,
-                idle_timeout_s=idle_timeout_s,
-                frame_timeout_s=frame_timeout_s,
-                max_buffered_bytes=max(max_buffered_bytes, WireLimits().max_buffered_bytes),
-            )
-            self.pravega = PravegaEndpoints(store, host, pravega_port, pravega_segment_port, token, limits)
+        self.pravega = for_server(self, pravega_port, pravega_segment_port)
 
     @property
     def port(self) -> int:
@@ -205,12 +185,7 @@ class SegmentStoreServer:
         if self._error is not None:
             self._thread.join()
             raise self._error
-        if self.pravega is not None:
-            try:
-                self.pravega.start()
-            except BaseException:
-                self.stop()
-                raise
+        start_beside(self.pravega, self.stop)
         return self._port
 
     def _run(self) -> None:
@@ -289,8 +264,7 @@ class SegmentStoreServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop serving and close every connection (the store stays open). Idempotent."""
-        if self.pravega is not None:
-            self.pravega.stop()
+        stop_beside(self.pravega)
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not thread.is_alive():
             return
@@ -592,8 +566,7 @@ def serve(
             idle_timeout_s=lim.idle_timeout_s,
             max_connections=lim.max_connections,
             handshake_timeout_s=lim.handshake_timeout_s,
-            pravega_port=lim.pravega_port,
-            pravega_segment_port=lim.pravega_segment_port,
+            **lim.pravega_ports(),
         )
         stop = threading.Event()
         old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -606,12 +579,7 @@ def serve(
             bound = server.start()
             c = config.store
             echo(f"listening on {lim.host}:{bound}")
-            if server.pravega is not None:
-                p = server.pravega
-                echo(
-                    f"pravega controller on {lim.host}:{p.controller_port}, "
-                    f"pravega segment store on {lim.host}:{p.segment_port}"
-                )
+            announce(server.pravega, echo)
             assert server.kernels is not None
             echo(server.kernels.describe())
             if store.read_only is not None:

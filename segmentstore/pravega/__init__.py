@@ -6,6 +6,7 @@ Pravega's segment store (its wire protocol), for Pravega's own clients (``praveg
 PyPI, pravega-client-rust 0.3.7).
 
 Modules: ``endpoints`` (both endpoints of one store, started and stopped together),
+``serving`` (the endpoints beside ingestwm's own server),
 ``grpc_controller`` (the ``ControllerService`` servicer and its gRPC server),
 ``grpc_proto`` (``controller.proto``, the proto subset served, compiled at run time),
 ``wire_server`` (the segment-store endpoint: connections, limits), ``wire_handlers``

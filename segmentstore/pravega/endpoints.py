@@ -96,6 +96,11 @@ class PravegaEndpoints:
             raise
         return self.controller.port, self.wire.port
 
+    def describe(self) -> str:
+        """``pravega controller on HOST:PORT, pravega segment store on HOST:PORT`` (``serve`` prints it)."""
+        c, w = self.controller, self.wire
+        return f"pravega controller on {c.host}:{c.port}, pravega segment store on {w.host}:{w.port}"
+
     def stop(self) -> None:
         """Stop both; every connection is closed. Idempotent."""
         self.controller.stop()
