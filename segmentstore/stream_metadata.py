@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InvalidArgumentError
 from .limits import MAX_NAME_PART_CHARS, shorten
@@ -131,7 +131,8 @@ class StreamInfo:
     sealed: bool
     epoch: int
     active_segments: tuple[StreamSegment, ...]
-    framing: str = FRAMING_INGESTWM
+    framing: str = field(default=FRAMING_INGESTWM, metadata={"wire_since": 2})
+    """Added in protocol version 2: an ingestwm stream's ``StreamInfo`` reads as before on older peers."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,3 +225,18 @@ def test_scope_and_config_records_are_plain_json(store: SegmentStore) -> None:
     assert recs[0] == {"op": "scope", "scope": "sc"}
     assert recs[1]["framing"] == "pravega" and recs[1]["config"]["tags"] == ["b", "a"]
     json.dumps(recs)
+
+
+def test_stream_info_of_an_ingestwm_stream_reads_as_before_on_older_peers() -> None:
+    """``framing`` (protocol version 2) is sent only when it is not ingestwm's: a version 1 peer, which
+    takes a ``StreamInfo`` of exactly 4 fields, reads every ingestwm stream's as before."""
+    import msgpack
+
+    from segmentstore import StreamInfo
+    from segmentstore.net.protocol import pack, unpack
+
+    own = StreamInfo("a/b", False, 3, ())
+    pravega = StreamInfo("a/c", True, 0, (), FRAMING_PRAVEGA)
+    assert unpack(pack(own)) == own and unpack(pack(pravega)) == pravega
+    fields_sent = [len(msgpack.unpackb(msgpack.unpackb(pack(x)).data)) - 1 for x in (own, pravega)]
+    assert fields_sent == [4, 5]
