@@ -33,6 +33,7 @@ __all__ = [
     "GroupStateConflictError",
     "StaleEpochError",
     "MaxCheckpointsExceededError",
+    "StreamFramingError",
 ]
 
 
@@ -139,3 +140,8 @@ class StaleEpochError(ReaderGroupError):
 class MaxCheckpointsExceededError(ReaderGroupError):
     """A checkpoint was initiated while ``max_outstanding_checkpoints`` were in progress or queued
     (Pravega's ``MaxNumberOfCheckpointsExceededException``); nothing was queued."""
+
+
+class StreamFramingError(ReaderGroupError, ValueError):
+    """The stream's events are framed otherwise than this client writes them (a stream created through
+    the Pravega controller holds Pravega's framing): nothing was written."""

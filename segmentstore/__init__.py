@@ -25,6 +25,8 @@ from .errors import (
     NotATransactionError,
     ProtocolError,
     ReadTimeoutError,
+    ScopeNotEmptyError,
+    ScopeNotFoundError,
     SegmentExistsError,
     SegmentNotFoundError,
     SegmentNotSealedError,
@@ -46,6 +48,8 @@ from .future_read import FutureRead
 from .results import AppendResult, MergeResult, SegmentInfo, SegmentRead
 from .store import SegmentStore
 from .stream_metadata import (
+    FRAMING_INGESTWM,
+    FRAMING_PRAVEGA,
     StreamCut,
     StreamInfo,
     StreamSegment,
@@ -100,6 +104,10 @@ __all__ = [
     "StreamNotFoundError",
     "StreamNotSealedError",
     "StreamSealedError",
+    "ScopeNotEmptyError",
+    "ScopeNotFoundError",
+    "FRAMING_INGESTWM",
+    "FRAMING_PRAVEGA",
     "StreamSegment",
     "SuccessorInfo",
     "TransactionInfo",

@@ -31,7 +31,9 @@ class StoreConfig:
     - ``eviction_age_ms`` / ``max_active_segments``: segments unused for that long, or
       the least recently used beyond that count, leave the in-memory active set.
     - ``cache_bytes``: segment bytes kept in memory when there is a data directory.
-    - ``max_append_bytes``: the largest single append accepted.
+    - ``max_append_bytes``: the largest single append accepted; by default 8 MiB + 8 bytes,
+      a Pravega writer's largest block (an 8 MiB event and its 8-byte header), which the
+      Pravega endpoints (``segmentstore.pravega``) store as one append.
     - ``transaction_lease_ms``: an open transaction with no write (append, attribute
       update, ``ping``) for this long, on the ingestion clock, is aborted by the
       advancer's pass, as Pravega's transaction lease: a writer that died or a failed
@@ -48,7 +50,7 @@ class StoreConfig:
     eviction_age_ms: int = 600_000
     max_active_segments: int = 100_000
     cache_bytes: int = 256 * 1024 * 1024
-    max_append_bytes: int = 8 * 1024 * 1024
+    max_append_bytes: int = 8 * 1024 * 1024 + 8
     transaction_lease_ms: int = 600_000
 
     def __post_init__(self) -> None:

@@ -47,6 +47,8 @@ __all__ = [
     "StreamSealedError",
     "StreamNotSealedError",
     "InvalidScaleError",
+    "ScopeNotFoundError",
+    "ScopeNotEmptyError",
     "ProtocolError",
     "AuthenticationError",
     "UnsupportedCommandError",
@@ -215,6 +217,17 @@ class StreamNotSealedError(SegmentStoreError):
 
 class InvalidScaleError(SegmentStoreError, ValueError):
     """A scale request is wrong: a segment that is not active, ranges that do not cover the sealed ones."""
+
+
+class ScopeNotFoundError(SegmentStoreError, KeyError):
+    """The scope does not exist (never created, nor named by a stream, or deleted)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ScopeNotEmptyError(SegmentStoreError):
+    """The scope still holds streams: it cannot be deleted."""
 
 
 class ProtocolError(SegmentStoreError):

@@ -37,6 +37,7 @@ class _Append(Protocol):
         *,
         writer_id: int | None = None,
         event_number: int | None = None,
+        writer_uuid: int | None = None,
     ) -> AppendResult: ...
 
 
@@ -102,8 +103,15 @@ class SegmentStore:
     """See ``SegmentClient.append``.
 
     Bound to the container's method in ``__init__``: a single append is the hot path,
-    and a forwarding call here would cost a tenth of it.
+    and a forwarding call here would cost a tenth of it. Besides the interface's 64-bit
+    ``writer_id``, ``writer_uuid`` deduplicates by a 128-bit writer id (a Pravega
+    writer's), kept apart from the attributes; ``get_writer_event_number`` reads it.
     """
+
+    def get_writer_event_number(self, name: str, writer_uuid: int) -> int | None:
+        """The last event number the 128-bit writer ``writer_uuid`` appended to ``name``, ``None`` if
+        it never did (durable like the appends, sealed segments included). O(1)."""
+        return self._container.get_writer_event_number(name, writer_uuid)
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import InvalidArgumentError
 from .limits import MAX_NAME_PART_CHARS, shorten
@@ -22,12 +22,25 @@ __all__ = [
     "TransactionSegment",
     "TransactionInfo",
     "check_stream_name",
+    "check_scope_name",
     "stream_segment_name",
     "KEY_EPSILON",
+    "FRAMING_INGESTWM",
+    "FRAMING_PRAVEGA",
+    "FRAMINGS",
 ]
 
 KEY_EPSILON = 1e-9
 """Key-range boundaries closer than this are the same boundary (they are snapped together)."""
+
+FRAMING_INGESTWM = "ingestwm"
+"""A stream's events framed by ingestwm's writers (``readergroup.format.events``): routing key and
+event time stored with each payload. Every stream created through ingestwm's own API."""
+FRAMING_PRAVEGA = "pravega"
+"""A stream's events framed as Pravega's writers do: a 4-byte big-endian type (0) and a 4-byte
+big-endian length before each payload; no routing key or event time stored. Every stream created
+through the Pravega controller (``segmentstore.pravega``)."""
+FRAMINGS = (FRAMING_INGESTWM, FRAMING_PRAVEGA)
 
 _PART = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.\-]{{0,{MAX_NAME_PART_CHARS - 1}}}")
 
@@ -108,7 +121,8 @@ class StreamCut:
 
 @dataclass(frozen=True, slots=True)
 class StreamInfo:
-    """A stream's state: sealed or not, current epoch, active segments sorted by ``key_low``.
+    """A stream's state: sealed or not, current epoch, active segments sorted by ``key_low``, and how
+    its events are framed (``FRAMING_INGESTWM`` or ``FRAMING_PRAVEGA``: a reader decodes by it).
 
     For a sealed stream the active segments are its last ones (now sealed).
     """
@@ -117,6 +131,8 @@ class StreamInfo:
     sealed: bool
     epoch: int
     active_segments: tuple[StreamSegment, ...]
+    framing: str = field(default=FRAMING_INGESTWM, metadata={"wire_since": 2})
+    """Added in protocol version 2: an ingestwm stream's ``StreamInfo`` reads as before on older peers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +168,16 @@ def check_stream_name(stream: object) -> str:
             f"{MAX_NAME_PART_CHARS} characters (segmentstore.limits.MAX_NAME_PART_CHARS)"
         )
     return stream
+
+
+def check_scope_name(scope: object) -> str:
+    """Validate a scope name: one part of ``check_stream_name``'s ``scope/name``."""
+    if not isinstance(scope, str) or not _PART.fullmatch(scope):
+        raise InvalidArgumentError(
+            f"scope name {shorten(scope)} must be letters, digits, '_', '.', '-', not starting with "
+            f"'_' or '.' (reserved), and at most {MAX_NAME_PART_CHARS} characters"
+        )
+    return scope
 
 
 def stream_segment_name(stream: str, number: int, epoch: int) -> str:

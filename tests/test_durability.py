@@ -47,6 +47,7 @@ from segmentstore.durable.log_codec import decode_operation, encode_operation
 
 T0 = 1_000_000
 QUIET = dict(advancer_thread=False)
+UUIDS = (2**127 + 7, 7, 2**64 + 7)  # 128-bit writer ids (Pravega's); the last two agree in their low 64 bits
 
 
 def _open(d: Path, clock: ManualClock, **cfg: Any) -> SegmentStore:
@@ -62,6 +63,7 @@ def dump(s: SegmentStore) -> dict[str, Any]:
         out[name] = (
             info,
             s.get_attributes(name),
+            [s.get_writer_event_number(name, u) for u in UUIDS],
             s.read(name, start, length - start).data,
             [s.watermark_at(name, p) for p in range(start, length + 1)],
             s.watermarks_at(name, np.arange(start, length + 1)).tolist(),  # the batch kernels agree
@@ -86,6 +88,9 @@ def populate(s: SegmentStore, clock: ManualClock) -> None:
         s.append("a", bytes([65 + i % 26]) * (1 + i % 7), writer_id=7, event_number=i)
         if i % 4 == 0:
             s.append_batch("b", [b"e1", b"ev2", b"event3"])
+        if i % 5 == 0:
+            s.append("b", b"pravega block", writer_uuid=UUIDS[i % 2], event_number=10 * i)
+    assert s.append("b", b"resent", writer_uuid=UUIDS[0], event_number=0).duplicate
     s.update_attributes("a", [AttributeUpdate(5, 50), AttributeUpdate(6, 1, AttributeUpdateType.ACCUMULATE)])
     s.update_attributes("a", [AttributeUpdate(6, 2, AttributeUpdateType.ACCUMULATE)])
     s.update_attributes("b", [AttributeUpdate(9, 3, AttributeUpdateType.REPLACE_IF_EQUALS, None)])
@@ -435,6 +440,9 @@ _name = st.text(min_size=1, max_size=20)
 _ops = st.one_of(
     st.builds(CreateSegment, _i64, _i64, _name, st.none() | _name),
     st.builds(Append, _i64, _i64, _name, _i64, st.binary(max_size=50), st.none() | _i64, st.none() | _i64),
+    st.builds(  # a 128-bit writer id (kept apart from the 64-bit attributes)
+        Append, _i64, _i64, _name, _i64, st.binary(max_size=50), st.none(), _i64, st.integers(0, 2**128 - 1)
+    ),
     st.builds(MergeTransaction, _i64, _i64, _name, _name, _i64, _i64),
     st.builds(UpdateAttributes, _i64, _i64, _name, st.lists(st.tuples(_i64, _i64), max_size=5).map(tuple)),
     st.builds(  # with removals (value None)

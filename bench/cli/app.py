@@ -504,6 +504,18 @@ def scenario_show(name: str, overrides: tuple[str, ...]) -> None:
     metavar="S",
     help="Close connections idle this long.  [default: 600]",
 )
+@click.option(
+    "--pravega-port",
+    type=int,
+    default=None,
+    help="Also serve Pravega's controller (gRPC) on this port, for Pravega clients (0: a free one).",
+)
+@click.option(
+    "--pravega-segment-port",
+    type=int,
+    default=None,
+    help="Port of Pravega's segment-store protocol (the controller announces it).  [default: a free one]",
+)
 def serve(
     config_file: str | None,
     data_dir: str | None,

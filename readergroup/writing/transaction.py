@@ -47,7 +47,14 @@ from ..format.producer_watermarks import (
 from ..format.routing import RoutingTable
 from .appender import AppendEngine
 from .write_future import Block, Settled, WriteFuture
-from .writer import WriterConfig, check_writer_id, frame_hash, new_writer_id, split_by_segment
+from .writer import (
+    WriterConfig,
+    check_ingestwm_framing,
+    check_writer_id,
+    frame_hash,
+    new_writer_id,
+    split_by_segment,
+)
 
 __all__ = ["TransactionStatus", "Transaction", "TransactionalEventWriter"]
 
@@ -289,7 +296,7 @@ class TransactionalEventWriter:
         self._clock = clock
         self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
         self._closed = False
-        client.get_stream(stream)  # fail early on a missing stream
+        check_ingestwm_framing(client.get_stream(stream))  # fail early on a missing or Pravega stream
 
     def begin_txn(self) -> Transaction:
         """A new open transaction over the stream's current segments."""

@@ -49,13 +49,13 @@ import threading
 
 import numpy as np
 
-from segmentstore import Clock, StreamSegment
+from segmentstore import FRAMING_INGESTWM, Clock, StreamInfo, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX
 
 from ..config import WriterConfig
-from ..errors import InvalidEventError, NoSuccessorsError, WriterClosedError, WriterError
+from ..errors import InvalidEventError, NoSuccessorsError, StreamFramingError, WriterClosedError, WriterError
 from ..format.events import HEADER_SIZE, KIND_EVENT
 from ..format.frame_batch import EncodedEvents
 from ..format.keyed_framing import KeyedFramer
@@ -78,6 +78,7 @@ __all__ = [
     "new_writer_id",
     "check_writer_id",
     "split_by_segment",
+    "check_ingestwm_framing",
 ]
 
 _MAX_WRITER_ID = INT64_MAX
@@ -150,7 +151,7 @@ class EventWriter:
         self._clock = clock
         self.writer_id = new_writer_id() if writer_id is None else check_writer_id(writer_id)
         self._given_id = writer_id is not None
-        self._table = RoutingTable(client.get_stream(stream).active_segments)
+        self._table = RoutingTable(check_ingestwm_framing(client.get_stream(stream)).active_segments)
         self._engine = AppendEngine(client, self.writer_id, self._config, clock, self._reroute, self._fork_id)
         self._framer = KeyedFramer()
         self._sync = self._config.sync
@@ -483,3 +484,13 @@ class EventWriter:
                     for f in b.frames:
                         h = frame_hash(f)
                         assert h == BROADCAST or self._table.segment_for_hash(h).name == name
+
+
+def check_ingestwm_framing(info: StreamInfo) -> StreamInfo:
+    """``info`` if its stream holds ingestwm's framing; else a ``StreamFramingError`` naming it."""
+    if info.framing != FRAMING_INGESTWM:
+        raise StreamFramingError(
+            f"stream {info.name!r} holds {info.framing}-framed events (it was created through the "
+            f"{info.framing} controller): write it with a {info.framing} client, not ingestwm's writers"
+        )
+    return info

@@ -1,8 +1,9 @@
 """Stream metadata (Pravega's controller) on top of a ``SegmentStore``, persisted in ``_system/_streams``.
 
 ``StreamController`` is assembled from its concepts: stream changes and scaling
-(``controller.scaling``), transactions (``controller.transactions``), and here the
-queries, opening (replay and crash recovery) and ``controller_of``.
+(``controller.scaling``), transactions (``controller.transactions``), scopes, configs,
+truncation and epochs (``controller.admin``), and here the queries, opening (replay and
+crash recovery) and ``controller_of``.
 
 Persistence: every change appends one record (``u32`` length + JSON) to the system
 segment ``_system/_streams``; a controller opened on a store replays the records and
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 from ..checks import checked
 from ..errors import DataCorruptionError, InvalidArgumentError, SegmentExistsError
 from ..limits import MAX_PATTERN_CHARS, check_size
-from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo
+from ..stream_metadata import FRAMING_INGESTWM, StreamCut, StreamInfo, StreamSegment, SuccessorInfo
+from .admin import StreamAdmin
 from .model import StreamMetadata, parse_records
 from .scaling import MAX_INITIAL_SEGMENTS, STREAMS_SEGMENT, ignore_missing
 from .transactions import COMMITS_REMEMBERED, RecentNames, StreamTransactions
@@ -40,8 +42,8 @@ __all__ = [
 ]
 
 
-class StreamController(StreamTransactions):
-    """Streams, scaling, successors, stream cuts and transactions over one store. Thread-safe.
+class StreamController(StreamTransactions, StreamAdmin):
+    """Streams, scaling, successors, cuts, transactions, scopes and configs over one store. Thread-safe.
 
     Opening replays ``_system/_streams`` (O(records)). Use ``controller_of(store)``
     to share one controller per store.
@@ -130,6 +132,8 @@ class StreamController(StreamTransactions):
                 self._meta.apply(rec)
             except (KeyError, TypeError, ValueError, IndexError) as e:
                 raise DataCorruptionError(f"{STREAMS_SEGMENT!r}: bad record at offset {pos}: {e!r}") from None
+            if "stream" not in rec:  # a scope record
+                continue
             last[rec["stream"]] = pos
             if rec["op"] == "commit":
                 commits.append(rec)
@@ -167,6 +171,9 @@ class StreamController(StreamTransactions):
                 if seg.sealed and n in pending:
                     self._seal_segment(n)
         self._delete_segments(garbage - set(self._meta.by_segment))
+        for st in self._meta.streams.values():  # a truncation the crash interrupted
+            if st.cut:
+                self._finish_truncation(st)
 
     # ------------------------------------------------------------------ invariants
     @checked
@@ -176,9 +183,13 @@ class StreamController(StreamTransactions):
             self._meta._check()
             for st in self._meta.streams.values():
                 for n, seg in st.segments.items():
-                    if seg.sealed:
+                    if seg.deleted:
+                        assert not self._store.exists(n), (
+                            f"{n} is truncated away in metadata, not in the store"
+                        )
+                    elif seg.sealed:
                         assert self._store.get_info(n).sealed, f"{n} is sealed in metadata, not in the store"
-                    else:
+                    elif st.framing == FRAMING_INGESTWM:  # a Pravega client may seal a segment itself
                         assert not self._store.get_info(n).sealed, f"{n} is sealed in the store only"
 
 

@@ -1,9 +1,12 @@
 """The controller's model of streams: a pure state machine over its records, scale planning, record codec.
 
 ``StreamMetadata`` applies the controller's records (create, scale/roll, seal, delete,
-commit): the controller applies each record live and again when it replays
-``_system/_streams``. Records are ``u32`` length + JSON. ``plan_scale`` checks a scale
-request and snaps the new ranges onto the sealed ones' exact boundaries.
+commit, update, truncate; scope and unscope): the controller applies each record live and
+again when it replays ``_system/_streams``. Records are ``u32`` length + JSON. A create
+record without ``framing``/``config`` (all that older builds wrote) is an ingestwm-framed
+stream with ``default_config``; a stream's scope exists from its create record on, and
+explicitly from a scope record. ``plan_scale`` checks a scale request and snaps the new
+ranges onto the sealed ones' exact boundaries.
 """
 
 from __future__ import annotations
@@ -18,11 +21,14 @@ from typing import Any
 from ..checks import checked
 from ..errors import DataCorruptionError, InvalidScaleError
 from ..stream_metadata import (
+    FRAMING_INGESTWM,
+    FRAMINGS,
     KEY_EPSILON,
     StreamInfo,
     StreamSegment,
     stream_segment_name,
 )
+from .stream_config import StreamConfig, default_config
 
 __all__ = [
     "plan_scale",
@@ -120,48 +126,84 @@ _HEADER = struct.Struct("<I")
 
 
 class SegmentEntry:
-    """Mutable metadata of one stream segment."""
+    """Mutable metadata of one stream segment; ``deleted``: truncated away (wholly before a cut)."""
 
-    __slots__ = ("info", "predecessors", "sealed", "successors")
+    __slots__ = ("deleted", "info", "predecessors", "sealed", "successors")
 
     def __init__(self, info: StreamSegment, predecessors: tuple[str, ...] = ()) -> None:
         self.info = info
         self.sealed = False
+        self.deleted = False
         self.successors: tuple[str, ...] = ()
         self.predecessors = predecessors
 
 
 class StreamEntry:
-    """Mutable metadata of one stream: its segments, active ones sorted by ``key_low``."""
+    """Mutable metadata of one stream: its segments, active ones sorted by ``key_low``, its head
+    (``initial``: the first segments, or those of the last truncation ``cut``), framing and config."""
 
-    __slots__ = ("active", "epoch", "initial", "name", "next_number", "sealed", "segments")
+    __slots__ = (
+        "active",
+        "config",
+        "cut",
+        "epoch",
+        "framing",
+        "initial",
+        "name",
+        "next_number",
+        "sealed",
+        "segments",
+    )
 
-    def __init__(self, name: str, segs: list[StreamSegment]) -> None:
+    def __init__(self, name: str, segs: list[StreamSegment], framing: str, config: StreamConfig) -> None:
         self.name = name
         self.epoch = 0
         self.sealed = False
+        self.framing = framing
+        self.config = config
         self.segments = {s.name: SegmentEntry(s) for s in segs}
         self.active = sorted(segs, key=lambda s: s.key_low)
         self.initial = tuple(s.name for s in self.active)
+        self.cut: dict[str, int] = {}
         self.next_number = max(s.number for s in segs) + 1
 
     def info(self) -> StreamInfo:
-        return StreamInfo(self.name, self.sealed, self.epoch, tuple(self.active))
+        return StreamInfo(self.name, self.sealed, self.epoch, tuple(self.active), self.framing)
 
 
 class StreamMetadata:
-    """Every stream's segments, successors and state, changed only by ``apply(record)``. Not locked."""
+    """Every scope, and every stream's segments, successors and state, changed only by ``apply(record)``.
+    Not locked."""
 
     def __init__(self) -> None:
         self.streams: dict[str, StreamEntry] = {}
         self.by_segment: dict[str, StreamEntry] = {}
+        self.scopes: set[str] = set()
 
     def apply(self, rec: dict[str, Any]) -> None:
         """Apply one record (live, and during replay). O(segments touched)."""
-        op, name = rec["op"], rec["stream"]
+        op = rec["op"]
+        if op == "scope":
+            self.scopes.add(rec["scope"])
+            return
+        if op == "unscope":
+            self.scopes.remove(rec["scope"])
+            return
+        name = rec["stream"]
         if op == "create":
-            st = StreamEntry(name, [_seg_from(name, s) for s in rec["segs"]])
+            segs = [_seg_from(name, s) for s in rec["segs"]]
+            framing = rec.get("framing", FRAMING_INGESTWM)
+            if framing not in FRAMINGS:
+                raise ValueError(f"stream {name!r} has the unknown framing {framing!r}")
+            where = f"the create record of stream {name!r}"
+            config = (
+                StreamConfig.from_record(rec["config"], where)
+                if "config" in rec
+                else default_config(len(segs))
+            )
+            st = StreamEntry(name, segs, framing, config)
             self.streams[name] = st
+            self.scopes.add(name.split("/", 1)[0])
             for n in st.segments:
                 self.by_segment[n] = st
         elif op in ("scale", "roll"):
@@ -188,6 +230,17 @@ class StreamMetadata:
             st = self.streams.pop(name)
             for n in st.segments:
                 del self.by_segment[n]
+        elif op == "update":
+            self.streams[name].config = StreamConfig.from_record(
+                rec["config"], f"an update of stream {name!r}"
+            )
+        elif op == "truncate":
+            st = self.streams[name]
+            cut = {str(n): int(o) for n, o in rec["cut"]}
+            for n in rec["drop"]:
+                st.segments[n].deleted = True
+            st.initial = tuple(sorted(cut, key=lambda n: st.segments[n].info.key_low))
+            st.cut = cut
         elif op != "commit":
             raise DataCorruptionError(f"stream metadata: unknown record {op!r} for stream {name!r}")
 
@@ -205,7 +258,13 @@ class StreamMetadata:
             numbers = [s.info.number for s in st.segments.values()]
             assert len(set(numbers)) == len(numbers) and max(numbers) < st.next_number
             active = {s.name for s in act}
+            head = [st.segments[n] for n in st.initial]
+            assert head[0].info.key_low == 0.0 and head[-1].info.key_high == 1.0, f"{name}: head range"
+            for a2, b2 in itertools.pairwise(head):
+                assert a2.info.key_high == b2.info.key_low, f"{name}: head segments do not tile"
+            assert all(not h.deleted for h in head) and set(st.cut) <= set(st.initial), f"{name}: head"
             for n, seg in st.segments.items():
+                assert not seg.deleted or (seg.sealed and n not in active), f"{n}: deleted yet active"
                 i = seg.info
                 assert self.by_segment[n] is st and i.stream == name
                 assert n == stream_segment_name(name, i.number, i.epoch) and i.epoch <= st.epoch
@@ -258,7 +317,7 @@ def parse_records(data: bytes, where: str) -> list[tuple[int, dict[str, Any]]]:
             rec = json.loads(body)
         except ValueError as e:
             raise DataCorruptionError(f"{where!r}: bad record at offset {pos}: {e}") from None
-        if not isinstance(rec, dict) or "op" not in rec or "stream" not in rec:
+        if not isinstance(rec, dict) or "op" not in rec or ("stream" not in rec and "scope" not in rec):
             raise DataCorruptionError(f"{where!r}: bad record at offset {pos}: {rec!r:.80}")
         out.append((pos, rec))
         pos += 4 + n

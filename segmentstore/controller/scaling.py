@@ -31,8 +31,15 @@ from ..errors import (
     StreamSealedError,
 )
 from ..limits import MAX_STREAM_SEGMENTS, check_size, shorten
-from ..stream_metadata import StreamInfo, StreamSegment, check_stream_name, stream_segment_name
+from ..stream_metadata import (
+    FRAMING_INGESTWM,
+    StreamInfo,
+    StreamSegment,
+    check_stream_name,
+    stream_segment_name,
+)
 from .model import SegmentEntry, StreamEntry, StreamMetadata, encode_record, plan_scale, segment_record
+from .stream_config import StreamConfig, default_config
 
 if TYPE_CHECKING:
     from ..store import SegmentStore
@@ -67,11 +74,20 @@ class StreamScaling:
         with self._lock:
             if stream in self._meta.streams:
                 raise StreamExistsError(f"stream {stream!r} exists already")
-            ranges = [(i / n, (i + 1) / n if i + 1 < n else 1.0) for i in range(n)]
-            segs = self._create_segments(stream, 0, 0, ranges)
-            rec = {"op": "create", "stream": stream, "segs": [segment_record(s) for s in segs]}
-            self._commit(rec, [s.name for s in segs])
-            return self._meta.streams[stream].info()
+            return self._create(stream, n, FRAMING_INGESTWM, None)
+
+    def _create(self, stream: str, n: int, framing: str, config: StreamConfig | None) -> StreamInfo:
+        """Create ``n`` segments splitting [0, 1) evenly and write the record (``config`` None: the
+        ingestwm default). A record of an ingestwm stream with the default config is as older builds
+        wrote it (no ``framing``, no ``config``)."""
+        ranges = [(i / n, (i + 1) / n if i + 1 < n else 1.0) for i in range(n)]
+        segs = self._create_segments(stream, 0, 0, ranges)
+        rec: dict[str, Any] = {"op": "create", "stream": stream, "segs": [segment_record(s) for s in segs]}
+        if framing != FRAMING_INGESTWM or (config is not None and config != default_config(n)):
+            rec["framing"] = framing
+            rec["config"] = (config or default_config(n)).to_record()
+        self._commit(rec, [s.name for s in segs])
+        return self._meta.streams[stream].info()
 
     def scale_stream(
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]

@@ -47,7 +47,7 @@ from .operations import (
 from .read_index import Wakeup, complete, take_wakeups
 from .segment import TRANSACTION_SEPARATOR, Segment, is_system_segment
 from .transactions import ContainerTransactions
-from .validation import as_bytes, check_new_name, check_offset, check_writer, quote
+from .validation import as_bytes, check_new_name, check_offset, check_writer, check_writer_uuid, quote
 
 __all__ = ["ColdSegments", "ContainerState", "SegmentContainer"]
 
@@ -83,17 +83,24 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         *,
         writer_id: int | None = None,
         event_number: int | None = None,
+        writer_uuid: int | None = None,
     ) -> AppendResult:
         """See ``SegmentClient.append``. The hot path: checked before the lock, one plain
         acquire, logged, applied, and the result built without ``AppendResult.__new__``.
+
+        ``writer_uuid`` (instead of ``writer_id``) deduplicates by a 128-bit writer id, such
+        as a Pravega writer's, kept in the segment's writer table (``get_writer_event_number``).
         """
         if type(data) is not bytes:
             data = as_bytes(name, data)
         n = len(data)
         if not 0 < n <= self._max_append_bytes:
             self._refuse_length(name, n)
-        if writer_id is not None or event_number is not None:
-            check_writer(name, writer_id, event_number)
+        if writer_id is not None or event_number is not None or writer_uuid is not None:
+            if writer_uuid is None:
+                check_writer(name, writer_id, event_number)
+            else:
+                check_writer_uuid(name, writer_id, writer_uuid, event_number)
         if expected_offset is not None and type(expected_offset) is not int:
             check_offset(name, "expected_offset", expected_offset)  # 0.0 or False equal 0, yet are bad
         wakeups: list[Wakeup] | None = None
@@ -112,20 +119,27 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
                     expected=expected_offset,
                     actual=offset,
                 )
-            if writer_id is not None:
-                last = seg.attributes.get(writer_id)
-                if last is not None and event_number is not None and event_number <= last:
+            if event_number is not None:  # with writer_id or writer_uuid (checked above)
+                if writer_uuid is None:
+                    last = seg.attributes.get(writer_id)  # type: ignore[arg-type]
+                else:
+                    last = seg.writer_uuids.get(writer_uuid)
+                if last is not None and event_number <= last:
                     return _result(AppendResult, (offset, 0, seg.last_write_time, True))
             seq, ts = self._processor.stamp()
             if self._processor.log is not None:
-                self._processor.log.write(Append(seq, ts, name, offset, data, writer_id, event_number))
+                op = Append(seq, ts, name, offset, data, writer_id, event_number, writer_uuid)
+                self._processor.log.write(op)
             seg.data.append(data)
             seg.length = end = offset + n
             seg.windex.record_write_trusted(end, ts)
             seg.last_write_time = ts
             seg.last_used = ts
-            if writer_id is not None:
-                seg.attributes[writer_id] = event_number  # type: ignore[assignment]
+            if event_number is not None:
+                if writer_uuid is None:
+                    seg.attributes[writer_id] = event_number  # type: ignore[index]
+                else:
+                    seg.writer_uuids[writer_uuid] = event_number
             if seg.futures:
                 wakeups = take_wakeups(seg)
         finally:
@@ -133,6 +147,16 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         if wakeups:
             complete(wakeups)
         return _result(AppendResult, (offset, n, ts, False))
+
+    def get_writer_event_number(self, name: str, writer_uuid: int) -> int | None:
+        """The last event number the 128-bit writer ``writer_uuid`` appended to ``name``; ``None`` if it
+        never did. Sealed segments answer too (a writer reconnecting learns what was stored). O(1)."""
+        if isinstance(writer_uuid, bool) or not isinstance(writer_uuid, int) or not 0 <= writer_uuid < 2**128:
+            raise InvalidArgumentError(
+                f"segment {quote(name)}: writer_uuid must be an int in [0, 2^128), got {writer_uuid!r}"
+            )
+        with self._lock:
+            return self.segment(name).writer_uuids.get(writer_uuid)
 
     def _refuse_length(self, name: str, n: int) -> None:
         if n == 0:
@@ -309,8 +333,11 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
             seg.length += len(op.data)
             seg.windex.record_write(seg.length, ts)
             seg.last_write_time = ts
-            if op.writer_id is not None and op.event_number is not None:
-                seg.attributes[op.writer_id] = op.event_number
+            if op.event_number is not None:
+                if op.writer_uuid is not None:
+                    seg.writer_uuids[op.writer_uuid] = op.event_number
+                elif op.writer_id is not None:
+                    seg.attributes[op.writer_id] = op.event_number
         elif isinstance(op, CreateSegment):
             self._apply_create(op.name, op.parent, ts, op.seq)
         elif isinstance(op, MergeTransaction):

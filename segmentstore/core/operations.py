@@ -40,13 +40,18 @@ class CreateSegment(Operation):
 
 @dataclass(frozen=True, slots=True)
 class Append(Operation):
-    """Append ``data`` at ``offset`` of ``name``; optionally record a writer's event number. Temporal."""
+    """Append ``data`` at ``offset`` of ``name``; optionally record a writer's event number. Temporal.
+
+    The writer is ``writer_id`` (64 bits, kept as an attribute) or ``writer_uuid`` (a
+    128-bit id such as a Pravega writer's, kept in the segment's writer table), never both.
+    """
 
     name: str
     offset: int
     data: bytes
     writer_id: int | None = None
     event_number: int | None = None
+    writer_uuid: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ class Segment:
         "parent",
         "sealed",
         "windex",
+        "writer_uuids",
     )
 
     def __init__(
@@ -53,6 +54,9 @@ class Segment:
         self.creation_time = timestamp
         self.last_write_time = timestamp
         self.attributes: dict[int, int] = {}
+        self.writer_uuids: dict[int, int] = {}
+        """Last event number of each 128-bit writer id (``append(writer_uuid=...)``), apart from the
+        64-bit attributes so that no id is ever cut down to fit them."""
         self.data: SegmentData = data if data is not None else MemorySegmentData()
         self.length = self.data.length
         """The end offset, kept by the container with every write (the hot path reads no property)."""
@@ -110,5 +114,7 @@ class Segment:
         )
         assert self.creation_time <= self.last_write_time, f"{self.name}: LAST_WRITE_TIME < CREATION_TIME"
         assert CREATION_TIME not in self.attributes and LAST_WRITE_TIME not in self.attributes
+        for uuid in self.writer_uuids:
+            assert 0 <= uuid < 2**128, f"{self.name}: writer uuid {uuid} outside [0, 2^128)"
         for f in self.futures:
             assert f.segment == self.name, f"{self.name}: holds a future read of {f.segment}"

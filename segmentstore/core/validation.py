@@ -16,7 +16,15 @@ from ..limits import (
 )
 from .segment import SYSTEM_PREFIX
 
-__all__ = ["quote", "check_name", "check_new_name", "check_offset", "check_writer", "as_bytes"]
+__all__ = [
+    "quote",
+    "check_name",
+    "check_new_name",
+    "check_offset",
+    "check_writer",
+    "check_writer_uuid",
+    "as_bytes",
+]
 
 
 def quote(name: object) -> str:
@@ -71,6 +79,21 @@ def check_writer(name: str, writer_id: object, event_number: object) -> None:
     if is_core_attribute(writer_id):
         raise InvalidArgumentError(
             f"segment {name!r}: writer_id {writer_id} lies in the core attribute key range"
+        )
+
+
+def check_writer_uuid(name: str, writer_id: object, writer_uuid: object, event_number: object) -> None:
+    """A 128-bit writer id in [0, 2^128) with a 64-bit event number, and no 64-bit ``writer_id`` beside it."""
+    if writer_id is not None:
+        raise InvalidArgumentError(f"segment {name!r}: give writer_id or writer_uuid, not both")
+    if isinstance(writer_uuid, bool) or not isinstance(writer_uuid, int) or not 0 <= writer_uuid < 2**128:
+        raise InvalidArgumentError(
+            f"segment {name!r}: writer_uuid must be an int in [0, 2^128), got {writer_uuid!r:.60}"
+        )
+    e = event_number
+    if isinstance(e, bool) or not isinstance(e, int) or not INT64_MIN <= e <= INT64_MAX:
+        raise InvalidArgumentError(
+            f"segment {name!r}: event_number must be a 64-bit int with writer_uuid, got {event_number!r}"
         )
 
 

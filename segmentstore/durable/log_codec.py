@@ -48,6 +48,8 @@ _QBQ = struct.Struct("<qBq")  # attribute key, kept (0: removed), value
 _APPEND_FIXED = struct.Struct("<qB")  # offset, flags
 _WRITER = 1
 _EVENT = 2
+_UUID = 4  # a 128-bit writer id follows the 64-bit one's place (logs written before it never set it)
+_U128 = struct.Struct(">QQ")
 
 _name_cache: dict[str, bytes] = {}
 
@@ -74,10 +76,14 @@ def encode_operation_parts(op: Operation) -> list[bytes]:
     if t is Append:
         assert isinstance(op, Append)
         flags = (_WRITER if op.writer_id is not None else 0) | (_EVENT if op.event_number is not None else 0)
+        if op.writer_uuid is not None:
+            flags |= _UUID
         fixed = _HEAD.pack(CODEC_VERSION, _T_APPEND, op.seq, op.timestamp) + _name(op.name)
         fixed += _APPEND_FIXED.pack(op.offset, flags)
         if op.writer_id is not None:
             fixed += _Q.pack(op.writer_id)
+        if op.writer_uuid is not None:
+            fixed += _U128.pack(op.writer_uuid >> 64, op.writer_uuid & 0xFFFF_FFFF_FFFF_FFFF)
         if op.event_number is not None:
             fixed += _Q.pack(op.event_number)
         return [fixed, op.data]
@@ -183,11 +189,17 @@ def _d_create(r: _Reader, seq: int, ts: int) -> Operation:
 def _d_append(r: _Reader, seq: int, ts: int) -> Operation:
     name = r.name()
     offset, flags = r._take(_APPEND_FIXED)
-    writer = r.i64() if flags & _WRITER else None
-    event = r.i64() if flags & _EVENT else None
-    if flags & ~(_WRITER | _EVENT):
+    if flags & ~(_WRITER | _EVENT | _UUID):
         raise DataCorruptionError(f"append record has unknown flags {flags:#x}")
-    return Append(seq, ts, name, offset, r.rest(), writer, event)
+    writer = r.i64() if flags & _WRITER else None
+    uuid = None
+    if flags & _UUID:
+        hi, lo = r._take(_U128)
+        uuid = (hi << 64) | lo
+    event = r.i64() if flags & _EVENT else None
+    if uuid is not None and (writer is not None or event is None):
+        raise DataCorruptionError(f"append record has a 128-bit writer id with flags {flags:#x}")
+    return Append(seq, ts, name, offset, r.rest(), writer, event, uuid)
 
 
 def _d_merge(r: _Reader, seq: int, ts: int) -> Operation:

@@ -67,6 +67,8 @@ class SegmentState:
     length: int
     index_offsets: np.ndarray
     index_watermarks: np.ndarray
+    writer_uuids: tuple[tuple[int, int], ...] = ()
+    """Last event number per 128-bit writer id (``Segment.writer_uuids``); absent in older files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ def snapshot_segment(seg: Segment, file_id: int, base: int) -> SegmentState:
         seg.data.length,
         np.asarray(offsets, dtype=np.int64),
         np.asarray(wms, dtype=np.int64),
+        tuple(seg.writer_uuids.items()),
     )
 
 
@@ -126,13 +129,15 @@ def restore_segment(st: SegmentState, data: Any) -> Segment:
     seg.last_write_time = st.last_write_time
     seg.last_used = st.last_used
     seg.attributes = dict(st.attributes)
+    seg.writer_uuids = dict(st.writer_uuids)
     return seg
 
 
 # ---------------------------------------------------------------------- encoding
 def encode_segment_state(st: SegmentState) -> list[Any]:
-    """``st`` as msgpack-ready lists. O(index entries)."""
-    return [
+    """``st`` as msgpack-ready lists (a 14th field only with 128-bit writers, so that a store no
+    Pravega writer wrote stays readable by older builds). O(index entries)."""
+    out: list[Any] = [
         st.name,
         st.parent,
         st.sealed,
@@ -147,12 +152,20 @@ def encode_segment_state(st: SegmentState) -> list[Any]:
         st.index_offsets.astype("<i8").tobytes(),
         st.index_watermarks.astype("<i8").tobytes(),
     ]
+    if st.writer_uuids:
+        out.append([[w.to_bytes(16, "big"), e] for w, e in st.writer_uuids])
+    return out
 
 
 def decode_segment_state(obj: Any, where: str) -> SegmentState:
-    """Check and decode one segment state; ``DataCorruptionError`` naming ``where`` if malformed."""
+    """Check and decode one segment state; ``DataCorruptionError`` naming ``where`` if malformed.
+
+    A state of 13 fields (written before 128-bit writer ids existed) has an empty writer table.
+    """
     try:
-        (name, parent, sealed, ct, lwt, used, attrs, fid, base, start, length, offs, wms) = obj
+        if isinstance(obj, list) and len(obj) == 13:
+            obj = [*obj, []]
+        (name, parent, sealed, ct, lwt, used, attrs, fid, base, start, length, offs, wms, uuids) = obj
         ints = (ct, lwt, used, fid, base, start, length)
         ok = (
             isinstance(name, str)
@@ -168,6 +181,9 @@ def decode_segment_state(obj: Any, where: str) -> SegmentState:
         pairs = tuple((int(k), int(v)) for k, v in attrs)
         if not ok or not all(type(k) is int and type(v) is int for k, v in attrs):
             raise ValueError("a field has the wrong type or value")
+        if not all(isinstance(w, bytes) and len(w) == 16 and type(e) is int for w, e in uuids):
+            raise ValueError("a writer uuid entry has the wrong type or size")
+        writers = tuple((int.from_bytes(w, "big"), e) for w, e in uuids)
     except (TypeError, ValueError) as e:
         raise DataCorruptionError(f"{where}: malformed segment state: {e}") from None
     return SegmentState(
@@ -184,6 +200,7 @@ def decode_segment_state(obj: Any, where: str) -> SegmentState:
         length,
         np.frombuffer(offs, dtype="<i8").astype(np.int64),
         np.frombuffer(wms, dtype="<i8").astype(np.int64),
+        writers,
     )
 
 

@@ -48,6 +48,9 @@ a whitelist (nothing else is ever instantiated, nothing is unpickled):
 
 - ext 1: a registered frozen dataclass, ``[type name, field values in order]``
   (``SegmentInfo``, ``AppendResult``, ``AttributeUpdate``, the stream types, ...);
+  trailing fields a later version added (``metadata={"wire_since": n}``, with a default:
+  ``StreamInfo.framing``) are left out at their default and taken as it when absent,
+  so a value that does not use them stays readable by peers from before them;
 - ext 2: a tuple, ``[items]`` (arrays decode as lists);
 - ext 3: a registered enum, ``[type name, value]``;
 - ext 4: a numpy array, ``[dtype str, shape, raw bytes]`` of a whitelisted dtype;
@@ -128,7 +131,7 @@ from __future__ import annotations
 import enum
 import struct
 from collections.abc import Iterator
-from dataclasses import fields, is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from types import ModuleType
 from typing import Any
 
@@ -195,6 +198,10 @@ _BUILTIN_ERRORS: dict[str, type[BaseException]] = {
 # ---------------------------------------------------------------------- value codec
 _TYPES: dict[str, type] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_TAIL_DEFAULTS: dict[type, tuple[tuple[str, Any], ...]] = {}
+"""A dataclass's trailing fields added by a later protocol version (``field(default=...,
+metadata={"wire_since": n})``): sent only when not at their default, and taken as it when absent,
+so peers from before them read every value that does not use them as before."""
 
 
 def _is_named_tuple(cls: Any) -> bool:
@@ -221,7 +228,15 @@ def register_type(cls: type) -> type:
     if not is_dataclass(cls) or params is None or not params.frozen:
         raise ValueError(f"protocol: {cls!r} is neither a frozen dataclass, a NamedTuple nor an enum")
     _TYPES[name] = cls
-    _FIELDS[cls] = tuple(f.name for f in fields(cls) if f.init)
+    init = [f for f in fields(cls) if f.init]
+    _FIELDS[cls] = tuple(f.name for f in init)
+    tail: list[tuple[str, Any]] = []
+    for f in reversed(init):  # trailing fields a later protocol version added, with a default
+        if f.default is MISSING or "wire_since" not in f.metadata:
+            break
+        tail.insert(0, (f.name, f.default))
+    if tail:
+        _TAIL_DEFAULTS[cls] = tuple(tail)
     return cls
 
 
@@ -246,7 +261,12 @@ def _default(obj: Any) -> Any:
         return msgpack.ExtType(_EXT_TUPLE, pack(list(obj)))
     f = _FIELDS.get(t)
     if f is not None:
-        return msgpack.ExtType(_EXT_DATACLASS, pack([t.__name__, *[getattr(obj, n) for n in f]]))
+        values = [t.__name__, *[getattr(obj, n) for n in f]]
+        for _, default in reversed(_TAIL_DEFAULTS.get(t, ())):
+            if type(values[-1]) is not type(default) or values[-1] != default:
+                break
+            values.pop()
+        return msgpack.ExtType(_EXT_DATACLASS, pack(values))
     if isinstance(obj, enum.Enum) and _TYPES.get(t.__name__) is t:
         return msgpack.ExtType(_EXT_ENUM, pack([t.__name__, obj.value]))
     if t is int:  # beyond 64 bits
@@ -318,7 +338,8 @@ class _Decoder:
                         raise ProtocolError(f"bad enum value {items!r:.80}")
                     return cls(items[1])
                 names = _FIELDS.get(cls)
-                if names is None or len(items) - 1 != len(names):
+                least = len(names) - len(_TAIL_DEFAULTS.get(cls, ())) if names is not None else 0
+                if names is None or not least <= len(items) - 1 <= len(names):
                     raise ProtocolError(f"{cls.__name__} takes {names} fields, got {len(items) - 1}")
                 return cls(*items[1:])
             if code == _EXT_NDARRAY:

@@ -18,6 +18,8 @@ its default, so an operator keeps them in one file::
     max_frame_bytes = 16842752
     handshake_timeout_s = 5.0
     idle_timeout_s = 600.0
+    pravega_port = 9090          # Pravega's controller (gRPC); absent: not served
+    pravega_segment_port = 0     # Pravega's segment store (wire protocol); 0: a free port
 
 An unknown table or key, or a value of the wrong type, is an ``InvalidArgumentError``
 naming the file, the key and the value (values are checked again by ``StoreConfig`` and
@@ -63,6 +65,14 @@ class ServerLimits:
     max_in_flight: int = 1024
     handshake_timeout_s: float = 5.0
     idle_timeout_s: float = 600.0
+    pravega_port: int | None = None
+    """Serve Pravega's controller on this port too (0: a free one); ``None``: no Pravega endpoints."""
+    pravega_segment_port: int = 0
+    """Pravega's segment store (wire protocol): 0 picks a free port (the controller announces it)."""
+
+    def pravega_ports(self) -> dict[str, Any]:
+        """``SegmentStoreServer``'s keyword arguments of the Pravega endpoints."""
+        return {"pravega_port": self.pravega_port, "pravega_segment_port": self.pravega_segment_port}
 
 
 SERVER_KEYS = tuple(f.name for f in fields(ServerLimits))
@@ -112,7 +122,7 @@ def load_serve_config(path: str | Path | None, overrides: Mapping[str, Any] | No
             raise InvalidArgumentError(f"unknown serve setting {k!r}")
     where = f" (from {str(path)!r} or the command line)" if path is not None else ""
     for k, v in server.items():
-        want = type(getattr(ServerLimits(), k))
+        want = int if k == "pravega_port" else type(getattr(ServerLimits(), k))
         ok = isinstance(v, want) or (want is float and isinstance(v, int))
         if isinstance(v, bool) or not ok:
             raise InvalidArgumentError(f"server setting {k} must be a {want.__name__}, got {v!r}{where}")

@@ -36,6 +36,7 @@ from ..clock import monotonic_s
 from ..core.warmup import KernelWarmup, warm_kernels
 from ..errors import AuthenticationError, InvalidArgumentError, ProtocolError, SegmentStoreError
 from ..future_read import FutureRead
+from ..pravega.serving import announce, for_server, start_beside, stop_beside
 from ..store import SegmentStore
 from ..wait_any import ReadyFuture
 from .commands import COMMANDS, decode_args, encode_read
@@ -77,7 +78,8 @@ class SegmentStoreServer:
     """Serves ``store`` on ``host:port`` (port 0 picks a free one) from a background thread.
 
     Binding to a non-loopback address requires ``token``; clients must present it in
-    their hello. ``ssl_context`` (a server-side ``ssl.SSLContext``) turns on TLS.
+    their hello. ``ssl_context`` (a server-side ``ssl.SSLContext``) turns on TLS. ``pravega_port``
+    serves Pravega's controller and segment store too (``segmentstore.pravega.serving``).
     ``stop()`` closes the server and its connections, not the store.
     """
 
@@ -95,6 +97,8 @@ class SegmentStoreServer:
         handshake_timeout_s: float = 5.0,
         frame_timeout_s: float = 60.0,
         max_buffered_bytes: int = DEFAULT_MAX_BUFFERED_BYTES,
+        pravega_port: int | None = None,
+        pravega_segment_port: int = 0,
     ) -> None:
         if not isinstance(host, str) or not host:
             raise InvalidArgumentError(f"server host must be a non-empty str, got {host!r}")
@@ -149,6 +153,7 @@ class SegmentStoreServer:
         self._error: BaseException | None = None
         self.handlers: dict[str, Handler] = handlers()
         self.kernels: KernelWarmup | None = None  # start() makes them ready
+        self.pravega = for_server(self, pravega_port, pravega_segment_port)
 
     @property
     def port(self) -> int:
@@ -180,6 +185,7 @@ class SegmentStoreServer:
         if self._error is not None:
             self._thread.join()
             raise self._error
+        start_beside(self.pravega, self.stop)
         return self._port
 
     def _run(self) -> None:
@@ -258,6 +264,7 @@ class SegmentStoreServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop serving and close every connection (the store stays open). Idempotent."""
+        stop_beside(self.pravega)
         loop, thread = self._loop, self._thread
         if loop is None or thread is None or not thread.is_alive():
             return
@@ -559,6 +566,7 @@ def serve(
             idle_timeout_s=lim.idle_timeout_s,
             max_connections=lim.max_connections,
             handshake_timeout_s=lim.handshake_timeout_s,
+            **lim.pravega_ports(),
         )
         stop = threading.Event()
         old = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -571,6 +579,7 @@ def serve(
             bound = server.start()
             c = config.store
             echo(f"listening on {lim.host}:{bound}")
+            announce(server.pravega, echo)
             assert server.kernels is not None
             echo(server.kernels.describe())
             if store.read_only is not None:
