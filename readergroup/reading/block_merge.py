@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from ..format.events import EventBlocks
 from .segment_input import SegmentInput
 
 __all__ = ["Merged", "merge_kernel", "merge_blocks"]
@@ -53,31 +54,52 @@ def merge_kernel() -> ModuleType | None:
     return _batch_kernels
 
 
+def _together(live: list[SegmentInput], eb: EventBlocks) -> bool:
+    """Whether ``live`` are the blocks of ``eb``, in its order."""
+    for j, s in enumerate(live):
+        g = s.group
+        if g is None or g[0] is not eb or g[1] != j:
+            return False
+    return True
+
+
 def merge_blocks(
     k: ModuleType, live: list[SegmentInput], max_events: int, late_ingestion: int, late_event_time: int
 ) -> Merged:
     """The next batch from the blocks of ``live`` (each with events left), in one kernel call, with
     how many of its events are late: by ingestion time (``<= late_ingestion``) and by event time
     (``<= late_event_time``, events without one never). O(events)."""
-    rows = []
-    blocks = []
-    col = off = byte = total = key_bytes = 0
-    for s in live:
-        block = s.block
-        assert block is not None
-        blocks.append(block)
-        kb = block[3]
-        n, i = s.n, s.idx
-        rows.append((col, i, n, off, byte, byte + kb))
-        col += n
-        off += n + 1
-        byte += len(block[2])
-        key_bytes += kb
-        total += n - i
-    meta = np.array(rows, np.int64)
-    cols = np.concatenate([b[0] for b in blocks], axis=1)
-    offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
-    raw = np.concatenate([b[2] for b in blocks])
+    g = live[0].group
+    if g is not None and g[1] == 0 and len(live) == len(g[0].blocks) and _together(live, g[0]):
+        # the blocks were decoded side by side, in this order: their arrays are the concatenation
+        eb = g[0]
+        meta = eb.places.copy()
+        idx = [s.idx for s in live]
+        meta[:, 1] = idx
+        cols, offs, raw = eb.cols, eb.offs, eb.raw
+        byte = len(raw)
+        key_bytes = int((meta[:, 5] - meta[:, 4]).sum())
+        total = cols.shape[1] - sum(idx)
+    else:
+        rows = []
+        blocks = []
+        col = off = byte = total = key_bytes = 0
+        for s in live:
+            block = s.block
+            assert block is not None
+            blocks.append(block)
+            kb = block[3]
+            n, i = s.n, s.idx
+            rows.append((col, i, n, off, byte, byte + kb))
+            col += n
+            off += n + 1
+            byte += len(block[2])
+            key_bytes += kb
+            total += n - i
+        meta = np.array(rows, np.int64)
+        cols = np.concatenate([b[0] for b in blocks], axis=1)
+        offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
+        raw = np.concatenate([b[2] for b in blocks])
     m = min(total, max_events)
     out_seg = np.empty(m, np.int32)
     out_cols = np.empty((4, m), np.int64)
