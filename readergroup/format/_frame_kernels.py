@@ -373,10 +373,14 @@ def decode_events_at(
 
 
 @_jit
-def decode_sizes_many(buf: Any, meta: Any, sizes: Any) -> int:
+def decode_sizes_many(buf: Any, meta: Any, sizes: Any, places: Any) -> tuple[int, int, int]:
     """``decode_sizes(part, True)`` of each part ``buf[meta[b, 0]:meta[b, 0] + meta[b, 1]]`` into
-    ``sizes[b]`` (frames, key bytes, payload bytes, bytes consumed, bad header or -1); returns the
-    first part with a bad header or none whole, else -1."""
+    ``sizes[b]`` (frames, key bytes, payload bytes, bytes consumed, bad header or -1), and where its
+    events go when the parts are decoded side by side into ``places[b]`` (its first column, 0, its
+    events, its first Arrow offset, where its keys and where its payloads start). Returns (the first
+    part with a bad header or no whole event, else -1; events; bytes of keys and payloads)."""
+    c = 0
+    r = 0
     for b in range(meta.shape[0]):
         a = meta[b, 0]
         count, key_bytes, pay_bytes, consumed, bad = decode_sizes(buf[a : a + meta[b, 1]], True)
@@ -386,8 +390,16 @@ def decode_sizes_many(buf: Any, meta: Any, sizes: Any) -> int:
         sizes[b, 3] = consumed
         sizes[b, 4] = bad
         if bad >= 0 or count == 0:
-            return b
-    return -1
+            return b, 0, 0
+        places[b, 0] = c
+        places[b, 1] = 0
+        places[b, 2] = count
+        places[b, 3] = c + b
+        places[b, 4] = r
+        places[b, 5] = r + key_bytes
+        c += count
+        r += key_bytes + pay_bytes
+    return -1, c, r
 
 
 @_jit

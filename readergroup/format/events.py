@@ -356,6 +356,8 @@ class EventBlocks(NamedTuple):
     places: np.ndarray
     """Per block (blocks x 6 int64): its first column in ``cols``, 0, its events, its first column in
     ``offs``, where its keys and where its payloads start in ``raw``."""
+    key_bytes: int
+    """The blocks' key bytes in all."""
 
 
 def decode_event_blocks_at(
@@ -378,44 +380,38 @@ def decode_event_blocks_at(
         k = _kernels()
     else:
         return None
-    meta = np.empty((nb, 6), np.int64)
+    rows = []
     at = s0 = 0
-    for b in range(nb):
-        size, n = len(bufs[b]), len(starts[b])
-        meta[b] = (at, size, base_offsets[b], lasts[b], s0, n)
+    for buf, base, s, last in zip(bufs, base_offsets, starts, lasts, strict=True):
+        size, n = len(buf), len(s)
+        rows.append((at, size, base, last, s0, n))
         at += size
         s0 += n
     if at >= 2**31:
         return None
+    meta = np.array(rows, np.int64)
     arr = np.frombuffer(b"".join(bufs), dtype=np.uint8)
     sizes = np.empty((nb, 5), np.int64)
-    if k.decode_sizes_many(arr, meta, sizes) >= 0:
+    places = np.empty((nb, 6), np.int64)
+    bad, events, nbytes = k.decode_sizes_many(arr, meta, sizes, places)
+    if bad >= 0:
         return None
-    counts = sizes[:, 0]
-    events = int(counts.sum())
-    nbytes = sizes[:, 1] + sizes[:, 2]
     ints = np.empty((6, events), np.int64)
     offs = np.empty((2, events + nb), np.int32)
-    raw = np.empty(int(nbytes.sum()), np.uint8)
+    raw = np.empty(nbytes, np.uint8)
     cols, after = ints[:4], ints[4:]
     st = np.concatenate(starts) if nb > 1 else starts[0]
     vs = np.concatenate(values) if nb > 1 else values[0]
     if k.decode_events_at_many(arr, meta, sizes, st, vs, add, cols, after, offs, raw) >= 0:
         return None
-    places = np.zeros((nb, 6), np.int64)
-    np.cumsum(counts[:-1], out=places[1:, 0])
-    places[:, 2] = counts
-    places[:, 3] = places[:, 0] + np.arange(nb)
-    np.cumsum(nbytes[:-1], out=places[1:, 4])
-    places[:, 5] = places[:, 4] + sizes[:, 1]
     out = []
-    for (c0, _, n, o0, r0, _), consumed, kb, size in zip(
-        places.tolist(), sizes[:, 3].tolist(), sizes[:, 1].tolist(), nbytes.tolist(), strict=True
-    ):
+    key_bytes = 0
+    for (c0, _, n, o0, r0, p0), (_, kb, pb, consumed, _) in zip(places.tolist(), sizes.tolist(), strict=True):
         c1 = c0 + n
-        block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : r0 + size], kb)
+        block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : p0 + pb], kb)
         out.append((block, after[:, c0:c1], consumed))
-    return EventBlocks(out, cols, offs, raw, places)
+        key_bytes += kb
+    return EventBlocks(out, cols, offs, raw, places, key_bytes)
 
 
 def block_arrays(block: EventBlock, start: int = 0, stop: int | None = None) -> tuple[pa.Array, pa.Array]:

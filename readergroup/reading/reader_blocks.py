@@ -158,5 +158,9 @@ class ReaderBlocks:
 
     def _progress(self) -> tuple[frozenset[str], int, int]:
         """What a pass over the segments can change: which are held, how far read, how many ended."""
-        segs = self._segs.values()
-        return frozenset(self._segs), sum(s.fetch for s in segs), sum(s.end_of_segment for s in segs)
+        fetched = ended = 0
+        for s in self._segs.values():
+            fetched += s.fetch
+            if s.end_of_segment:
+                ended += 1
+        return frozenset(self._segs), fetched, ended
