@@ -32,7 +32,8 @@ TINY = {
     "name": "tiny",
     "start_time_ms": S,
     "duration_ms": 6000,
-    # the advancer never fires within the run: the writer's markers keep the tail fresh
+    # the advancer never fires within the run: after the last event nothing moves the
+    # ingestion watermark (the writer's markers are only in the producer's copy of the stream)
     "store": {"max_watermark_lag_ms": 100_000, "polling_period_ms": 1000},
     "stream": {"name": "lab/tiny", "segments": 1},
     "writers": [
@@ -68,16 +69,20 @@ TINY = {
 # Worked by hand (S = 1_000_000; every frame is 15 + 1 + 16 = 32 bytes):
 # events: e0 written at t=1000 with event time S+1000; e1 at t=2000 with S+500 (out of
 #   order); e2 at t=3000 with S+3000. Windows of 2000: W1=[S, S+2000) holds e0, e1;
-#   W2=[S+2000, S+4000) holds e2. Writer A asserts S+t after its events at every tick
-#   t (heartbeats after it stops) — the t=1000 assertion S+1000 is false for e1.
-#   A marker at t is ingested at S+t, so the segment's tail watermark is S+t-1.
-# ingestion (lag 500): the group watermark is S+t-1 after each tick's reads (S-1 at
-#   t=0: creation time - 1), so event time runs at S+t-501. t=1000: e0 buffered;
-#   t=2000: e1 (S+500 > S+499) on time, buffered (2 held: 64 bytes), then WM S+1499
-#   releases both; t=3000: WM S+2499 fires W1 (2 events) at S+3000, latency 1000;
-#   t=4000: WM S+3499 releases e2; t=5000: WM S+4499 fires W2 (1) at S+5000, latency
-#   1000. Lag is always 501. Nothing late, completeness 3/3.
-# producer: the watermark is the last assertion passed minus one, S+t-1: t=1000: e0
+#   W2=[S+2000, S+4000) holds e2. Writer A asserts S+t after its events every
+#   second (heartbeats after it stops) — the t=1000 assertion S+1000 is false for e1 —
+#   into the producer's copy of the stream only. The readers poll every 50 ms; an event
+#   appended at t is read at t.
+# ingestion (lag 500) reads the events copy: no marker moves its tail. The group watermark
+#   is the tail's, LAST_WRITE_TIME - 1: S-1 until t=1000 (creation time - 1), then S+999,
+#   S+1999 from t=2000, S+2999 from t=3000 for good (the advancer waits 100 s); event time
+#   runs 500 behind. t=1000: e0 buffered; t=2000: e1 (S+500 > S+499: a read's watermark
+#   comes after its events) on time, buffered (2 held: 64 bytes), then WM S+1499 releases
+#   both; t=3000: WM S+2499 fires W1 (2 events) at S+3000, latency 1000; e2 waits for good
+#   (W2 never fires). Lags at t=0..6000: 501 four times, then 1501, 2501, 3501 -> mean 1358,
+#   max 3501. Nothing late, completeness 2/3.
+# producer reads the asserted copy (a marker at t is ingested at S+t): the watermark is the
+#   last assertion passed minus one, S+t-1: t=1000: e0
 #   (S+1000 > S-1... S+999) buffered; t=2000: e1 S+500 <= S+999: late; WM S+1999
 #   fires W1 with e0 only at S+2000 (latency 0); t=3000: e2 buffered; t=4000: WM
 #   S+3999 fires W2 at S+4000 (latency 0). Lag always 1; 1 late of 3; completeness 2/3;
@@ -100,10 +105,10 @@ EXPECTED = {
     "ingestion": dict(
         late=0,
         late_fraction=0.0,
-        completeness=1.0,
-        windows_fired=2,
-        wm_lag_mean_ms=501,
-        wm_lag_max_ms=501,
+        completeness=0.6667,
+        windows_fired=1,
+        wm_lag_mean_ms=1358,
+        wm_lag_max_ms=3501,
         result_latency_p50_ms=1000,
         result_latency_max_ms=1000,
         buffer_peak_events=2,
@@ -224,6 +229,8 @@ def test_random_reader_crashes_hit_every_strategy_at_the_same_times() -> None:
             "readers.reader.offline_after_ms=500",
             "readers.reader.restart_ms.kind=fixed",
             "readers.reader.restart_ms.ms=500",
+            "writers.honest.stop_ms=2900",  # the restarted reader polls every 50 ms from 2558: the
+            "writers.liar.stop_ms=2900",  # last poll is at 2958, after the last write (2900)
         ],
     )
     plan = timeline(sc.readers[0], Seeds(sc.seed).rng(failure_stream("reader")), sc.duration_ms)
@@ -344,8 +351,10 @@ def test_auto_scaling_scales_the_lab_as_the_simulator_when_load_says_so() -> Non
     assert sim_times and sorted(set(lab.scale_events_ms)) == sorted(set(sim_times))
     for row in lab.rows:
         assert row["delivered"] - row["duplicates"] == row["events"] == lab.events_written, row
-    with pytest.raises(LabScenarioError, match=r"scaling\.at_ms: must be a multiple of strategies\.tick_ms"):
-        lab_scenario_from_dict({**d, "scaling": {"mode": "split", "at_ms": [1050]}})
+    # the stream scales when the simulator's does, also between two of the strategies' steps
+    off = {**d, "scaling": {"mode": "split", "at_ms": [1050]}}
+    lab, sim = _lab_and_sim(off)
+    assert lab.scale_events_ms == (1050,) == tuple(ev["t_ms"] for ev in sim.recorder.scale_events)
 
 
 def test_processing_time_slows_every_strategys_reader_alike() -> None:

@@ -136,6 +136,15 @@ def test_the_lab_strategies_are_independent_of_one_another_s_bound() -> None:
     assert _strategy_part(a, "ingestion") != _strategy_part(c, "ingestion")  # the bound does matter
 
 
+def test_tune_searches_only_the_strategies_that_run() -> None:
+    """``strategies.only``: the other strategies have no row and no bound to search."""
+    st = {**SMALL["strategies"], "only": ["spark", "producer"]}  # type: ignore[dict-item]
+    sc = scenario_from_dict({**SMALL, "duration_ms": 1000, "strategies": st})
+    assert [k.strategy for k in knobs(sc)] == ["spark"]
+    res = tune(sc, 0.5, 1, 400, 200, echo=lambda _: None)
+    assert [(r.strategy, r.status) for r in res.results] == [("producer", "as it is"), ("spark", "met")]
+
+
 @pytest.mark.parametrize("target", [0.02, 0.1])
 def test_the_search_finds_what_an_exhaustive_scan_finds_and_runs_nothing_twice(
     grid_runs: dict[int, list[dict[str, Any]]], target: float

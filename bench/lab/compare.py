@@ -1,75 +1,73 @@
-"""Run one scenario's workload through the four strategies at once, on a ``ManualClock``, deterministically.
+"""Run one scenario's workload through the watermark strategies, each as if it ran alone, deterministically.
 
-The workload is the simulator's (``bench.sim.arrivals.EventSource``: the same scenario
-and seed give the same events, event times and hand-over times). Every lab tick
-(``strategies.tick_ms``) in this order: the clock moves to the tick's time; the stream
-scales if due (the simulator's fixed scale events, or with ``scaling.mode: auto`` its
-load-driven plan over the rates the writers made, ``bench.sim.actors.auto_plan``); unless
-the store is down (``faults``: the simulator's outages for the same seed), each writer
-writes the events that reached the store by then (in the order they arrived), then (if
-due) asserts its watermark, commits its transaction, or marks itself idle, and the
-store's watermark advancer runs every ``polling_period_ms``; readers join, crash, go
-offline and restart, leave, stall and resume as their failure schedule says
-(``bench.sim.failure_schedule``, played on time: with ``mtbf_ms``, the simulator's random
-crash times for the same seed); unless the store is down, every live reader of every
-strategy's reader group that is not busy reads until nothing is left, its rate budget is
-spent, or the ``processing`` time of what it read fills the tick (it is then busy until
-that time has passed, as the simulator's reader is); each strategy's periodic hook runs
-(also while the store is down: engines keep their clocks); every ``metrics.sample_ms`` a
-sample is taken. The same scenario and seed give the same numbers: all randomness comes
-from per-component generators spawned from the seed. Times between ticks take effect at
-the next tick (an outage from 1,050 ms is seen from tick 1,100); scale times must be
-multiples of the tick (``lab_ready``).
+The lab runs on the simulator (``bench.sim``): the same store on a simulated clock, the
+same writers (``WriterActor``: the same events, appends, transaction commits and
+re-routing at the same instants, numbered alike), the same scaling (fixed or
+``scaling.mode: auto``), watermark advancer and store outages (``faults``), in the
+same SimPy order — so the same scenario and seed give ``simulate`` and ``compare`` the
+same appends. Each strategy has a reader group of its own (in its time domain, with the
+scenario's ``group`` settings) whose readers are the scenario's, read as the simulator
+reads them (``bench.lab.lab_readers``): the ``ingestion`` strategy's group has the
+simulator's group watermark. Every ``strategies.tick_ms``, after that instant's reads,
+each strategy's periodic hook runs (also while the store is down: engines keep their
+clocks), and every ``metrics.sample_ms`` a sample is taken.
 
-Each strategy has its own reader group (same readers, same schedule: one timeline per
-reader instance for all of them; a reader's ``n``-th event takes the same processing
-time in every strategy), so a slow or crashed reader hurts every strategy alike; events
-are identified by (writer index, sequence number) in their payload, and redelivered ones
-are counted as duplicates.
+**Each strategy as if alone.** Nothing one strategy needs is seen by another: the
+strategies that read in the event-time domain (``producer``, custom ones with
+``time_domain = "event"``) read the *asserted* copy of the stream — a run of the same
+workload whose writers also write their producer-watermark assertions
+(``bench.lab.asserting_writer``); all the others read the *events* copy, the workload
+as ``simulate`` writes it, with no marker in it. The copies run one after the other, each
+on a store of its own; their events (writer, number, event time) must be the same, and
+are checked. Reader groups of one copy share its store but not their state: a strategy's
+row does not depend on which others run beside it (``strategies.only`` picks some). The
+same scenario and seed give the same numbers: all randomness comes from per-component
+generators spawned from the seed.
+
+Events are identified by (writer index, sequence number) in their payload (the
+simulator's numbering), and redelivered ones are counted as duplicates.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import simpy
 
-from readergroup import EventWriter, TransactionalEventWriter, WriterConfig
-from readergroup.config import ReaderGroupConfig
-from readergroup.format.routing import key_hash
+from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.reading.group import ReaderGroup
-from readergroup.reading.reader import EventReader, ReadKind
-from readergroup.writing.transaction import Transaction
-from segmentstore import Clock, ManualClock, SegmentStore, StoreConfig
-from segmentstore.client import EmbeddedClient
+from segmentstore import Clock, SegmentStore
 
-from ..sim.actors import instance_names, scale_plan, scale_times, store_outages
-from ..sim.arrivals import EventSource
-from ..sim.failure_schedule import Transition, failure_stream, timeline
+from ..sim.actors import World, WriterActor, advancer, instance_names, scaler
 from ..sim.sentinels import END_OF_TIME, real_time
-from ..spec.scenario import ReaderSpec, Scenario, StageSpec, StrategiesSpec, WriterSpec
-from ..spec.seeds import Seeds
-from ..spec.writers import DelaySpec
+from ..spec.errors import SimulationError
+from ..spec.scenario import Scenario, StageSpec, StrategiesSpec
+from .asserting_writer import AssertingWriter
 from .compared_strategies import (
     FlinkStrategy,
     IngestionStrategy,
-    LabEvent,
     ProducerStrategy,
     SparkStrategy,
     Strategy,
 )
 from .flink_reader import FlinkReaderStrategy
-from .lab_autoscale import AutoScaler, LoadMeter
+from .lab_readers import LabReader
 from .lab_scenario import LabStrategies, lab_ready, lab_strategies
-from .plugins import PluginStrategy
+from .plugins import PluginStrategy, time_domain_of
 
-__all__ = ["LabResult", "run_compare", "summarise"]
+__all__ = ["EVENTS", "ASSERTED", "LabResult", "make_strategies", "run_compare", "summarise"]
 
-_SYNC_WRITES = WriterConfig(sync=True, max_batch_events=1)
+EVENTS, ASSERTED = "events", "asserted"
+"""The lab's two copies of the stream: the workload as ``simulate`` writes it, and the same workload
+with the writers' producer-watermark assertions (read by the event-time strategies only)."""
+
+Sample = tuple[int, int | None, int, int]
+Proc = Generator[simpy.Event, Any, None]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -83,17 +81,22 @@ class LabResult:
     ``strategies[name]`` is the strategy itself, with what it recorded (the Spark model's
     micro-batches, the Flink model's per-split inputs and emissions: ``ingestwm validate``);
     ``scale_events_ms`` the times the stream scaled (fixed or by load), ``outages`` the
-    store's outages ``[start, end)`` (ms since the start).
+    store's outages ``[start, end)`` (ms since the start); ``group_watermarks[name]`` the
+    watermark of the strategy's reader group (in its time domain; ``None``: none yet) at each
+    sample, ``(t_ms, watermark)``; ``copies[name]`` the copy of the stream it read
+    (``events`` or ``asserted``).
     """
 
     scenario: Scenario
     rows: tuple[dict[str, Any], ...]
-    series: dict[str, list[tuple[int, int | None, int, int]]]
+    series: dict[str, list[Sample]]
     events_written: int
     strategies: dict[str, Strategy] = dataclasses.field(default_factory=dict)
     scale_events_ms: tuple[int, ...] = ()
     outages: tuple[tuple[int, int], ...] = ()
     ended_ms: dict[str, int] = dataclasses.field(default_factory=dict)
+    group_watermarks: dict[str, list[tuple[int, int | None]]] = dataclasses.field(default_factory=dict)
+    copies: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def row(self, strategy: str) -> dict[str, Any]:
         for r in self.rows:
@@ -102,409 +105,256 @@ class LabResult:
         raise KeyError(strategy)
 
 
-class _Writer:
-    """One producer instance: hands its events to the store, asserts its watermark."""
-
-    def __init__(
-        self,
-        spec: WriterSpec,
-        index: int,
-        name: str,
-        sc: Scenario,
-        client: EmbeddedClient,
-        clock: ManualClock,
-        seeds: Seeds,
-        meter: LoadMeter | None = None,
-    ) -> None:
-        self.spec = spec
-        self.index = index
-        self.start = sc.start_time_ms
-        self.source = EventSource(spec, name, sc.start_time_ms, sc.duration_ms, seeds)
-        self.keys = self.source.keys
-        self.meter = meter
-        self.hashes = [key_hash(k) for k in self.keys] if meter is not None else []
-        self.joined = False  # a transactional writer joined (at its first tick with the store up)
-        self.pending: list[
-            tuple[int, int, int, int]
-        ] = []  # (ready, order, event time, key index), sizes apart
-        self.sizes: dict[int, int] = {}
-        self.count = 0
-        self.idle_marked = False
-        self.truth: list[tuple[int, int, int]] = []  # (writer, seq, event time) of committed events
-        self.pad = bytes(spec.payload_bytes - 8)
-        self.writer: EventWriter | None = None
-        self.txw: TransactionalEventWriter | None = None
-        self.txn: Transaction | None = None
-        self.txn_events: list[tuple[int, int, int]] = []
-        self._order = 0
-        if spec.commit_interval_ms is None:
-            self.writer = EventWriter(  # each event stored at its write's simulated time
-                client, sc.stream.name, writer_id=index + 1, clock=clock, config=_SYNC_WRITES
-            )
-        else:
-            self.txw = TransactionalEventWriter(client, sc.stream.name, writer_id=index + 1, clock=clock)
-
-    def bound(self, t: int) -> int:
-        """What the writer asserts at ``t``: later events have event time at least this (if truthful)."""
-        s = self.spec
-        drift = math.floor(t * self.source.drift_ppm * 1e-6)
-        return self.start + t + drift + s.event_time_skew_ms - s.disorder.bound_ms() + s.assert_error_ms
-
-    def _active(self, t: int) -> bool:
-        s = self.spec
-        rel = t - s.start_ms
-        if rel < 0 or (s.stop_ms is not None and t >= s.stop_ms):
-            return False
-        wl = s.workload
-        return wl.kind != "periodic_idle" or rel % (wl.active_ms + wl.idle_ms) < wl.active_ms
-
-    def _due(self, t: int) -> list[tuple[int, int, int]]:
-        """(event time, key index, payload bytes) of the events that reach the store by ``t``, in order."""
-        for b in self.source.produce_until(t):
-            sizes = b.sizes.tolist() if b.sizes is not None else None
-            for i, (r, et, k) in enumerate(
-                zip(b.ready.tolist(), b.et.tolist(), b.key_idx.tolist(), strict=True)
-            ):
-                if sizes is not None:
-                    self.sizes[self._order] = sizes[i]
-                self.pending.append((r, self._order, et, k))
-                self._order += 1
-        if not self.pending:
-            return []
-        self.pending.sort()
-        n = 0
-        while n < len(self.pending) and self.pending[n][0] <= t:
-            n += 1
-        due, self.pending = self.pending[:n], self.pending[n:]
-        return [(et, k, self.sizes.pop(o, self.spec.payload_bytes)) for _, o, et, k in due]
-
-    def step(self, t: int) -> None:
-        s = self.spec
-        started = t >= s.start_ms
-        active = self._active(t)
-        for et, k, size in self._due(t):
-            self._write(et, k, size)
-        cadence = t - s.start_ms if started else t  # before its start a writer follows the run's clock
-        if self.txw is not None:
-            if not self.joined and s.assert_every_ms is not None:
-                self.joined = True
-                self._join(active)
-            elif s.commit_interval_ms is not None and cadence > 0 and cadence % s.commit_interval_ms == 0:
-                self._commit(t, active)
-            return
-        if s.assert_every_ms is None:
-            return
-        due = cadence % s.assert_every_ms == 0
-        w = self.writer
-        assert w is not None
-        if active:
-            self.idle_marked = False
-            if due:
-                w.note_time(self.bound(t))
-        elif s.when_idle == "heartbeat" and due:
-            w.note_time(self.bound(t))
-        elif s.when_idle == "mark_idle" and not self.idle_marked:
-            w.note_time(self.bound(t))
-            w.mark_idle()
-            self.idle_marked = True
-
-    def _join(self, active: bool) -> None:
-        """A transactional writer's initial watermark, in a transaction of its own (the PIP: join eagerly)."""
-        assert self.txw is not None
-        txn = self.txw.begin_txn()
-        txn.note_time(self.bound(0))
-        if not active and self.spec.when_idle == "mark_idle":
-            txn.mark_idle()
-            self.idle_marked = True
-        txn.commit()
-
-    def _write(self, et: int, k: int, size: int) -> None:
-        seq = self.count
-        self.count += 1
-        key = self.keys[k]
-        if self.meter is not None:
-            self.meter.count(self.hashes[k])
-        pad = self.pad if size == self.spec.payload_bytes else bytes(size - 8)
-        payload = self.index.to_bytes(4, "little") + seq.to_bytes(4, "little") + pad
-        if self.writer is not None:
-            self.writer.write_event(key, payload, et)
-            self.truth.append((self.index, seq, et))
-        else:
-            if self.txn is None:
-                assert self.txw is not None
-                self.txn = self.txw.begin_txn()
-            self.txn.write_event(key, payload, et)
-            self.txn_events.append((self.index, seq, et))
-
-    def _commit(self, t: int, active: bool) -> None:
-        s = self.spec
-        if self.txn is None:
-            if not (s.assert_every_ms is not None and (active or s.when_idle == "heartbeat")):
-                return
-            assert self.txw is not None
-            self.txn = self.txw.begin_txn()
-        if s.assert_every_ms is not None:
-            if active or s.when_idle == "heartbeat":
-                self.txn.note_time(self.bound(t))
-                self.idle_marked = False
-            elif s.when_idle == "mark_idle" and not self.idle_marked:
-                self.txn.note_time(self.bound(t))
-                self.txn.mark_idle()
-                self.idle_marked = True
-        self.txn.commit()
-        self.truth.extend(self.txn_events)
-        self.txn_events = []
-        self.txn = None
+_BUILTIN: dict[str, type[Strategy]] = {
+    "ingestion": IngestionStrategy,
+    "producer": ProducerStrategy,
+    "flink": FlinkReaderStrategy,
+    "spark": SparkStrategy,
+}
 
 
-class _Readers:
-    """One reader spec instance in every strategy's group: its failure timeline (one for all the
-    strategies, so each sees the same joins, crashes, offlines and restarts), its rate budget,
-    its processing times (one generator per strategy from the simulator's stream for this
-    reader: its ``n``-th event takes as long in every strategy)."""
-
-    def __init__(
-        self,
-        spec: ReaderSpec,
-        rid: str,
-        groups: list[ReaderGroup],
-        tick_ms: int,
-        plan: tuple[Transition, ...],
-        seeds: Seeds,
-    ) -> None:
-        self.spec = spec
-        self.rid = rid
-        self.groups = groups
-        self.tick = tick_ms
-        self.plan = plan
-        self._next = 0  # the first transition not yet made
-        self.readers: list[EventReader] | None = None  # while it is online, its reader in every group
-        self.budget = [0.0] * len(groups)
-        self.stalled = False  # in a no-ack stall
-        active = spec.processing.active
-        self.rngs = [seeds.rng(f"readers.{rid}.processing") for _ in groups] if active else []
-        self.free_at = [0] * len(groups)  # busy processing until then, per strategy
-
-    def step(self, t: int, strategies: list[Strategy], store_up: bool = True) -> None:
-        s, plan = self.spec, self.plan
-        while self._next < len(plan) and plan[self._next].t_ms <= t:
-            kind = plan[self._next].kind
-            self._next += 1
-            for strat in strategies:
-                strat.on_reader(self.rid, kind)
-            if kind == "join" or kind == "restart":
-                self.readers = [g.create_reader(self.rid) for g in self.groups]
-                self.budget = [0.0] * len(self.groups)
-                self.free_at = [0] * len(self.groups)
-            elif kind == "crash":
-                self.readers = None
-            elif kind == "offline":
-                for g in self.groups:
-                    g.reader_offline(self.rid)
-            elif kind == "leave":  # a clean leave: its segments return at its acknowledged positions
-                for r in self.readers or ():
-                    r.close()
-                self.readers = None
-            elif kind == "stall" or kind == "resume":  # online, reading (and acknowledging) nothing
-                self.stalled = kind == "stall"
-            else:
-                raise AssertionError(f"reader {self.rid}: unknown transition {kind!r}")
-        if self.readers is None or self.stalled or not store_up:
-            return
-        for i, (reader, strat) in enumerate(zip(self.readers, strategies, strict=True)):
-            if t < self.free_at[i]:
-                continue  # still processing what it read
-            if s.rate_per_s is not None:
-                cap = max(1.0, s.rate_per_s)
-                self.budget[i] = min(self.budget[i] + s.rate_per_s * self.tick / 1000.0, cap)
-            busy = _drain(
-                reader,
-                self.rid,
-                strat,
-                self.budget,
-                i,
-                s.rate_per_s is not None,
-                strat.clock.now(),
-                (s.processing, self.rngs[i], self.tick) if self.rngs else None,
-            )
-            self.free_at[i] = t + busy
+def _builtin(name: str, config: LabStrategies) -> type[Strategy] | None:
+    if name == "flink" and config.flink_source != "reader":
+        return FlinkStrategy
+    return _BUILTIN.get(name)
 
 
-def _drain(
-    reader: EventReader,
-    rid: str,
-    strat: Strategy,
-    budget: list[float],
-    i: int,
-    limited: bool,
-    now: int,
-    processing: tuple[DelaySpec, np.random.Generator, int] | None = None,
-) -> int:
-    """Read into ``strat`` (as reader ``rid``) until nothing is left, the budget is spent or
-    (with ``processing``: the delay spec, its generator, the tick) the events' processing time
-    fills the tick; returns that processing time (ms)."""
-    stream_of: dict[str, str] = {}
-    busy = 0
-    while not limited or budget[i] >= 1.0:
-        if processing is not None and busy >= processing[2]:
-            return busy
-        r = reader.read_next_event(0)
-        if r.kind is ReadKind.EMPTY:
-            return busy
-        if r.kind is ReadKind.EVENT:
-            if processing is not None:
-                busy += int(processing[0].draw(processing[1], 1)[0])
-            if limited:
-                budget[i] -= 1.0
-            seg = r.segment or ""
-            stream = stream_of.get(seg)
-            if stream is None:
-                stream = stream_of[seg] = seg.split("/", 2)[0] + "/" + seg.split("/", 2)[1]
-            p = r.payload or b""
-            assert r.event_time is not None and r.ingestion_time is not None
-            strat.deliver(
-                LabEvent(
-                    now,
-                    stream,
-                    seg,
-                    int.from_bytes(p[:4], "little"),
-                    int.from_bytes(p[4:8], "little"),
-                    r.event_time,
-                    r.ingestion_time,
-                    r.length,
-                    rid,
-                )
-            )
-        elif r.kind is ReadKind.WATERMARK:
-            assert r.watermark is not None
-            strat.on_watermark(r.watermark)
-    return busy
-
-
-def _scale(client: EmbeddedClient, stream: str, mode: str, k: int) -> bool:
-    """The ``k``-th fixed scale event of ``mode`` (as the simulator's scaler does it); whether it scaled."""
-    segs = sorted(client.get_stream(stream).active_segments, key=lambda s: s.key_low)
-    seal, ranges = scale_plan(mode, k, segs)
-    if seal:
-        client.scale_stream(stream, seal, ranges)
-    return bool(seal)
+def time_domain(name: str, config: LabStrategies) -> TimeDomain:
+    """The time domain of strategy ``name``'s reader group."""
+    cls = _builtin(name, config)
+    if cls is not None:
+        return cls.time_domain
+    for spec in config.custom:
+        if spec.name == name:
+            return time_domain_of(spec)
+    raise KeyError(name)
 
 
 def make_strategies(
-    config: LabStrategies, window_ms: int, clock: Clock, stages: Sequence[StageSpec] = ()
+    config: LabStrategies,
+    window_ms: int,
+    clock: Clock,
+    stages: Sequence[StageSpec] = (),
+    names: Sequence[str] | None = None,
 ) -> list[Strategy]:
-    """The four strategies, then the scenario's custom ones (``strategies.custom``), in table order.
+    """The strategies named (all: the four built-in ones, then the custom ones), in table order.
 
     The ``flink`` one in the topology of ``config.flink_source``. With ``stages``, each
     strategy's pipeline feeds its own chain of them.
     """
-    flink = FlinkReaderStrategy if config.flink_source == "reader" else FlinkStrategy
-    kinds: tuple[type[Strategy], ...] = (IngestionStrategy, ProducerStrategy, flink, SparkStrategy)
-    out = [cls(config, window_ms, clock) for cls in kinds]
-    out.extend(PluginStrategy(spec, config, window_ms, clock) for spec in config.custom)
+    every = [*_BUILTIN, *(c.name for c in config.custom)]
+    out: list[Strategy] = []
+    for name in every:
+        if names is not None and name not in names:
+            continue
+        cls = _builtin(name, config)
+        if cls is not None:
+            out.append(cls(config, window_ms, clock))
+        else:
+            out.append(
+                PluginStrategy(next(c for c in config.custom if c.name == name), config, window_ms, clock)
+            )
     for st in out:
         st.pipeline.attach_stages(stages)
     return out
 
 
-def run_compare(sc: Scenario, progress: Callable[[int], None] | None = None) -> LabResult:
-    """Run ``sc`` through the four strategies side by side. O(ticks x readers + events x strategies).
+class _LabWorld(World):
+    """The simulator's world, keeping every acknowledged event: (writer, number, event time)."""
 
-    ``progress`` (optional) is called with the simulated time (ms) every 1/200 of the run.
-    """
-    lab_ready(sc)
-    st_spec = sc.strategies or StrategiesSpec()
-    tick = st_spec.tick_ms
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario)
+        self.truth: list[tuple[int, int, int]] = []
+
+    def written(self, writer: int, seqs: np.ndarray, event_times: np.ndarray) -> None:
+        super().written(writer, seqs, event_times)
+        self.truth.extend(zip([writer] * len(seqs), seqs.tolist(), event_times.tolist(), strict=True))
+
+
+@dataclass(slots=True)
+class _CopyRun:
+    """One copy's run: its strategies (by name) and what they recorded."""
+
+    strategies: dict[str, Strategy]
+    series: dict[str, list[Sample]]
+    group_watermarks: dict[str, list[tuple[int, int | None]]]
+    ended: dict[str, int]
+    truth: list[tuple[int, int, int]]
+    scale_events_ms: tuple[int, ...]
+    outages: tuple[tuple[int, int], ...]
+
+
+def _group(world: World, st: Strategy) -> ReaderGroup:
+    """A reader group of its own for ``st``: the scenario's group settings, in ``st``'s time domain."""
+    sc = world.scenario
+    g = sc.group
+    return ReaderGroup(
+        f"lab-{st.name}",
+        ReaderGroupConfig(
+            (world.stream,),
+            time_domain=st.time_domain,
+            position_report_interval_ms=g.position_report_interval_ms,
+            read_buffer_bytes=g.read_buffer_bytes,
+            max_event_time_lag_ms=g.max_event_time_lag_ms if isinstance(st, IngestionStrategy) else 0,
+            reader_timeout_ms=g.reader_timeout_ms,
+        ),
+        world.client,
+        world.clock,
+    )
+
+
+def _ticker(
+    world: World,
+    runs: list[tuple[Strategy, ReaderGroup]],
+    out: _CopyRun,
+    progress: Callable[[int], None] | None,
+) -> Proc:
+    """Every ``tick_ms``, after that instant's reads: each strategy's hook; every ``sample_ms`` a sample."""
+    env, sc, clock = world.env, world.scenario, world.clock
+    tick = (sc.strategies or StrategiesSpec()).tick_ms
+    report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
+    for t in range(0, sc.duration_ms + 1, tick):
+        if t > env.now:
+            yield env.timeout(t - env.now)
+        yield env.timeout(0)  # after every actor due at this instant
+        if progress is not None and t % report_every == 0:
+            progress(t)
+        for st, g in runs:
+            st.on_tick(t, g.segments())
+        if t % sc.metrics.sample_ms:
+            continue
+        for st, g in runs:
+            wm, p = st.watermark, st.pipeline
+            if p.chain is not None:
+                p.chain.sample(t, clock.now())
+            if wm == END_OF_TIME:
+                out.ended.setdefault(st.name, t)
+            out.series[st.name].append((t, real_time(wm), p.buffered_events, p.buffered_bytes))
+            out.group_watermarks[st.name].append((t, real_time(g.group_watermark)))
+
+
+def _check_copy(
+    writers: Sequence[WriterActor], readers: Sequence[LabReader], strategies: Sequence[Strategy]
+) -> None:
+    """After a copy's run: the actors' invariants; each strategy received what its readers read."""
+    for w in writers:
+        if isinstance(w, AssertingWriter):
+            w._check()
+    for r in readers:
+        r._check()
+    for st in strategies:
+        read = sum(r.events for r in readers if r.strategy is st)
+        p = st.pipeline
+        assert read == p.delivered + p.duplicates, (
+            f"{st.name}: its readers read {read} events, it got {p.delivered}"
+        )
+        st._check()
+
+
+def _run_copy(
+    sc: Scenario,
+    copy: str,
+    names: Sequence[str],
+    progress: Callable[[int], None] | None,
+    after: Callable[[str, SegmentStore], None] | None,
+) -> _CopyRun:
+    """Run the workload (``copy`` asserted: with the writers' assertions) read by the strategies ``names``."""
     window_ms = sc.pipeline.window_ms
     assert window_ms is not None
-    seeds = Seeds(sc.seed)
-    clock = ManualClock(sc.start_time_ms)
-    store = SegmentStore(
-        clock=clock,
-        config=StoreConfig(
-            max_watermark_lag_ms=sc.store.max_watermark_lag_ms, polling_period_ms=sc.store.polling_period_ms
-        ),
-    )
+    world = _LabWorld(sc)
     try:
-        client = EmbeddedClient(store)
-        client.create_stream(sc.stream.name, sc.stream.segments)
-        strategies = make_strategies(lab_strategies(sc), window_ms, clock, sc.pipeline.stages)
-        groups = [
-            ReaderGroup(
-                f"lab-{st.name}",
-                ReaderGroupConfig(
-                    (sc.stream.name,),
-                    time_domain=st.time_domain,
-                    position_report_interval_ms=sc.group.position_report_interval_ms,
-                ),
-                client,
-                clock,
-            )
-            for st in strategies
-        ]
-        end = sc.duration_ms
-        auto = sc.scaling.mode == "auto"
-        meter = LoadMeter(client, sc.stream.name) if auto else None
-        scaler = AutoScaler(sc.scaling, end, client, meter) if meter is not None else None
-        instances = [(w, name) for w in sc.writers for name in instance_names(w.name, w.count)]
-        writers = [
-            _Writer(w, i, name, sc, client, clock, seeds, meter) for i, (w, name) in enumerate(instances)
-        ]
+        env = world.env
+        strategies = make_strategies(lab_strategies(sc), window_ms, world.clock, sc.pipeline.stages, names)
+        writer = AssertingWriter if copy == ASSERTED else WriterActor
+        writers = [writer(world, spec, i, name) for i, (spec, name) in enumerate(world.writer_specs)]
+        runs = [(st, _group(world, st)) for st in strategies]
         readers = [
-            _Readers(spec, name, groups, tick, timeline(spec, seeds.rng(failure_stream(name)), end), seeds)
+            LabReader(world, spec, name, g, st)
+            for st, g in runs
             for spec in sc.readers
             for name in instance_names(spec.name, spec.count)
         ]
         for st in strategies:
-            st.on_readers([r.rid for r in readers])
-        scale_at = {} if auto else {t: k for k, t in enumerate(scale_times(sc.scaling, sc.duration_ms))}
-        scaled: list[int] = []
-        outages = store_outages(sc, seeds)
-        series: dict[str, list[tuple[int, int | None, int, int]]] = {st.name: [] for st in strategies}
-        ended: dict[str, int] = {}
-        report_every = max(tick, (sc.duration_ms // 200) // tick * tick)
-        for t in range(0, sc.duration_ms + 1, tick):
-            if progress is not None and t % report_every == 0:
-                progress(t)
-            clock.set(sc.start_time_ms + t)
-            k = scale_at.get(t)
-            if k is not None and _scale(client, sc.stream.name, sc.scaling.mode, k):
-                scaled.append(t)
-            if scaler is not None and scaler.step(t):
-                scaled.append(t)
-            up = not any(a <= t < b for a, b in outages)
-            if up:
-                for w in writers:
-                    w.step(t)
-                if t % sc.store.polling_period_ms == 0:
-                    store.advance_idle_watermarks()
-            for r in readers:
-                r.step(t, strategies, up)
-            for st, g in zip(strategies, groups, strict=True):
-                st.on_tick(t, g.segments())
-            if t % sc.metrics.sample_ms == 0:
-                for st in strategies:
-                    wm = st.watermark
-                    p = st.pipeline
-                    if p.chain is not None:
-                        p.chain.sample(t, clock.now())
-                    if wm == END_OF_TIME:
-                        ended.setdefault(st.name, t)
-                    series[st.name].append((t, real_time(wm), p.buffered_events, p.buffered_bytes))
-        truth = [e for w in writers for e in w.truth]
-        rows = tuple(summarise(st, truth, series[st.name], sc) for st in strategies)
-        return LabResult(
-            sc,
-            rows,
-            series,
-            len(truth),
+            st.on_readers(world.reader_names)
+        out = _CopyRun(
             {st.name: st for st in strategies},
-            tuple(scaled),
-            tuple(outages),
-            ended,
+            {st.name: [] for st in strategies},
+            {st.name: [] for st in strategies},
+            {},
+            world.truth,
+            (),
+            tuple(world.outages),
         )
+        env.process(advancer(world))  # in the simulator's order: same-instant actors run alike
+        env.process(scaler(world))
+        for wa in writers:
+            env.process(wa.process())
+        for wa in writers:
+            if isinstance(wa, AssertingWriter):
+                env.process(wa.assertions())
+        for ra in readers:
+            env.process(ra.process())
+        env.process(_ticker(world, runs, out, progress))
+        env.run(until=sc.duration_ms + 1)
+        _check_copy(writers, readers, strategies)
+        out.scale_events_ms = tuple(dict.fromkeys(int(ev["t_ms"]) for ev in world.recorder.scale_events))
+        if after is not None:
+            after(copy, world.store)
+        return out
     finally:
-        store.close()
+        world.close()
+
+
+def run_compare(
+    sc: Scenario,
+    progress: Callable[[int], None] | None = None,
+    after: Callable[[str, SegmentStore], None] | None = None,
+) -> LabResult:
+    """Run ``sc`` through its strategies (``strategies.only``, else all), each as if alone.
+
+    O(events x strategies + polls x readers x strategies). ``progress`` (optional) is
+    called with the simulated time (ms, over the copies run) every 1/200 of the run;
+    ``after`` with each copy's name (``events``, ``asserted``) and its store once that copy
+    has run, before the store closes.
+    """
+    lab_ready(sc)
+    config = lab_strategies(sc)
+    names = (sc.strategies or StrategiesSpec()).names
+    copy_of = {n: ASSERTED if time_domain(n, config) is TimeDomain.EVENT_TIME else EVENTS for n in names}
+    copies = [c for c in (EVENTS, ASSERTED) if c in copy_of.values()]
+    runs: list[_CopyRun] = []
+    for k, copy in enumerate(copies):
+        report = None
+        if progress is not None:
+            done, n, d = k, len(copies), sc.duration_ms
+
+            def report(t: int, done: int = done, n: int = n, d: int = d) -> None:
+                progress((done * d + t) // n)
+
+        runs.append(_run_copy(sc, copy, [n for n in names if copy_of[n] == copy], report, after))
+    first = runs[0]
+    for other in runs[1:]:
+        if sorted(other.truth) != sorted(first.truth) or other.scale_events_ms != first.scale_events_ms:
+            raise SimulationError(
+                f"{sc.name}: the asserted copy of the stream holds other events or scaled at other times "
+                "than the events copy (the writers' assertions changed the workload)"
+            )
+    strategies = {n: r.strategies[n] for r in runs for n in r.strategies}
+    series = {n: r.series[n] for r in runs for n in r.series}
+    truth = first.truth
+    rows = tuple(summarise(strategies[n], truth, series[n], sc) for n in names)
+    return LabResult(
+        sc,
+        rows,
+        {n: series[n] for n in names},
+        len(truth),
+        {n: strategies[n] for n in names},
+        first.scale_events_ms,
+        first.outages,
+        {n: t for r in runs for n, t in r.ended.items()},
+        {n: r.group_watermarks[n] for r in runs for n in r.group_watermarks},
+        copy_of,
+    )
 
 
 def _percentile(values: list[int], q: float) -> int | None:

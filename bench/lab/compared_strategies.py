@@ -1,6 +1,8 @@
 """The four watermark strategies the lab compares, each feeding the same reordering and windows.
 
-Every strategy owns a reader group on the same stream and a ``StrategyPipeline``:
+Every strategy owns a reader group of its own (``bench.lab.compare``: the ``producer``
+one on the asserted copy of the stream, the others on the workload as written) and a
+``StrategyPipeline``:
 de-duplication of redelivered events, ``flink_compat``'s ``EventTimeOrderingOperator``
 (an event at or below the watermark on arrival is late and dropped; the rest wait in
 the reordering buffer until the watermark passes them) and tumbling count windows
@@ -224,6 +226,11 @@ class Strategy:
     @property
     def watermark(self) -> int:
         return self.pipeline.watermark
+
+    @checked
+    def _check(self) -> None:
+        """The pipeline's invariants (a strategy with state of its own checks that too)."""
+        self.pipeline._check()
 
 
 class IngestionStrategy(Strategy):

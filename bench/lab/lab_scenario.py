@@ -111,16 +111,6 @@ def lab_ready(sc: Scenario) -> Scenario:
     ):
         if v % st.tick_ms:
             raise ScenarioError(f"must be a multiple of strategies.tick_ms {st.tick_ms}, got {v}", what)
-    sp = sc.scaling
-    scale_fields = [("scaling.at_ms", t) for t in ([] if sp.mode == "auto" else sp.at_ms)]
-    if sp.every_ms is not None:
-        scale_fields += [("scaling.start_ms", sp.start_ms), ("scaling.every_ms", sp.every_ms)]
-    for what, v in scale_fields:  # the lab scales at a tick: another time would never come
-        if v % st.tick_ms:
-            raise ScenarioError(
-                f"must be a multiple of strategies.tick_ms {st.tick_ms} (the lab scales at a tick), got {v}",
-                what,
-            )
     if sc.group.processes:
         raise ScenarioError("the lab runs its readers in-process", "group.processes")
     return sc

@@ -54,6 +54,7 @@ __all__ = [
     "load_strategy_class",
     "instantiate",
     "PluginStrategy",
+    "time_domain_of",
 ]
 
 TIME_DOMAINS: dict[str, TimeDomain] = {
@@ -61,6 +62,11 @@ TIME_DOMAINS: dict[str, TimeDomain] = {
     "ingestion": TimeDomain.INGESTION_TIME,
     "event": TimeDomain.EVENT_TIME,
 }
+
+
+def time_domain_of(spec: LabCustomStrategy) -> TimeDomain:
+    """A custom strategy's reader group's time domain: its class's ``time_domain`` (default processing)."""
+    return TIME_DOMAINS[getattr(load_strategy_class(spec.class_path), "time_domain", "processing")]
 
 
 class LabStrategyError(SimulationError):
@@ -88,7 +94,7 @@ class PluginStrategy(Strategy):
         self.spec = spec
         self.name = spec.name
         self.impl = instantiate(spec)
-        self.time_domain = TIME_DOMAINS[getattr(self.impl, "time_domain", "processing")]
+        self.time_domain = time_domain_of(spec)
         self.regressions = 0  # watermarks below the current one (ignored)
         self._on_group = getattr(self.impl, "on_group_watermark", None)
         self._on_tick = getattr(self.impl, "on_tick", None)

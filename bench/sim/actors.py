@@ -47,6 +47,7 @@ from .workloads import ID_BYTES, FrameBuilder, sim_kernels
 __all__ = [
     "World",
     "WriterActor",
+    "EVENT_WRITER_CONFIG",
     "instance_names",
     "scaler",
     "advancer",
@@ -57,7 +58,8 @@ __all__ = [
 ]
 
 Proc = Generator[simpy.Event, Any, None]
-_EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20, sync=True)
+EVENT_WRITER_CONFIG = WriterConfig(max_batch_events=1 << 30, max_batch_bytes=4 << 20, sync=True)
+"""The config of a writer actor's ``EventWriter`` (``api: event_writer``) and ``TransactionalEventWriter``."""
 
 
 def instance_names(name: str, count: int) -> list[str]:
@@ -129,8 +131,8 @@ class World:
         self.last_write_ms: int | None = None
         self.served: Any = None  # group.processes: the store on loopback and the reader processes (engine)
 
-    def written(self, writer: int, seqs: np.ndarray) -> None:
-        """Events of ``writer`` acknowledged now (appended, or committed)."""
+    def written(self, writer: int, seqs: np.ndarray, event_times: np.ndarray) -> None:
+        """Events of ``writer`` acknowledged now (appended, or committed), with their event times."""
         self.recorder.on_written(writer, seqs)
         self.last_write_ms = int(self.env.now)
 
@@ -203,48 +205,58 @@ class WriterActor:
         self._bufs = [np.empty((4, 0), np.int64) for _ in range(4)]
         client, stream, wid = world.client, world.stream, index + 1
         self._event_writer = (
-            EventWriter(client, stream, wid, config=_EVENT_WRITER_CONFIG)
+            EventWriter(client, stream, wid, config=EVENT_WRITER_CONFIG)
             if (spec.api == "event_writer" and spec.commit_interval_ms is None)
             else None
         )
         self._txn_writer = (
-            TransactionalEventWriter(client, stream, wid, config=_EVENT_WRITER_CONFIG)
+            TransactionalEventWriter(client, stream, wid, config=EVENT_WRITER_CONFIG)
             if spec.commit_interval_ms is not None
             else None
         )
         self._txn: Transaction | None = None
-        self._txn_seqs: list[np.ndarray] = []
+        self._txn_seqs: list[tuple[np.ndarray, np.ndarray]] = []  # (numbers, event times) per write
         self._last_commit = 0
         self.commits = 0
 
     # ------------------------------------------------------------------ the process
     def process(self) -> Proc:
-        w, src = self.world, self.source
-        env, end = w.env, w.end_ms
+        env, end = self.world.env, self.world.end_ms
         self._last_commit = self.spec.start_ms
         while True:
             now = int(env.now)
-            nxt = src.next_handover()
-            if self._pending:  # wake on the tick grid: at most once per tick
-                due = min(int(p[3].min()) for p in self._pending)
-                back = w.outage_end(now)
-                due = max(due, back) if back is not None else due
-                tick, s0 = self.spec.tick_ms, self.spec.start_ms
-                due = max(due, now + 1)
-                due = s0 + -(-(due - s0) // tick) * tick
-                nxt = due if nxt is None else min(nxt, due)
+            nxt = self.next_wake(now)
             if nxt is None or nxt > end:
                 break
             if nxt > now:
                 yield env.timeout(nxt - now)
                 now = nxt
-            while (h := src.next_handover()) is not None and h <= now:
-                b = src.produce_next()
-                if len(b):
-                    self._take(b, now)
-            self._flush(now)
-            self._maybe_commit(now, force=False)
+            self.step(now)
         self._maybe_commit(int(env.now), force=True)
+
+    def next_wake(self, now: int) -> int | None:
+        """When the writer next hands events over or writes held ones (on its tick grid); None: done."""
+        w = self.world
+        nxt = self.source.next_handover()
+        if self._pending:  # wake on the tick grid: at most once per tick
+            due = min(int(p[3].min()) for p in self._pending)
+            back = w.outage_end(now)
+            due = max(due, back) if back is not None else due
+            tick, s0 = self.spec.tick_ms, self.spec.start_ms
+            due = max(due, now + 1)
+            due = s0 + -(-(due - s0) // tick) * tick
+            nxt = due if nxt is None else min(nxt, due)
+        return nxt
+
+    def step(self, now: int) -> None:
+        """One wake-up at ``now``: take the windows handed over, write what is due, commit if due."""
+        src = self.source
+        while (h := src.next_handover()) is not None and h <= now:
+            b = src.produce_next()
+            if len(b):
+                self._take(b, now)
+        self._flush(now)
+        self._maybe_commit(now, force=False)
 
     # ------------------------------------------------------------------ writing
     def _take(self, b: Batch, now: int) -> None:
@@ -321,7 +333,7 @@ class WriterActor:
                 self._txn = self._txn_writer.begin_txn()
             for k, t, _s, p in self._frames(key_idx, et, seqs, sizes):
                 self._txn.write_event(self.keys[k], p, t)
-            self._txn_seqs.append(seqs)
+            self._txn_seqs.append((seqs, et))
             self._count(key_idx)
             return
         if self._event_writer is not None:
@@ -331,7 +343,7 @@ class WriterActor:
             self._count(key_idx)
         else:
             self._append(key_idx, et, seqs, sizes)
-        w.written(self.index, seqs)
+        w.written(self.index, seqs, et)
 
     def _frames(
         self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None
@@ -443,8 +455,8 @@ class WriterActor:
         if force or t - self._last_commit >= interval:
             self._txn.commit()
             self.commits += 1
-            for seqs in self._txn_seqs:
-                self.world.written(self.index, seqs)
+            for seqs, et in self._txn_seqs:
+                self.world.written(self.index, seqs, et)
             self._txn_seqs.clear()
             self._txn = None
             self._last_commit = t

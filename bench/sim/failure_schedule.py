@@ -2,7 +2,7 @@
 
 The one reading of a ``ReaderSpec``'s lifecycle fields, for every reader that follows
 one: the simulator's in-process readers (``bench.sim.readers``), its reader processes
-(``bench.sim.reader_process_actors``) and the lab's (``bench.lab.compare``). The rules:
+(``bench.sim.reader_process_actors``) and the lab's (``bench.lab.lab_readers``). The rules:
 
 - a reader joins at ``join_ms``; each *session* (from a join or a restart) ends when it
   leaves (``leave_ms``), crashes for good (``crash_ms``) or crashes at random (with
@@ -19,7 +19,7 @@ one: the simulator's in-process readers (``bench.sim.readers``), its reader proc
 really (re)joined and each outage from when it really crashed: a simulated reader busy
 processing a batch notices a due crash at its next wake-up, and what follows is timed
 from then. ``timeline`` plays the same rules on time, for a reader that acts at the
-scheduled instants (the lab, which acts on every tick by then). Random draws come from
+scheduled instants. Random draws come from
 the reader's own generator, ``readers.<name>.failures`` of the run's seed (``for_reader``),
 in the order a run makes them: each session's failure time, then, after a random crash,
 its restart delay. O(1) per session.

@@ -156,8 +156,9 @@ class ReaderSpec:
     join) and restarts — joins again under its name — ``restart_ms`` after it was
     declared offline. The simulator's readers (in-process or processes) and the lab's
     follow these times alike (``bench.sim.failure_schedule``), leaves and ``noack`` stalls
-    included; the lab's reader reads every ``strategies.tick_ms`` instead of every
-    ``poll_ms``, its ``n``-th event taking the same ``processing`` time in every strategy.
+    included; each of the lab's strategies has a reader group of its own whose readers
+    are these, read as the simulator reads them (the same polls, budgets and
+    ``processing`` draws).
     """
 
     name: str = spec_field(doc="its name (instances: name-0, name-1, ...)")
@@ -370,12 +371,17 @@ class StrategiesSpec:
     segment, one bounded source each, unioned (``segment_union``); ``spark``
     ``max(event time) - delay`` per trigger over one input: the whole ``stream`` (Spark's
     maximum over all partitions of a source) or each ``segment`` (the minimum across
-    inputs); ``custom`` strategies run beside them.
-    The lab steps every ``tick_ms``: writers hand over, the advancer, readers read,
-    strategies tick.
+    inputs); ``custom`` strategies run beside them. ``only`` picks some of them (by name;
+    empty: all): a strategy's row is the same whichever others run beside it.
+    The workload, readers and store are the simulator's (``ingestwm simulate``); every
+    ``tick_ms``, after that instant's reads, each strategy's periodic hook runs (Flink's
+    emits, Spark's triggers, a custom ``on_tick``) and every ``metrics.sample_ms`` a sample
+    is taken.
     """
 
-    tick_ms: int = spec_field(100, low=1, doc="the lab's time step")
+    tick_ms: int = spec_field(
+        100, low=1, doc="the strategies' step: their periodic hooks (flink, spark, custom) and samples"
+    )
     flink_bound_ms: int = spec_field(1_000, low=0, doc="flink: forBoundedOutOfOrderness bound")
     flink_idle_timeout_ms: int = spec_field(5_000, low=1, doc="flink: withIdleness timeout")
     flink_interval_ms: int = spec_field(200, low=1, doc="flink: auto-watermark interval")
@@ -397,6 +403,11 @@ class StrategiesSpec:
     custom: tuple[CustomStrategySpec, ...] = spec_field(
         (), doc="custom strategies ('module:Class'), each with its own row (docs/strategies.md)"
     )
+    only: tuple[str, ...] = spec_field(
+        (),
+        doc="run just these strategies (built-in or custom names; empty: all); the rows keep the table's "
+        "order and each is what that strategy measures alone",
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -407,6 +418,18 @@ class StrategiesSpec:
                     f"{n!r} is already a strategy's name ({', '.join(BUILTIN_STRATEGIES)} are built in)",
                     f"custom.{i}.name",
                 )
+        known = [*BUILTIN_STRATEGIES, *names]
+        for i, n in enumerate(self.only):
+            if n not in known:
+                raise ScenarioError(f"no strategy {n!r}; strategies: {', '.join(known)}", f"only.{i}")
+            if n in self.only[:i]:
+                raise ScenarioError(f"{n!r} is named twice", f"only.{i}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The strategies that run, in table order: the built-in ones, then the custom ones (``only``)."""
+        every = (*BUILTIN_STRATEGIES, *(c.name for c in self.custom))
+        return tuple(n for n in every if not self.only or n in self.only)
 
 
 @dataclass(frozen=True, slots=True)

@@ -156,11 +156,17 @@ class WriterSpec:
     by ``clock_drift_ppm``, + ``event_time_skew_ms``) minus a ``disorder`` delay. Routing
     keys: ``keys`` or ``key_count`` keys ``f"{instance}-{i}"``, used in turn.
     ``assert_every_ms``, ``assert_error_ms`` and ``when_idle`` are the producer-watermark
-    assertions the lab's ``producer`` strategy uses: every ``assert_every_ms`` the writer
+    assertions (PIP-102 markers) the lab's ``producer`` strategy uses: every
+    ``assert_every_ms`` (from ``start_ms``; before it, from the run's start) the writer
     notes the time ``clock - disorder bound + assert_error_ms`` (truthful when the error
-    is 0 and the disorder is bounded); when idle (before ``start_ms``, after ``stop_ms``,
-    in an idle phase) it keeps asserting (``heartbeat``), marks itself idle
-    (``mark_idle``) or says nothing (``silent``).
+    is 0 and the disorder is bounded); when idle (before ``start_ms``, at or after
+    ``stop_ms``, in an idle phase) it keeps asserting (``heartbeat``), marks itself idle
+    once (``mark_idle``) or says nothing (``silent``). A transactional writer asserts into
+    its open transaction (the marker takes effect with the commit), or else in a
+    transaction of its own. The markers are not part of the workload: they are written
+    only into the lab's copy of the stream that the strategies in the event-time domain
+    read (``producer``, custom ones with ``time_domain = "event"``); ``simulate`` and the
+    other strategies never see them (docs/strategies.md).
     """
 
     name: str = spec_field(doc="its name (instances: name-0, name-1, ...)")
@@ -195,7 +201,9 @@ class WriterSpec:
         None, low=1, doc="write through transactions committed this often"
     )
     assert_every_ms: int | None = spec_field(
-        1_000, low=1, doc="lab: producer watermark assertions (null: never)"
+        1_000,
+        low=1,
+        doc="lab: producer watermark assertions, seen by event-time strategies only (null: never)",
     )
     assert_error_ms: int = spec_field(0, doc="lab: added to every assertion (> 0: false promises)")
     when_idle: str = spec_field("heartbeat", choices=WHEN_IDLE, doc="lab: what an idle writer asserts")

@@ -24,9 +24,9 @@ candidate; then bisect until the failing and the meeting candidate are adjacent.
 answer is then the candidate an exhaustive scan of the grid finds, if the late fraction
 is monotone there. If ``max_bound_ms`` fails, the target is not met up to it.
 
-**Joint runs.** Each lab run evaluates every strategy, each over its own reader group,
-pipeline and processing-time generator, so one strategy's row does not depend on
-another's bound (``tests/test_tune.py`` checks it). A round therefore runs ``n`` tasks
+**Joint runs.** Each lab run evaluates every strategy (``strategies.only``: those), each as
+if alone (``bench.lab.compare``), so one strategy's row does not depend on another's bound
+(``tests/test_tune.py`` checks it). A round therefore runs ``n`` tasks
 with every searching strategy at its next bound; the others ride at a bound already
 evaluated, and their rows there are compared with the cached ones (a difference is an
 error: the independence failed). Every evaluation is cached by (strategy, bound) and
@@ -46,7 +46,7 @@ from segmentstore.checks import checked
 
 from ..lab.lab_scenario import lab_ready
 from ..spec.errors import TuneError
-from ..spec.scenario import Scenario, scenario_to_dict
+from ..spec.scenario import Scenario, StrategiesSpec, scenario_to_dict
 from .experiment import execute, replication_tasks
 from .stats import FRACTION, domain_of, summarise
 
@@ -88,8 +88,8 @@ class Knob:
 
 
 def knobs(sc: Scenario) -> list[Knob]:
-    """The bounded strategies of ``sc``, in table order: the three built-in ones, then custom ones
-    that name their ``bound_param``."""
+    """The bounded strategies of ``sc`` that run (``strategies.only``), in table order: the three
+    built-in ones, then custom ones that name their ``bound_param``."""
     st = sc.strategies
     out = [
         Knob("ingestion", "group.max_event_time_lag_ms", sc.group.max_event_time_lag_ms),
@@ -101,7 +101,8 @@ def knobs(sc: Scenario) -> list[Knob]:
             out.append(
                 Knob(c.name, f"strategies.custom.{i}.params.{c.bound_param}", int(c.params[c.bound_param]))
             )
-    return out
+    names = (st or StrategiesSpec()).names
+    return [k for k in out if k.strategy in names]
 
 
 def set_bounds(data: Mapping[str, Any], ks: Sequence[Knob], bounds: Mapping[str, int]) -> dict[str, Any]:
