@@ -400,22 +400,16 @@ class WatermarkIndex:
     def watermarks_at_records(
         self, data: bytes, base: int
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """The starts of the whole length-prefixed records of ``data`` (bytes of this segment read at
-        ``base``) and ``watermark_at`` each of them and then at the end of the last one: the numbers of
-        ``records.record_bounds(data, base)`` and ``watermarks_at_ascending`` of its bounds, in one kernel
-        call. The caller guarantees ``[base, base + len(data)]`` lies in ``[start_offset, length]``.
-        O(records + entries in the range)."""
-        if _record_wms is None:
-            _kernels()
-        assert _record_wms is not None
+        """``record_bounds(data, base)``'s record starts and ``watermarks_at_ascending`` of its bounds
+        (``data`` read at ``base``, in ``[start_offset, length]``) in one kernel call. O(records)."""
         cap = len(data) // 4 + 2
         out = np.empty(2 * cap, np.int64)
         bounds, wms = out[:cap], out[cap:]
-        count = _record_wms(
+        n = (_record_wms or _kernels().record_watermarks)(
             np.frombuffer(data, np.uint8), base, self._offs, self._wms, self._h, self._n, self._tail - 1,
             bounds, wms,
         )  # fmt: skip
-        return bounds[:count], wms[: count + 1]
+        return bounds[:n], wms[: n + 1]
 
     def ingestion_times_at(
         self,
