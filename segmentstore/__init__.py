@@ -39,6 +39,7 @@ from .errors import (
     StreamNotFoundError,
     StreamNotSealedError,
     StreamSealedError,
+    UnsupportedCommandError,
     WrongParentError,
 )
 from .future_read import FutureRead
@@ -106,4 +107,5 @@ __all__ = [
     "AuthenticationError",
     "ConnectionLostError",
     "ProtocolError",
+    "UnsupportedCommandError",
 ]

@@ -49,6 +49,7 @@ __all__ = [
     "InvalidScaleError",
     "ProtocolError",
     "AuthenticationError",
+    "UnsupportedCommandError",
     "ConnectionLostError",
     "NotSentError",
     "InvalidClockError",
@@ -222,6 +223,22 @@ class ProtocolError(SegmentStoreError):
 
 class AuthenticationError(ProtocolError, PermissionError):
     """The server refused the connection's token (wrong or missing)."""
+
+
+class UnsupportedCommandError(ProtocolError):
+    """The server speaks an older protocol version that lacks the command: not sent (not executed).
+
+    Raised by the client before sending, from the version the server said in its hello:
+    ``command`` names the command, ``server_version`` the server's protocol version and
+    ``needed_version`` the version that introduced the command. Upgrade the server (or use
+    a client of the server's version); sending it again fails the same way.
+    """
+
+    def __init__(self, message: str, command: str = "", server_version: int = 0, needed_version: int = 0):
+        super().__init__(message)
+        self.command = command
+        self.server_version = server_version
+        self.needed_version = needed_version
 
 
 class ConnectionLostError(SegmentStoreError, ConnectionError):

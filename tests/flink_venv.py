@@ -3,19 +3,19 @@
 PyFlink cannot live beside PySpark 4.3 in the test environment (apache-flink 2.3 needs
 apache-beam <= 2.61, which pins pyarrow < 17; PySpark's Arrow path refuses < 18), so the
 Flink test runs the job with its own interpreter (``ingestwm validate --flink-python``):
-a venv with ``apache-flink==2.3.*`` in ``~/.cache/ingestwm/flink-2.3-py3XX`` (or
-``$INGESTWM_FLINK_VENV``), outside the repository, reused while it is valid (its
-``ok`` file names the version a check imported). ``tests/conftest.py`` starts
+a venv with ``apache-flink==2.3.*`` in ingestwm's cache, ``~/.cache/ingestwm/flink-2.3-py3XX``
+(``bench.validate.user_cache``; or ``$INGESTWM_FLINK_VENV``), outside the repository, reused
+while it is valid (its ``ok`` file names the version a check imported). ``tests/conftest.py`` starts
 ``start()`` when the collected tests include one marked ``flink``, so the download
 and install overlap the rest of the suite; the test calls ``wait()``.
 
 Run as a script (``python tests/flink_venv.py DIR``) it does the provisioning itself,
-under a lock on ``DIR.lock`` (two test runs share one venv), logging to ``DIR.log``.
+holding ``DIR``'s cache lock exclusively (``user_cache.using``: two test runs share one
+venv, and ``ingestwm cache clear --venv`` leaves a venv being built), logging to ``DIR.log``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import os
 import shutil
@@ -39,8 +39,10 @@ def venv_dir() -> Path:
     env = os.environ.get("INGESTWM_FLINK_VENV")
     if env:
         return Path(env).expanduser()
+    from bench.validate.user_cache import cache_root  # here: bench.validate loads in a second or so
+
     tag = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return Path.home() / ".cache" / "ingestwm" / f"flink-2.3-{tag}"
+    return cache_root() / f"flink-2.3-{tag}"
 
 
 def _python(d: Path) -> Path:
@@ -95,8 +97,9 @@ def wait(timeout_s: float = 1200.0) -> tuple[str | None, str]:
 
 
 def _provision(d: Path) -> int:
-    with open(f"{d}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test run may be installing it: wait for it
+    from bench.validate.user_cache import using
+
+    with using(d, exclusive=True):  # another test run may be installing it: wait for it
         if _valid(d):
             return 0
         shutil.rmtree(d, ignore_errors=True)

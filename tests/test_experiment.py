@@ -27,6 +27,7 @@ from bench.spec.seeds import Seeds
 from bench.study import write_result
 from bench.study.experiment import LAB_METRICS, SIM_METRICS, aggregate, execute, replication_tasks, run_task
 from bench.study.replicate import run_replications
+from bench.study.run_options import RunOptions
 from bench.study.stats import (
     DOMAINS,
     FRACTION,
@@ -41,6 +42,11 @@ from bench.study.stats import (
 from bench.study.sweep import SweepError, load_sweep, run_experiment, sweep_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _quiet(_: str) -> None:
+    """Where a test sends the lines a driver prints."""
+
 
 SMALL_RANDOM = [
     "duration_ms=6000",
@@ -352,7 +358,9 @@ def test_a_three_seed_lab_sweep_keeps_every_bound_in_its_domain(tmp_path: Path) 
     )
     out = tmp_path / "out"
     lines: list[str] = []
-    results = run_experiment(str(sweep), out=out, echo=lines.append, executor="local", jobs=1, progress=False)
+    results = run_experiment(
+        str(sweep), out=out, options=RunOptions(echo=lines.append, executor="local", jobs=1, progress=False)
+    )
     metrics = results[0]["metrics"]
     assert _outside_domains(metrics) == []
     cut = {m for m, s in metrics.items() if s["clipped"]}
@@ -373,7 +381,7 @@ def test_a_three_seed_lab_sweep_keeps_every_bound_in_its_domain(tmp_path: Path) 
 
 def test_replications_write_intervals_runs_bands_and_a_manifest(tmp_path: Path) -> None:
     sc = load_scenario("random-faults", SMALL_RANDOM, seed=10)
-    doc = run_replications("simulate", sc, 3, tmp_path, echo=lambda _: None, jobs=1, progress=False)
+    doc = run_replications("simulate", sc, 3, tmp_path, RunOptions(echo=_quiet, jobs=1, progress=False))
     assert doc["seeds"] == [10, 11, 12]
     lag = doc["metrics"]["lag_mean_ms"]
     assert lag["n"] == 3 and lag["low"] < lag["mean"] < lag["high"]
@@ -401,8 +409,8 @@ def test_replications_on_worker_processes_give_the_in_process_results() -> None:
     simulations as the calling process, and report their progress through the pool's queue."""
     sc = scenario_to_dict(load_scenario("random-faults", SMALL_RANDOM))
     tasks = replication_tasks("simulate", sc, 10, 2)
-    one = execute(tasks, "local", 1, show_progress=False)
-    two = execute(tasks, "local", 2, show_progress=False)
+    one = execute(tasks, RunOptions(jobs=1, progress=False))
+    two = execute(tasks, RunOptions(jobs=2, progress=False))
     assert [r["metrics"] for r in two] == [r["metrics"] for r in one]
     assert [r["series"] for r in two] == [r["series"] for r in one]
     assert one[0]["metrics"] != one[1]["metrics"]  # two seeds, two results
@@ -480,9 +488,7 @@ def test_a_local_lab_sweep_writes_means_intervals_and_a_manifest(tmp_path: Path)
         "grid: {strategies.flink_bound_ms: [0, 2500]}\nmetrics: [flink.late_fraction]\n"
     )
     out = tmp_path / "out"
-    results = run_experiment(
-        str(sweep), out=out, echo=lambda _: None, executor="local", jobs=1, progress=False
-    )
+    results = run_experiment(str(sweep), out=out, options=RunOptions(echo=_quiet, jobs=1, progress=False))
     late = [r["metrics"]["flink.late_fraction"] for r in results]
     assert [x["n"] for x in late] == [2, 2] and late[0]["mean"] > late[1]["mean"] == 0
     header = (out / "results.csv").read_text().splitlines()[0].split(",")

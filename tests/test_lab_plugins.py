@@ -25,6 +25,7 @@ from bench.lab.strategies_contrib import PercentileDelayStrategy
 from bench.sim.failure_schedule import failure_stream, timeline
 from bench.spec.seeds import Seeds
 from bench.study import format_table, write_outputs
+from bench.study.run_options import RunOptions
 
 
 class IngestionMinus:
@@ -351,7 +352,10 @@ def test_custom_strategies_have_their_rows_in_replications_and_sweeps(tmp_path: 
     base.write_text(yaml.safe_dump(_tiny(mine)))
     lines: list[str] = []
     doc = compare_scenario(
-        str(base), out=tmp_path / "reps", replications=2, echo=lines.append, jobs=1, fmt="svg"
+        str(base),
+        out=tmp_path / "reps",
+        replications=2,
+        options=RunOptions(echo=lines.append, jobs=1, fmt="svg"),
     )
     assert isinstance(doc, dict)
     assert doc["metrics"]["mine.wm_lag_mean_ms"]["mean"] == doc["metrics"]["ingestion.wm_lag_mean_ms"]["mean"]
@@ -370,7 +374,7 @@ def test_custom_strategies_have_their_rows_in_replications_and_sweeps(tmp_path: 
         )
     )
     results = run_experiment(
-        str(sweep), out=tmp_path / "sw", echo=lines.append, executor="local", jobs=1, fmt="pdf"
+        str(sweep), out=tmp_path / "sw", options=RunOptions(echo=lines.append, jobs=1, fmt="pdf")
     )
     lag = [r["metrics"]["mine.wm_lag_mean_ms"]["mean"] for r in results]
     assert lag[0] + 500 == lag[1] == results[1]["metrics"]["ingestion.wm_lag_mean_ms"]["mean"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bench.study import experiment
 from bench.study.experiment import execute, replication_tasks, shutdown_pool
+from bench.study.run_options import RunOptions
 
 _SCENARIO = {
     "name": "pool",
@@ -30,12 +31,12 @@ def _worker_pids() -> set[int]:
 def test_the_workers_stay_warm_across_execute_calls() -> None:
     tasks = replication_tasks("simulate", _SCENARIO, 3, 4)
     try:
-        first = execute(tasks, "local", 2, show_progress=False)
+        first = execute(tasks, RunOptions(jobs=2, progress=False))
         pids = _worker_pids()
-        second = execute(tasks, "local", 2, show_progress=False)
+        second = execute(tasks, RunOptions(jobs=2, progress=False))
         assert _worker_pids() == pids and 1 <= len(pids) <= 2  # no worker started anew for the second call
         assert [r["metrics"] for r in first] == [r["metrics"] for r in second]
-        assert [r["metrics"] for r in execute(tasks, "local", 1, show_progress=False)] == [
+        assert [r["metrics"] for r in execute(tasks, RunOptions(jobs=1, progress=False))] == [
             r["metrics"] for r in first
         ]  # in-process: the same results
     finally:

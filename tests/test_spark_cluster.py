@@ -21,6 +21,7 @@ import pytest
 import yaml
 from spark_fixtures import StandaloneCluster, spark_cluster_fixture  # noqa: F401 (fixture)
 
+from bench.study.run_options import RunOptions
 from bench.study.sweep import run_experiment
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark")]
@@ -205,10 +206,7 @@ def test_a_sweep_with_a_driver_only_strategy_runs_on_the_cluster_as_it_runs_loca
         local = run_experiment(
             str(work / "good" / "sweep.yaml"),
             out=work / "good-local",
-            echo=lambda _: None,
-            executor="local",
-            jobs=1,
-            progress=False,
+            options=RunOptions(echo=lambda _: None, jobs=1, progress=False),
         )
     finally:
         for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:

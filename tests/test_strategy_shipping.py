@@ -15,6 +15,7 @@ from test_lab_plugins import _tiny  # the lab's tiny scenario with these custom 
 
 from bench.spec.errors import ScenarioError
 from bench.study.experiment import _executor_error, _spark_task, execute
+from bench.study.run_options import RunOptions
 from bench.study.strategy_shipping import ship_plan, write_archive
 
 STRATEGY = """
@@ -129,7 +130,9 @@ def test_a_spark_sweep_refuses_an_unshippable_strategy_before_spark_starts(
 
     monkeypatch.setattr("spark_source.session.local_session", no_spark)
     with pytest.raises(ScenarioError, match=r"custom strategy 'n' \(shipprobe_native:Cls\) cannot reach"):
-        execute([_task(("n", "shipprobe_native:Cls"))], "spark", master="spark://127.0.0.1:1")
+        execute(
+            [_task(("n", "shipprobe_native:Cls"))], RunOptions(executor="spark", master="spark://127.0.0.1:1")
+        )
 
 
 def test_a_run_failing_on_an_executor_comes_back_as_data_and_becomes_one_line() -> None:

@@ -17,8 +17,12 @@ from bench.cli import main
 from bench.spec.errors import ScenarioError, TuneError
 from bench.spec.scenario import load_scenario, scenario_from_dict, scenario_to_dict
 from bench.study.experiment import run_task
+from bench.study.run_options import RunOptions
 from bench.study.stats import FRACTION, summarise
 from bench.study.tune import BoundSearch, candidates, knobs, meets, tune
+
+_QUIET = RunOptions(echo=lambda _: None)
+"""Options of a test's tune: nothing printed."""
 
 SMALL = {
     "name": "tune-small",
@@ -141,7 +145,7 @@ def test_tune_searches_only_the_strategies_that_run() -> None:
     st = {**SMALL["strategies"], "only": ["spark", "producer"]}  # type: ignore[dict-item]
     sc = scenario_from_dict({**SMALL, "duration_ms": 1000, "strategies": st})
     assert [k.strategy for k in knobs(sc)] == ["spark"]
-    res = tune(sc, 0.5, 1, 400, 200, echo=lambda _: None)
+    res = tune(sc, 0.5, 1, 400, 200, options=_QUIET)
     assert [(r.strategy, r.status) for r in res.results] == [("producer", "as it is"), ("spark", "met")]
 
 
@@ -151,7 +155,7 @@ def test_the_search_finds_what_an_exhaustive_scan_finds_and_runs_nothing_twice(
 ) -> None:
     replay = _Replay(grid_runs)
     sc = scenario_from_dict(SMALL)
-    res = tune(sc, target, N, GRID_MAX, GRID_STEP, echo=lambda _: None, run=replay)
+    res = tune(sc, target, N, GRID_MAX, GRID_STEP, options=_QUIET, run=replay)
     by = {r.strategy: r for r in res.results}
     for s in BOUNDED:
         want = _scan(grid_runs, s, target, GRID_MAX)
@@ -174,7 +178,7 @@ def test_a_target_no_bound_meets_is_reported_not_met_at_the_maximum(
 ) -> None:
     sc = scenario_from_dict(SMALL)
     top = 300
-    res = tune(sc, 0.0, N, top, GRID_STEP, echo=lambda _: None, run=_Replay(grid_runs))
+    res = tune(sc, 0.0, N, top, GRID_STEP, options=_QUIET, run=_Replay(grid_runs))
     ing = next(r for r in res.results if r.strategy == "ingestion")
     assert _scan(grid_runs, "ingestion", 0.0, top) is None
     assert ing.status == "not met" and ing.evaluation.bound_ms == top and not ing.evaluation.met
@@ -284,6 +288,6 @@ def test_a_strategy_whose_row_moves_with_another_s_bound_is_an_error(
             N,
             GRID_MAX,
             GRID_STEP,
-            echo=lambda _: None,
+            options=_QUIET,
             run=Coupled(grid_runs),
         )

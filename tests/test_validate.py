@@ -616,7 +616,7 @@ def test_flink_agrees_with_the_model_in_the_driven_java_job(
     every event met the model's watermark and was late in both or neither, every window fired
     with the same count at the same watermark, and every move of the combined watermark
     (intermediate ones within a tick included) was the model's. No pace, no regime."""
-    from bench.validate.flink_java import _cache_root
+    from bench.validate.user_cache import cache_root
 
     results, replays = driven
     verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
@@ -629,7 +629,7 @@ def test_flink_agrees_with_the_model_in_the_driven_java_job(
     assert [v.strategy for v in verdicts] == ["flink (segment_union)"] * 2 + ["flink (reader)"]
     assert verdicts[2].late_engine == 0  # the reader topology loses nothing to the scaling
     # compiled once into the user's cache, never into the repository
-    assert list(_cache_root().glob("flink-java-*/ingestwm/validate/DrivenReplay.class"))
+    assert list(cache_root().glob("flink-java-*/ingestwm/validate/DrivenReplay.class"))
     assert not list(Path(__file__).resolve().parents[1].joinpath("bench").rglob("*.class"))
 
 

@@ -4,6 +4,7 @@
   ``compare``, ``bench``, ``serve``); ``main`` is the console script's entry point.
 - ``group``: ``ingestwm group list|describe|offline``, shared reader groups of a served store.
 - ``validate_cmd``: ``ingestwm validate``, the lab's engine models against Spark and Flink.
+- ``cache_cmd``: ``ingestwm cache info|clear``, what validate keeps in ``~/.cache/ingestwm``.
 - ``main_job``: ``ingestwm demo`` — the iot-sensors simulation, then the same store
   read by a Spark streaming query, with a short report.
 

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..study.figures import FORMATS as FIGURE_FORMATS
+from .cache_cmd import cache as cache_commands
 from .group import group as group_commands
 from .validate_cmd import validate_cmd
+
+if TYPE_CHECKING:
+    from ..study.run_options import RunOptions
 
 __all__ = ["main", "cli"]
 
@@ -33,6 +37,7 @@ def cli() -> None:
 
 cli.add_command(group_commands)  # ingestwm group list|describe|offline (bench/cli/group.py)
 cli.add_command(validate_cmd)  # ingestwm validate: lab models vs Spark and Flink (bench/cli/validate_cmd.py)
+cli.add_command(cache_commands)  # ingestwm cache info|clear: ~/.cache/ingestwm (bench/cli/cache_cmd.py)
 
 
 def _sim_errors() -> tuple[type[Exception], ...]:
@@ -134,6 +139,21 @@ def _run_options(replications_help: str = _REPLICATIONS_HELP) -> Callable[[Any],
     return apply
 
 
+def _options(executor: str, jobs: int | None, master: str, fmt: str) -> RunOptions:
+    """A command's one ``RunOptions``: its flags, click's echo, and its command line for the manifest."""
+    from ..study.manifest import Provenance
+    from ..study.run_options import RunOptions
+
+    return RunOptions(
+        executor=executor,
+        jobs=jobs,
+        master=master,
+        echo=click.echo,
+        provenance=Provenance(["ingestwm", *sys.argv[1:]]),
+        fmt=fmt,
+    )
+
+
 @cli.command()
 @click.argument("scenario")
 @_run_options()
@@ -155,10 +175,8 @@ def simulate(
     """Run SCENARIO (a shipped name or a YAML file) and write its summary, series, plots and manifest."""
     from pathlib import Path
 
-    from ..study.manifest import Provenance
     from ..study.simulate_run import simulate_replications
 
-    prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
         simulate_replications(
             scenario,
@@ -166,12 +184,7 @@ def simulate(
             overrides,
             seed,
             Path(out) if out is not None else None,
-            click.echo,
-            executor,
-            jobs,
-            master,
-            provenance=prov,
-            fmt=fmt,
+            _options(executor, jobs, master, fmt),
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
@@ -254,21 +267,11 @@ def experiment(
     """Run the parameter grid SWEEP (a shipped name or YAML file) of simulations or lab comparisons."""
     from pathlib import Path
 
-    from ..study.manifest import Provenance
     from ..study.sweep import run_experiment
 
-    prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
         run_experiment(
-            sweep,
-            master,
-            Path(out) if out is not None else None,
-            click.echo,
-            replications,
-            executor,
-            jobs,
-            provenance=prov,
-            fmt=fmt,
+            sweep, Path(out) if out is not None else None, replications, _options(executor, jobs, master, fmt)
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
@@ -302,9 +305,7 @@ def compare(
     from pathlib import Path
 
     from ..study.compare_run import compare_scenario
-    from ..study.manifest import Provenance
 
-    prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
         compare_scenario(
             scenario,
@@ -313,12 +314,7 @@ def compare(
             Path(out) if out is not None else None,
             not no_plot,
             replications,
-            click.echo,
-            executor,
-            jobs,
-            master,
-            provenance=prov,
-            fmt=fmt,
+            _options(executor, jobs, master, fmt),
         )
     except _sim_errors() as e:
         raise click.ClickException(str(e)) from None
@@ -369,10 +365,8 @@ def tune(
     strategy's bound_param) whose late fraction meets --late-target with 95 % confidence, and its costs."""
     from pathlib import Path
 
-    from ..study.manifest import Provenance
     from ..study.tune_run import tune_scenario
 
-    prov = Provenance(["ingestwm", *sys.argv[1:]])
     try:
         tune_scenario(
             scenario,
@@ -381,12 +375,7 @@ def tune(
             overrides,
             seed,
             Path(out) if out is not None else None,
-            click.echo,
-            executor,
-            jobs,
-            master,
-            provenance=prov,
-            fmt=fmt,
+            _options(executor, jobs, master, fmt),
             max_bound_ms=max_bound_ms,
             resolution_ms=resolution_ms,
         )

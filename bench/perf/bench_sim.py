@@ -77,6 +77,7 @@ from ..sim.readers import MAX_BATCH
 from ..sim.result import SimResult
 from ..spec.scenario import Scenario, load_scenario, scenario_from_dict, scenario_to_dict
 from ..study.experiment import execute, replication_tasks
+from ..study.run_options import RunOptions
 from .errors import BenchmarkError
 from .suite import Row, Size, module_main, row, sized
 
@@ -285,14 +286,14 @@ def _replications(sc: Scenario, seeds: int, workers: int, rounds: int) -> tuple[
     full run each (as a sweep's workers are after their first run: imports, kernels, heap)."""
     tasks = replication_tasks("simulate", scenario_to_dict(sc), sc.seed, seeds)
     if workers > 1:  # the pool's workers are up and warm (kept between execute calls)
-        execute(replication_tasks("simulate", scenario_to_dict(sc), sc.seed + seeds, workers), "local",
-                workers, show_progress=False)  # fmt: skip
+        warm = replication_tasks("simulate", scenario_to_dict(sc), sc.seed + seeds, workers)
+        execute(warm, RunOptions(jobs=workers, progress=False))
     walls: dict[int, float] = {}
     results: dict[int, list[dict[str, Any]]] = {}
     for _ in range(rounds):
         for jobs in (1, workers):
             t0 = monotonic_s()
-            runs = execute(tasks, "local", jobs, show_progress=False)
+            runs = execute(tasks, RunOptions(jobs=jobs, progress=False))
             wall = monotonic_s() - t0
             walls[jobs] = min(wall, walls.get(jobs, wall))
             for r in runs:

@@ -130,9 +130,10 @@ class ProcessReaderActor(ReaderActor):
         super().__init__(world, spec, name, channel)
         self.incarnation: str | None = None
 
-    def _session(self) -> Generator[simpy.Event, Any, int | None]:
-        """One process of the reader (its ``FailureSchedule`` session), from its start to its leave or
-        kill; returns when the next one starts (or None). The base class's ``process()`` runs these."""
+    def _session(self, kind: str) -> Generator[simpy.Event, Any, int | None]:
+        """One process of the reader (its ``FailureSchedule`` session), from its start (``kind``: join or
+        restart) to its leave or kill; returns when the next one starts (or None). The base class's
+        ``process()`` runs these."""
         w, s = self.world, self.spec
         env, procs = w.env, w.served.procs
         session = self.schedule.session(int(env.now))
@@ -154,19 +155,18 @@ class ProcessReaderActor(ReaderActor):
             if due == "leave":
                 procs.stop(inc)
                 self._follow()
-                self._gone("left")
+                self.on_change("leave")
                 return None
             if due == "crash" or due == "failure":
                 procs.kill(inc)
                 self._follow()
-                self.state = "crashed"
-                self.crashes += 1
+                self.on_change("crash")
                 outage = self.schedule.crashed(due, now)
                 if outage.offline_ms > now:
                     yield env.timeout(outage.offline_ms - now)
                 with contextlib.suppress(ReaderNotInGroupError):  # its lease may have run out first
                     w.group.reader_offline(self.name)
-                self._gone("offline")
+                self.on_change("offline")
                 return outage.restart_ms
             if due == "stall":
                 self.state = "stalled"

@@ -13,6 +13,8 @@ Above the simulation (``bench.sim``) and the lab (``bench.lab``), which it runs;
   tasks, and their aggregation; ``worker_preload``: what the local pool's forkserver
   loads once; ``strategy_shipping``: custom strategies' modules to Spark's executors.
 - ``replicate``: ``--replications``; ``sweep``: ``ingestwm experiment``, grids of either.
+- ``run_options``: ``RunOptions``, how every driver runs and reports (executor, jobs, master,
+  progress, echo, provenance, figure format), built once by the CLI.
 - ``stats``: mean, sd, Student-t 95 % intervals cut to each metric's domain.
 - ``manifest``: ``manifest.json``, the provenance of every output directory.
 - ``figures``: the house style of every figure (Okabe-Ito colours, reproducible files).
@@ -21,6 +23,7 @@ Above the simulation (``bench.sim``) and the lab (``bench.lab``), which it runs;
 from .compare_report import format_table, plot, write_outputs
 from .compare_run import compare_scenario
 from .replicate import run_replications
+from .run_options import RunOptions
 from .sim_outputs import write_result
 from .simulate_run import simulate, simulate_replications
 from .sweep import load_sweep, run_experiment, shipped_sweeps
@@ -33,6 +36,7 @@ __all__ = [
     "plot",
     "run_experiment",
     "run_replications",
+    "RunOptions",
     "shipped_sweeps",
     "simulate",
     "simulate_replications",

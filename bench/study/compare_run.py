@@ -9,20 +9,20 @@ in ``--format`` and ``manifest.json``) or over ``replications`` seeds (``bench.s
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..lab.compare import LabResult, run_compare
 from ..lab.lab_scenario import LabScenarioError, load_lab_scenario
-from ..spec.errors import OutputError
 from ..spec.scenario import Scenario, scenario_to_dict
-from . import figures
 from .compare_report import format_table, write_outputs
-from .manifest import Provenance
+from .run_options import RunOptions
 from .simulate_run import DEFAULT_RUNS_DIR, prepare_output_dir
 
 __all__ = ["compare_scenario"]
+
+_DEFAULT = RunOptions()
 
 
 def _with_progress(sc: Scenario, show: bool | None) -> LabResult:
@@ -48,20 +48,10 @@ def compare_scenario(
     out: Path | None = None,
     plots: bool = True,
     replications: int | None = None,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
-    fmt: str = "png",
+    options: RunOptions = _DEFAULT,
 ) -> LabResult | dict[str, Any]:
-    """Run the lab on a scenario once (a ``LabResult``) or over seeds (the aggregate); print and write.
-
-    Figures as ``fmt`` (png, svg or pdf).
-    """
-    figures.check(fmt, OutputError)
-    prov = provenance or Provenance()
+    """Run the lab on a scenario once (a ``LabResult``) or over seeds (the aggregate); print and write
+    (figures as ``options.fmt``)."""
     sc = load_lab_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else sc.replications
     if n < 1:
@@ -70,16 +60,17 @@ def compare_scenario(
         from .replicate import run_replications
 
         out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"compare-{sc.name}-x{n}")
-        return run_replications(
-            "compare", sc, n, out_dir, echo, executor, jobs, master, progress, prov, plots, fmt
-        )
+        return run_replications("compare", sc, n, out_dir, options, plots)
     if out is not None:
         prepare_output_dir(out)
-    result = _with_progress(sc, progress)
+    result = _with_progress(sc, options.progress)
+    echo = options.echo
     echo(format_table(result))
     if out is not None:
-        for path in write_outputs(result, out, plots=plots, fmt=fmt):
+        for path in write_outputs(result, out, plots=plots, fmt=options.fmt):
             echo(f"wrote {path}")
-        path = prov.write(out, "compare", [sc.seed], [scenario_to_dict(sc)], {"random": sc.random_parts})
+        path = options.manifest().write(
+            out, "compare", [sc.seed], [scenario_to_dict(sc)], {"random": sc.random_parts}
+        )
         echo(f"wrote {path}")
     return result

@@ -40,6 +40,7 @@ from typing import Any
 
 from ..spec.errors import ExecutorError, ScenarioError, SimulationError
 from ..spec.scenario import scenario_from_dict
+from .run_options import RunOptions
 from .stats import domain_of, summarise
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
     "replication_tasks",
     "shutdown_pool",
 ]
+
+_DEFAULT = RunOptions()
 
 TOOLS = ("simulate", "compare")
 
@@ -242,15 +245,13 @@ def _worker(
 
 def execute(
     tasks: Sequence[dict[str, Any]],
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    show_progress: bool | None = None,
+    options: RunOptions = _DEFAULT,
     out_dirs: Sequence[str | None] | None = None,
     label: str = "",
 ) -> list[dict[str, Any]]:
-    """Run every task; results in task order. ``executor``: ``local`` (processes) or ``spark``."""
-    if executor == "spark":
+    """Run every task where ``options`` say (local processes or Spark tasks); results in task order."""
+    show_progress, jobs = options.progress, options.jobs
+    if options.executor == "spark":
         from .strategy_shipping import ship_plan
 
         ship_plan(tasks)  # a custom strategy that cannot reach the executors: refused before Spark starts
@@ -259,14 +260,12 @@ def execute(
         from spark_source.session import local_session
 
         ours = SparkSession.getActiveSession() is None  # a caller's session is used, and left running
-        spark = local_session("ingestwm-experiment", master=master)
+        spark = local_session("ingestwm-experiment", master=options.master)
         try:
             return spark_execute(spark.sparkContext, tasks, show_progress, label)
         finally:
             if ours:
                 spark.stop()
-    if executor != "local":
-        raise ScenarioError(f"unknown executor {executor!r}: local or spark")
     from tqdm import tqdm
 
     if show_progress is None:

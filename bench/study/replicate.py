@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,12 @@ from ..spec.errors import OutputError
 from ..spec.scenario import Scenario, scenario_to_dict
 from . import figures
 from .experiment import aggregate, aggregate_series, execute, replication_tasks
-from .manifest import Provenance
+from .run_options import RunOptions
 from .stats import error_bars, mean_ci
 
 __all__ = ["run_replications", "format_replications", "LAB_SHOWN"]
+
+_DEFAULT = RunOptions()
 
 LAB_SHOWN = ("late_fraction", "completeness", "wm_lag_mean_ms", "result_latency_p50_ms", "buffer_peak_events")
 
@@ -160,24 +162,17 @@ def run_replications(
     scenario: Scenario,
     replications: int,
     out_dir: Path,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
+    options: RunOptions = _DEFAULT,
     plots: bool = True,
-    fmt: str = "png",
 ) -> dict[str, Any]:
-    """Run ``scenario`` with ``replications`` seeds; write and print the aggregate (figure as ``fmt``)."""
-    figures.check(fmt)
-    prov = provenance or Provenance()
+    """Run ``scenario`` with ``replications`` seeds; write and print the aggregate (figure as
+    ``options.fmt``)."""
     data = scenario_to_dict(scenario)
     tasks = replication_tasks(tool, data, scenario.seed, replications)
     for t in tasks:
         t["scenario"]["metrics"] = {**t["scenario"]["metrics"], "plots": False}
-    dirs = [str(out_dir / f"seed-{t['seed']}") for t in tasks] if executor == "local" else None
-    runs = execute(tasks, executor, jobs, master, progress, dirs, label=scenario.name)
+    dirs = [str(out_dir / f"seed-{t['seed']}") for t in tasks] if options.executor == "local" else None
+    runs = execute(tasks, options, dirs, label=scenario.name)
     seeds = [r["seed"] for r in runs]
     agg = aggregate(runs)
     bands = aggregate_series(runs)
@@ -209,15 +204,16 @@ def run_replications(
         raise OutputError(f"cannot write to {str(out_dir)!r}: {e.strerror or e}") from None
     files = ["runs.csv", "replications.csv", "replications.json"]
     if plots:
-        files.append(_plot(tool, scenario.name, agg, bands, out_dir, len(runs), fmt).name)
-    prov.write(
+        files.append(_plot(tool, scenario.name, agg, bands, out_dir, len(runs), options.fmt).name)
+    options.manifest().write(
         out_dir,
         f"{tool} --replications {replications}",
         seeds,
         [scenario_to_dict(scenario)],
-        {"executor": executor, "random": doc["random"]},
+        {"executor": options.executor, "random": doc["random"]},
     )
     files.append("manifest.json")
+    echo = options.echo
     echo(format_replications(tool, scenario.name, seeds, agg))
     if not doc["random"]:
         echo("  note: nothing in this scenario is random, so every seed gives the same run")

@@ -19,8 +19,7 @@ from ..sim.engine import run_scenario
 from ..sim.result import SimResult
 from ..spec.errors import OutputError, ScenarioError
 from ..spec.scenario import Scenario, load_scenario, scenario_to_dict
-from . import figures
-from .manifest import Provenance
+from .run_options import RunOptions
 from .sim_outputs import write_result
 
 __all__ = [
@@ -33,6 +32,8 @@ __all__ = [
     "summary_lines",
     "fmt_ms",
 ]
+
+_DEFAULT = RunOptions()
 
 DEFAULT_RUNS_DIR = Path("runs")
 
@@ -85,21 +86,16 @@ def simulate(
     overrides: Sequence[str] = (),
     seed: int | None = None,
     out: Path | None = None,
-    echo: Callable[[str], None] = print,
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
-    fmt: str = "png",
+    options: RunOptions = _DEFAULT,
 ) -> tuple[SimResult, list[Path]]:
-    """Load, run and write a scenario (figures as ``fmt``: png, svg or pdf) and its manifest;
-    print a short summary. Returns the result and the files written."""
-    figures.check(fmt, OutputError)
-    prov = provenance or Provenance()
+    """Load, run and write a scenario (figures as ``options.fmt``) and its manifest; print a short
+    summary. Returns the result and the files written."""
     scenario = load_scenario(name_or_path, overrides, seed)
     out_dir = prepare_output_dir(out if out is not None else default_out_dir(scenario))
-    result = run_with_progress(scenario, progress)
-    paths = write_result(result, out_dir, fmt)
+    result = run_with_progress(scenario, options.progress)
+    paths = write_result(result, out_dir, options.fmt)
     paths.append(
-        prov.write(
+        options.manifest().write(
             out_dir,
             "simulate",
             [scenario.seed],
@@ -107,6 +103,7 @@ def simulate(
             {"random": scenario.random_parts},
         )
     )
+    echo = options.echo
     for line in summary_lines(result):
         echo(line)
     echo(f"outputs in {out_dir}/: " + ", ".join(p.name for p in paths))
@@ -119,45 +116,21 @@ def simulate_replications(
     overrides: Sequence[str] = (),
     seed: int | None = None,
     out: Path | None = None,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
-    fmt: str = "png",
+    options: RunOptions = _DEFAULT,
 ) -> dict[str, Any] | tuple[SimResult, list[Path]]:
-    """``simulate`` over ``replications`` seeds (default: the scenario's ``replications``); one run if 1.
-
-    Figures as ``fmt`` (png, svg or pdf).
-    """
+    """``simulate`` over ``replications`` seeds (default: the scenario's ``replications``); one run if 1."""
     from .replicate import run_replications
 
-    figures.check(fmt, OutputError)
-    prov = provenance or Provenance()
     scenario = load_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else scenario.replications
     if n < 1:
         raise ScenarioError(f"must be >= 1, got {n}", "replications")
     if n == 1:
-        return simulate(name_or_path, overrides, seed, out, echo, progress, prov, fmt)
+        return simulate(name_or_path, overrides, seed, out, options)
     out_dir = prepare_output_dir(
         out if out is not None else DEFAULT_RUNS_DIR / f"{scenario.name}-seed{scenario.seed}-x{n}"
     )
-    return run_replications(
-        "simulate",
-        scenario,
-        n,
-        out_dir,
-        echo,
-        executor,
-        jobs,
-        master,
-        progress,
-        prov,
-        scenario.metrics.plots,
-        fmt,
-    )
+    return run_replications("simulate", scenario, n, out_dir, options, scenario.metrics.plots)
 
 
 def summary_lines(result: SimResult) -> list[str]:

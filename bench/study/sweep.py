@@ -30,7 +30,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from ..spec.loader import find, read_mapping, shipped
 from ..spec.scenario import apply_overrides, load_scenario_data, parse_override, scenario_from_dict
 from . import figures
 from .experiment import SIM_METRICS, TOOLS, aggregate, execute, replication_tasks
-from .manifest import Provenance
+from .run_options import RunOptions
 from .simulate_run import DEFAULT_RUNS_DIR, prepare_output_dir
 from .stats import error_bars, mean_ci
 
@@ -55,6 +55,9 @@ __all__ = [
     "shipped_sweeps",
     "DEFAULT_PLOT",
 ]
+
+_SPARK = RunOptions(executor="spark")
+"""``ingestwm experiment`` runs on Spark by default: a sweep is many runs."""
 
 METRICS = SIM_METRICS
 DEFAULT_PLOT = {
@@ -353,36 +356,28 @@ def write_sweep(
 
 def run_experiment(
     sweep_ref: str,
-    master: str = "local[*]",
     out: Path | None = None,
-    echo: Callable[[str], None] = print,
     replications: int | None = None,
-    executor: str = "spark",
-    jobs: int | None = None,
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
-    fmt: str = "png",
+    options: RunOptions = _SPARK,
 ) -> list[dict[str, Any]]:
-    """Run every (point, seed); write the tables, figure (as ``fmt``) and manifest; return the results."""
-    if fmt not in figures.FORMATS:
-        raise OutputError(f"figure format must be one of {', '.join(figures.FORMATS)}, got {fmt!r}")
-    prov = provenance or Provenance()
+    """Run every (point, seed) where ``options`` say (default: Spark tasks on ``local[*]``); write the
+    tables, figure (as ``options.fmt``) and manifest; return the results."""
+    echo = options.echo
     sweep = load_sweep(sweep_ref, replications)
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"experiment-{sweep.name}")
     tasks = sweep_tasks(sweep)
     points = len(tasks) // sweep.replications
-    where = f"on Spark ({master})" if executor == "spark" else "in local processes"
     size = f"{points} points x {sweep.replications} seeds = {len(tasks)} runs"
-    echo(f"{sweep.tool} sweep {sweep.name}: {size} {where} ...")
-    runs = execute(tasks, executor, jobs, master, progress, label=sweep.name)
+    echo(f"{sweep.tool} sweep {sweep.name}: {size} {options.where()} ...")
+    runs = execute(tasks, options, label=sweep.name)
     runs = sorted(runs, key=lambda r: (r["point"], r["seed"]))
-    results = write_sweep(sweep, runs, out_dir, fmt)
-    prov.write(
+    results = write_sweep(sweep, runs, out_dir, options.fmt)
+    options.manifest().write(
         out_dir,
         f"experiment ({sweep.tool})",
         sorted({r["seed"] for r in runs}),
         [scenario_to_dict_of(t["scenario"]) for t in tasks if t["seed"] == sweep.seed],
-        {"sweep": sweep.name, "executor": executor, "random": runs[0]["random"] if runs else []},
+        {"sweep": sweep.name, "executor": options.executor, "random": runs[0]["random"] if runs else []},
     )
     keys = [k for k, _ in sweep.grid]
     shown = [
@@ -402,7 +397,7 @@ def run_experiment(
         echo(f"(mean±half-width of the 95 % Student-t interval over {sweep.replications} seeds)")
         if any(res["metrics"][m]["clipped"] for res in results for m in shown):
             echo("(mean [low, high]: the interval cut at the metric's domain, docs/metrics.md)")
-    echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.{fmt}, manifest.json")
+    echo(f"outputs in {out_dir}/: runs.csv, results.csv, sweep.json, sweep.{options.fmt}, manifest.json")
     return results
 
 

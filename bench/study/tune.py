@@ -48,6 +48,7 @@ from ..lab.lab_scenario import lab_ready
 from ..spec.errors import TuneError
 from ..spec.scenario import Scenario, StrategiesSpec, scenario_to_dict
 from .experiment import execute, replication_tasks
+from .run_options import RunOptions
 from .stats import FRACTION, domain_of, summarise
 
 __all__ = [
@@ -63,6 +64,8 @@ __all__ = [
     "meets",
     "tune",
 ]
+
+_DEFAULT = RunOptions()
 
 COSTS = (
     "late_fraction",
@@ -282,11 +285,7 @@ def tune(
     replications: int,
     max_bound_ms: int = 10_000,
     resolution_ms: int = 10,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
+    options: RunOptions = _DEFAULT,
     run: Callable[..., list[dict[str, Any]]] = execute,
 ) -> TuneResult:
     """Search every bounded strategy's least bound meeting ``target``; one ``run`` (``execute``) per round."""
@@ -320,9 +319,9 @@ def tune(
             t["lab_columns"] = list(_LAB_COLUMNS)
             t["probing"] = sorted(proposals)
         what = ", ".join(f"{s} {b} ms" for s, b in proposals.items()) or "the strategies as they are"
-        echo(f"round {rnd + 1}: {what} ({len(tasks)} runs)")
+        options.echo(f"round {rnd + 1}: {what} ({len(tasks)} runs)")
         runs = sorted(
-            run(tasks, executor, jobs, master, progress, label=f"{sc.name} round {rnd + 1}"),
+            run(tasks, options, label=f"{sc.name} round {rnd + 1}"),
             key=lambda r: r["seed"],
         )
         tasks_run += len(tasks)

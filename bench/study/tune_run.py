@@ -7,19 +7,20 @@ seed per bound (every seed would give the same run).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..lab.lab_scenario import load_lab_scenario
-from ..spec.errors import OutputError, TuneError
+from ..spec.errors import TuneError
 from ..spec.scenario import scenario_to_dict
-from . import figures
-from .manifest import Provenance
+from .run_options import RunOptions
 from .simulate_run import DEFAULT_RUNS_DIR, prepare_output_dir
 from .tune import TuneResult, candidates, tune
 from .tune_report import format_tune, write_tune
 
 __all__ = ["tune_scenario"]
+
+_DEFAULT = RunOptions()
 
 
 def tune_scenario(
@@ -29,20 +30,14 @@ def tune_scenario(
     overrides: Sequence[str] = (),
     seed: int | None = None,
     out: Path | None = None,
-    echo: Callable[[str], None] = print,
-    executor: str = "local",
-    jobs: int | None = None,
-    master: str = "local[*]",
-    progress: bool | None = None,
-    provenance: Provenance | None = None,
-    fmt: str = "png",
+    options: RunOptions = _DEFAULT,
     max_bound_ms: int = 10_000,
     resolution_ms: int = 10,
 ) -> TuneResult:
     """Load a lab scenario, ``tune`` it, write ``tune.csv``, ``tune_points.csv``, ``tune.json``, the
     figure and ``manifest.json``, and print the table."""
-    figures.check(fmt, OutputError)
     candidates(max_bound_ms, resolution_ms)  # bad options fail before anything runs
+    echo = options.echo
     sc = load_lab_scenario(name_or_path, overrides, seed)
     n = replications if replications is not None else (sc.replications if sc.replications > 1 else 5)
     if n < 1:
@@ -51,21 +46,19 @@ def tune_scenario(
         echo(f"note: nothing in {sc.name} is random, so one run per bound is exact (not {n})")
         n = 1
     out_dir = prepare_output_dir(out if out is not None else DEFAULT_RUNS_DIR / f"tune-{sc.name}")
-    where = "on Spark (" + master + ")" if executor == "spark" else "in local processes"
     echo(
         f"tune {sc.name}: least bound with late fraction <= {target:g} "
         f"({'95 % upper confidence bound' if n > 1 else 'one run, no interval'}) over {n} seeds, "
-        f"0..{max_bound_ms} ms at {resolution_ms} ms, {where}"
+        f"0..{max_bound_ms} ms at {resolution_ms} ms, {options.where()}"
     )
-    res = tune(sc, target, n, max_bound_ms, resolution_ms, echo, executor, jobs, master, progress)
-    files = write_tune(res, out_dir, fmt)
-    prov = provenance or Provenance()
-    prov.write(
+    res = tune(sc, target, n, max_bound_ms, resolution_ms, options)
+    files = write_tune(res, out_dir, options.fmt)
+    options.manifest().write(
         out_dir,
         "tune",
         list(res.seeds),
         [scenario_to_dict(sc)],
-        {"executor": executor, "random": list(res.random), "late_target": target},
+        {"executor": options.executor, "random": list(res.random), "late_target": target},
     )
     files.append("manifest.json")
     echo(format_tune(res))

@@ -7,6 +7,8 @@
   subprocess, paced in the stated regime (the fallback where only a JRE is).
 - ``verdict``: model against engine, one ``Verdict`` per scenario and strategy.
 - ``run``: both engines over scenarios; ``report``: the table, CSV and JSON.
+- ``user_cache``: what validate keeps in ``~/.cache/ingestwm`` (compiled Java jobs, Flink
+  venvs): bounded, held while in use, listed and cleared (``ingestwm cache``).
 - ``errors``: ``ValidateError``, the package's one root (an engine missing, an engine's run failed).
 
 PySpark and PyFlink are imported only when an engine runs.

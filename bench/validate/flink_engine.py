@@ -61,6 +61,7 @@ from typing import Any
 from ..lab.compare import LabResult
 from ..lab.compared_strategies import FlinkStrategy
 from ..lab.lab_scenario import lab_strategies
+from . import user_cache
 from .errors import EngineRunError, EngineUnavailableError
 from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, SEND, TIMER, WAIT
 
@@ -297,7 +298,8 @@ def replay_flink_many(
         # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
         job = os.path.join(os.path.dirname(__file__), "flink_job.py")
         cmd = [python or sys.executable, job, spec_path, out_path]
-        doc = run_job("the Flink job", cmd, work, out_path, budget, [s["name"] for s in specs], env)
+        with user_cache.using_python(python):  # a venv in the cache stays while the job runs
+            doc = run_job("the Flink job", cmd, work, out_path, budget, [s["name"] for s in specs], env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]

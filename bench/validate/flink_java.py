@@ -19,6 +19,7 @@ Flink's jars come from ``$FLINK_HOME/lib`` or from the PyFlink of ``--flink-pyth
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -26,12 +27,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ..lab.compare import LabResult
 from ..lab.lab_scenario import lab_strategies
+from . import user_cache
 from .errors import EngineRunError, EngineUnavailableError, ValidateError
 from .flink_engine import FlinkReplay, FlinkTiming, flink_spec, parse_replay, run_job
 from .flink_job import WAIT
@@ -116,20 +119,25 @@ def choose_runner(runner: str, python: str | None = None) -> tuple[str, str | No
     return "python", None
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ingestwm"
-
-
-def compiled_job(lib: Path) -> Path:
-    """The compiled job's class directory, compiled on first use: ``~/.cache/ingestwm/flink-java-<hash>``,
-    the hash over the source and Flink's jars' names (another Flink or source: another directory).
-    Compiled into a temporary directory renamed into place, so concurrent runs never see half of it."""
+@contextlib.contextmanager
+def compiled_job(lib: Path) -> Iterator[Path]:
+    """The compiled job's class directory, held (``user_cache.using``) while the block runs it:
+    ``~/.cache/ingestwm/flink-java-<hash>``, the hash over the source and Flink's jars' names
+    (another Flink or source: another directory), compiled on first use. A compile then prunes
+    the jobs beyond the ``user_cache.KEEP_JOBS`` most recently used."""
     jars = sorted(p.name for p in lib.glob("*.jar"))
     key = hashlib.sha256(SOURCE.read_bytes() + "\n".join(jars).encode()).hexdigest()[:16]
-    target = _cache_root() / f"flink-java-{key}"
-    if (target / "ok").exists():
-        return target
+    target = user_cache.cache_root() / f"flink-java-{key}"
+    with user_cache.using(target):
+        if not (target / "ok").exists():
+            _compile(lib, jars, target)
+            with contextlib.suppress(OSError, ValidateError):  # housekeeping: never fails the run
+                user_cache.prune_jobs(target.parent)
+        yield target
+
+
+def _compile(lib: Path, jars: list[str], target: Path) -> None:
+    """Compile into a temporary directory renamed into place, so concurrent runs never see half of it."""
     javac = _tool("javac")
     if javac is None:
         raise EngineUnavailableError("no javac (a JDK on PATH or JAVA_HOME) for the Java Flink job")
@@ -149,7 +157,6 @@ def compiled_job(lib: Path) -> Path:
                 raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return target
 
 
 def driven_spec(result: LabResult) -> dict[str, Any]:
@@ -214,10 +221,19 @@ def replay_flink_java(
         raise EngineUnavailableError(why)
     lib = flink_lib_dir(python)
     assert lib is not None
-    classes = compiled_job(lib)
     java = _tool("java")
     assert java is not None
     specs = [driven_spec(r) for r in results]
+    # the venv's PyFlink and the compiled job stay in the cache while the job runs (``user_cache``)
+    with user_cache.using_python(python), compiled_job(lib) as classes:
+        doc = _run_driven(java, lib, classes, specs, turn_timeout_ms)
+    return _parse_driven(doc, specs)
+
+
+def _run_driven(
+    java: str, lib: Path, classes: Path, specs: list[dict[str, Any]], turn_timeout_ms: int
+) -> dict[str, Any]:
+    """Run the driven job over ``specs`` in one JVM; the document it wrote."""
     work = tempfile.mkdtemp(prefix="ingestwm-validate-flink-java-")
     try:
         spec_path, out_path = os.path.join(work, "spec.txt"), os.path.join(work, "out.json")
@@ -236,9 +252,13 @@ def replay_flink_java(
             spec_path,
             out_path,
         ]
-        doc = run_job("the Java Flink job", cmd, work, out_path, budget, [s["name"] for s in specs])
+        return run_job("the Java Flink job", cmd, work, out_path, budget, [s["name"] for s in specs])
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _parse_driven(doc: dict[str, Any], specs: list[dict[str, Any]]) -> list[FlinkReplay]:
+    """Each scenario's replay from the job's document, its turns all taken."""
     out = []
     for j, s in enumerate(specs):
         if int(doc["turns"][j]) != s["turns"]:

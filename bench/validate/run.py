@@ -11,6 +11,7 @@ from ..lab.compare import LabResult
 from ..lab.compared_strategies import SparkStrategy
 from ..lab.lab_scenario import lab_strategies
 from ..spec.scenario import FLINK_SOURCES, Scenario, StrategiesSpec
+from . import user_cache
 from .errors import EngineUnavailableError, ValidateError
 from .flink_engine import FlinkTiming, flink_available, replay_flink, scenario_window_ms
 from .flink_java import choose_runner, replay_flink_java
@@ -104,8 +105,34 @@ def validate(
     ``flink_sources``: the Flink topologies to check, each a row of its own (none given: the
     scenario's own ``strategies.flink_source``). ``flink_runner``: ``java`` (the driven job: a
     JDK and Flink's jars), ``python`` (the paced PyFlink replay: a JRE is enough) or ``auto``
-    (``java`` where it can run, else ``python``).
+    (``java`` where it can run, else ``python``). A ``flink_python`` in ingestwm's cache (a venv
+    there) is held from start to end: ``ingestwm cache clear --venv`` keeps it meanwhile.
     """
+    with user_cache.using_python(flink_python if "flink" in engines else None):
+        return _validate(
+            names,
+            engines,
+            spark_session,
+            timing,
+            flink_python,
+            echo,
+            flink_max_pace_ms,
+            flink_sources,
+            flink_runner,
+        )
+
+
+def _validate(
+    names: Sequence[str],
+    engines: Sequence[str],
+    spark_session: Callable[[], Any],
+    timing: FlinkTiming,
+    flink_python: str | None,
+    echo: Callable[[str], None],
+    flink_max_pace_ms: int | None,
+    flink_sources: Sequence[str],
+    flink_runner: str,
+) -> list[Verdict]:
     for e in engines:
         if e not in ENGINES:
             raise ValidateError(f"no engine {e!r}; engines: {', '.join(ENGINES)}")

@@ -7,6 +7,11 @@ breaks, every outstanding callback gets a ``ConnectionLostError`` -- a ``NotSent
 when the server is known not to have executed the request (connect failure, a refusal
 at the server's ``max_connections``, idle close).
 
+The hello says this client's protocol version and learns the server's
+(``server_version``); a request for a command the server's version lacks fails before
+it is sent (``UnsupportedCommandError``). A version-1 server refuses any other version
+in the hello: the connection is then made again saying 1 (``net.protocol``, Versioning).
+
 Nothing blocks without bound: the connect and the hello take at most ``connect_timeout_s``,
 a send at most ``io_timeout_s`` (then the connection breaks); ``on_socket`` hands the
 socket of a handshake in progress to its owner, who may shut it down to end the wait
@@ -28,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import re
 import socket
 import ssl
 import struct
@@ -44,10 +50,13 @@ from ..errors import (
     ProtocolError,
     ReadTimeoutError,
     SegmentStoreError,
+    UnsupportedCommandError,
 )
+from ..net.commands import COMMANDS, VERSIONS, commands_of
 from ..net.protocol import (
     DEFAULT_MAX_FRAME_BYTES,
     ERROR,
+    MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     REPLY,
     REQUEST,
@@ -68,7 +77,11 @@ _log = logging.getLogger(__name__)
 
 
 class Connection:
-    """One connection to a segment store server, shared by any number of threads."""
+    """One connection to a segment store server, shared by any number of threads.
+
+    The hello says ``version`` (this client's ``PROTOCOL_VERSION`` unless given: a test speaks
+    as an older client); ``server_version`` is the server's answer.
+    """
 
     def __init__(
         self,
@@ -82,36 +95,34 @@ class Connection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         io_timeout_s: float | None = None,
         on_socket: Callable[[socket.socket | None], None] | None = None,
+        version: int | None = None,
     ) -> None:
         self.address = f"{host}:{port}"
         self.max_frame_bytes = max_frame_bytes
-        if not connect_timeout_s > 0:
-            raise NotSentError(f"cannot connect to the segment store at {self.address}: no time left")
-        try:
-            sock = socket.create_connection((host, port), timeout=connect_timeout_s)
-        except OSError as e:
-            raise NotSentError(f"cannot connect to the segment store at {self.address}: {e}") from None
-        try:
-            if on_socket is not None:
-                on_socket(sock)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if ssl_context is not None:
-                sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+        said = PROTOCOL_VERSION if version is None else version
+        deadline = monotonic_s() + connect_timeout_s
+        info: dict[str, Any] | None = None
+        while info is None:
+            sock, reader = self._open(host, port, ssl_context, server_hostname, deadline, on_socket)
+            try:
+                info = self._handshake(sock, reader, token, said)
+            except ProtocolError as e:  # a version-1 server refuses newer clients: say its version
+                older = _refused_for(e)
+                if older is None or not MIN_PROTOCOL_VERSION <= older < said:
+                    raise
+                said = older
+            finally:
+                if info is None:
+                    sock.close()
                 if on_socket is not None:
-                    on_socket(sock)
-            reader = FrameReader(max_frame_bytes, size=256 * 1024)
-            self._sock = sock
-            self.info = self._handshake(reader, token)
-        except BaseException as e:
-            sock.close()
-            if isinstance(e, SegmentStoreError):
-                raise
-            if isinstance(e, (OSError, ssl.SSLError)):
-                raise NotSentError(f"handshake with {self.address} failed: {e}") from None
-            raise
-        finally:
-            if on_socket is not None:
-                on_socket(None)
+                    on_socket(None)
+        self._sock = sock
+        self.info = info
+        self.server_version: int = info["version"]
+        """The protocol version the server said in its hello."""
+        self.version = min(said, self.server_version)
+        """The version this connection speaks: the lower of the client's and the server's."""
+        self._lacks = frozenset(COMMANDS).difference(commands_of(self.server_version))
         self._io_timeout_s = io_timeout_s
         self._plain = ssl_context is None and io_timeout_s is not None and hasattr(socket, "SO_SNDTIMEO")
         if self._plain:
@@ -136,16 +147,63 @@ class Connection:
         )
         self._thread.start()
 
-    def _handshake(self, reader: FrameReader, token: str | None) -> dict[str, Any]:
+    def _open(
+        self,
+        host: str,
+        port: int,
+        ssl_context: ssl.SSLContext | None,
+        server_hostname: str | None,
+        deadline: float,
+        on_socket: Callable[[socket.socket | None], None] | None,
+    ) -> tuple[socket.socket, FrameReader]:
+        """A connected socket (TLS wrapped if asked), within the time left to ``deadline``."""
+        left = deadline - monotonic_s()
+        if not left > 0:
+            raise NotSentError(f"cannot connect to the segment store at {self.address}: no time left")
+        try:
+            sock = socket.create_connection((host, port), timeout=left)
+        except OSError as e:
+            raise NotSentError(f"cannot connect to the segment store at {self.address}: {e}") from None
+        try:
+            if on_socket is not None:
+                on_socket(sock)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ssl_context is not None:
+                sock = ssl_context.wrap_socket(sock, server_hostname=server_hostname or host)
+                if on_socket is not None:
+                    on_socket(sock)
+        except BaseException as e:
+            sock.close()
+            if on_socket is not None:
+                on_socket(None)
+            if isinstance(e, (OSError, ssl.SSLError)) and not isinstance(e, SegmentStoreError):
+                raise NotSentError(f"handshake with {self.address} failed: {e}") from None
+            raise
+        return sock, FrameReader(self.max_frame_bytes, size=256 * 1024)
+
+    def _handshake(
+        self, sock: socket.socket, reader: FrameReader, token: str | None, version: int
+    ) -> dict[str, Any]:
+        """Send the hello saying ``version``; the server's reply (its ``version`` checked)."""
+        try:
+            return self._hello(sock, reader, token, version)
+        except SegmentStoreError:  # the server's answer (AuthenticationError is an OSError too)
+            raise
+        except (OSError, ssl.SSLError) as e:
+            raise NotSentError(f"handshake with {self.address} failed: {e}") from None
+
+    def _hello(
+        self, sock: socket.socket, reader: FrameReader, token: str | None, version: int
+    ) -> dict[str, Any]:
         args = {
-            "version": PROTOCOL_VERSION,
+            "version": version,
             "token": token,
             "client": "ingestwm",
             "max_frame_bytes": self.max_frame_bytes,
         }
-        self._sock.sendall(b"".join(encode_frame([REQUEST, 1, "hello", args])))
+        sock.sendall(b"".join(encode_frame([REQUEST, 1, "hello", args])))
         while True:
-            n = self._sock.recv_into(reader.writable())
+            n = sock.recv_into(reader.writable())
             if n == 0:
                 raise NotSentError(f"{self.address} closed the connection during the hello")
             reader.commit(n)
@@ -163,8 +221,30 @@ class Connection:
                     and header[1] == 1
                     and isinstance(header[2], dict)
                 ):
-                    return header[2]
+                    info: dict[str, Any] = header[2]
+                    v = info.get("version")
+                    if type(v) is not int or v < MIN_PROTOCOL_VERSION:
+                        raise ProtocolError(
+                            f"{self.address}: the hello reply's protocol version must be an int >= "
+                            f"{MIN_PROTOCOL_VERSION}, got {v!r:.20}"
+                        )
+                    return info
                 raise ProtocolError(f"{self.address}: bad hello reply {header!r:.80}")
+
+    def supports(self, command: str) -> bool:
+        """Whether the server's protocol version has ``command`` (``commands.VERSIONS``)."""
+        return command not in self._lacks
+
+    def _unsupported(self, command: str) -> UnsupportedCommandError:
+        since = COMMANDS[command].since
+        return UnsupportedCommandError(
+            f"{command}: the segment store at {self.address} speaks protocol version "
+            f"{self.server_version}, {command} needs version {since} (ingestwm {VERSIONS[since - 1].release} "
+            "or later): upgrade the server; not sent",
+            command,
+            self.server_version,
+            since,
+        )
 
     # ------------------------------------------------------------------ state
     @property
@@ -191,8 +271,11 @@ class Connection:
     ) -> int:
         """Send one request (``packed_args``: ``protocol.pack(args)``); ``callback`` gets its reply.
 
-        Raises ``NotSentError`` if the connection is closed already. Thread-safe.
+        Raises ``NotSentError`` if the connection is closed already, ``UnsupportedCommandError``
+        (nothing sent) if the server's protocol version lacks ``command``. Thread-safe.
         """
+        if command in self._lacks:
+            raise self._unsupported(command)
         timeout = -1.0 if deadline is None else max(0.0, deadline - monotonic_s())
         if not self._slots.acquire(timeout=timeout):
             raise ReadTimeoutError(
@@ -350,6 +433,15 @@ class Connection:
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout_s)
         return not self._thread.is_alive()
+
+
+_REFUSED = re.compile(r"unsupported protocol version .*; this server speaks (\d+)")
+
+
+def _refused_for(error: ProtocolError) -> int | None:
+    """The version a version-1 server's refusal of the hello names (it takes no other), else None."""
+    m = _REFUSED.fullmatch(str(error))
+    return int(m.group(1)) if m else None
 
 
 def _timeval(seconds: float) -> bytes:

@@ -149,6 +149,15 @@ class RemoteClient(WireCalls, SegmentStoreClient):
         """Round trip to the server."""
         return bool(self._invoke("ping", {})[0])
 
+    def server_version(self) -> int:
+        """The server's protocol version, from a connection's hello (one is made if none is open).
+
+        A call whose command that version lacks raises ``UnsupportedCommandError`` at once,
+        nothing sent; an older server serves every other call as a server of this version does.
+        """
+        self._after_fork()
+        return self._pool.get(monotonic_s() + self.timeout_s).server_version
+
     # ------------------------------------------------------------------ segments
     def create_segment(self, name: str) -> SegmentInfo:
         """Sent again after a lost reply: a segment found existing then, still as a create leaves

@@ -10,6 +10,13 @@ sides is driven by ``COMMANDS``: the server calls the ``EmbeddedClient`` method 
 command's name (or a special handler), ``RemoteClient`` encodes a call with
 ``encode_args``. So a new interface method is a command at once; the remote client
 adds a one-line typed method. See ``segmentstore.net.protocol`` for the frame format.
+
+``VERSIONS`` is the protocol's history, the one table of which version has which
+command: each version lists the commands it added (a command's ``since``). A command
+missing from it fails at import, so a new interface method cannot go on the wire
+unversioned. A new command (or a changed one, under a new name) goes in the newest row
+while that row's release is not out, else in a new row with ``PROTOCOL_VERSION`` raised to
+it: a released row is what servers of that version have, for good.
 """
 
 from __future__ import annotations
@@ -25,11 +32,14 @@ from ..client.interface import SegmentStoreClient, is_idempotent, wire_methods
 from ..errors import ProtocolError
 from ..results import AppendResult, SegmentRead
 from ..segment_states import RangeRead
-from .protocol import decode_error, error_header, register_type, wire_type
+from .protocol import PROTOCOL_VERSION, decode_error, error_header, register_type, wire_type
 
 __all__ = [
     "Command",
     "COMMANDS",
+    "ProtocolVersion",
+    "VERSIONS",
+    "commands_of",
     "register_command",
     "encode_args",
     "decode_args",
@@ -64,7 +74,8 @@ class Command:
 
     ``payload`` names a bytes argument sent raw as the payload; ``payload_list`` a
     sequence-of-bytes argument sent raw, split by ``=sizes``. ``idempotent`` commands
-    are retried by the remote client after a lost connection.
+    are retried by the remote client after a lost connection. ``since`` is the protocol
+    version that introduced the command (``VERSIONS``).
     """
 
     name: str
@@ -74,9 +85,88 @@ class Command:
     payload: str | None = None
     payload_list: str | None = None
     raw_payload: bool = False
+    since: int = 1
 
 
 COMMANDS: dict[str, Command] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolVersion:
+    """One version of the protocol: the commands it added, the first release speaking it, what changed."""
+
+    number: int
+    added: frozenset[str]
+    release: str
+    """The first ingestwm release whose server says this version (what to upgrade to)."""
+    change: str
+
+
+VERSIONS: tuple[ProtocolVersion, ...] = (
+    ProtocolVersion(
+        1,
+        frozenset(
+            [
+                "hello",
+                "ping",
+                "append",
+                "append_batch",
+                "create_segment",
+                "create_transaction",
+                "merge_transaction",
+                "seal",
+                "truncate",
+                "delete",
+                "get_info",
+                "exists",
+                "update_attributes",
+                "get_attributes",
+                "read",
+                "wait_any",
+                "scan_records",
+                "watermark_at",
+                "ingestion_time_at",
+                "ingestion_runs",
+                "watermarks_at",
+                "read_many",
+                "segment_states",
+                "read_ranges",
+                "create_stream",
+                "get_stream",
+                "list_streams",
+                "scale_stream",
+                "get_segment",
+                "get_successors",
+                "get_head_cut",
+                "get_tail_cut",
+                "seal_stream",
+                "delete_stream",
+                "begin_transaction",
+                "commit_transaction",
+                "abort_transaction",
+            ]
+        ),
+        "0.6.0",
+        "frames, values, errors, the hello and the commands of ingestwm 0.6.0; its server takes only "
+        "version 1 (servers before 0.6.0 said 1 too, without read_many, segment_states and read_ranges)",
+    ),
+    ProtocolVersion(
+        2,
+        frozenset(),
+        "0.7.0",
+        "the hello negotiates: a server takes any client version from 1 and answers with its own, "
+        "and a client sends only the commands of the server's version",
+    ),
+)
+"""The protocol's history, oldest first: version ``n`` is ``VERSIONS[n - 1]``. Every row but the
+newest is released and never changes (``tests/test_protocol_versions.py`` holds a copy)."""
+
+_SINCE = {name: v.number for v in VERSIONS for name in v.added}
+
+
+def commands_of(version: int) -> frozenset[str]:
+    """The commands a server of protocol ``version`` has: those added up to it. O(commands)."""
+    return frozenset(name for name, cmd in COMMANDS.items() if cmd.since <= version)
 
 
 def register_command(
@@ -88,7 +178,16 @@ def register_command(
     raw_payload: bool = False,
     params: dict[str, bool] | None = None,
 ) -> Command:
-    """Add a command; by default its args are the ``SegmentStoreClient`` method's parameters."""
+    """Add a command; by default its args are the ``SegmentStoreClient`` method's parameters.
+
+    Its ``since`` comes from ``VERSIONS``; a name no version lists is refused."""
+    since = _SINCE.get(name)
+    if since is None:
+        raise ProtocolError(
+            f"command {name!r} is in no protocol version: add it to segmentstore.net.commands.VERSIONS, "
+            f"in the newest row ({PROTOCOL_VERSION}) if its release is not out yet, else in a new row "
+            f"{PROTOCOL_VERSION + 1} with PROTOCOL_VERSION raised to it"
+        )
     if params is None:
         method = getattr(SegmentStoreClient, name)
         hints = typing.get_type_hints(method)
@@ -108,6 +207,7 @@ def register_command(
         payload,
         payload_list,
         raw_payload,
+        since,
     )
     COMMANDS[name] = cmd
     return cmd
@@ -265,3 +365,21 @@ register_command(  # the append pipeline's frames: many appends of one segment, 
 for _name, _ in wire_methods():
     if _name != "append":  # travels as the pipeline's ``append`` above
         register_command(_name)
+
+
+def _check_versions() -> None:
+    """The table and the registry agree: versions 1..PROTOCOL_VERSION in order, each listed command
+    registered, each command in one version only."""
+    numbers = [v.number for v in VERSIONS]
+    if numbers != list(range(1, PROTOCOL_VERSION + 1)):
+        raise ProtocolError(f"VERSIONS holds versions {numbers}, PROTOCOL_VERSION is {PROTOCOL_VERSION}")
+    listed = [name for v in VERSIONS for name in v.added]
+    twice = sorted({name for name in listed if listed.count(name) > 1})
+    if twice:
+        raise ProtocolError(f"commands listed in two versions of VERSIONS: {twice}")
+    stale = set(listed) - set(COMMANDS)
+    if stale:
+        raise ProtocolError(f"VERSIONS lists commands that are not registered: {sorted(stale)}")
+
+
+_check_versions()

@@ -22,6 +22,7 @@ from ..results import SegmentRead
 from ..segment_states import MAX_STATE_REQUESTS, check_range_requests, check_state_requests, read_ranges
 from ..wait_any import ReadyFuture, check_wait_ms
 from .commands import COMMANDS, decode_args, encode_append_result, encode_read, encode_read_ranges
+from .protocol import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
     from ..store import SegmentStore
@@ -310,6 +311,10 @@ _SPECIAL: dict[str, Handler] = {
 }
 
 
-def handlers() -> dict[str, Handler]:
-    """A handler for every registered command but ``hello`` (the connection handles it)."""
-    return {name: _SPECIAL.get(name) or _generic_for(name) for name in COMMANDS if name != "hello"}
+def handlers(version: int = PROTOCOL_VERSION) -> dict[str, Handler]:
+    """A handler for every command of protocol ``version`` but ``hello`` (the connection handles it)."""
+    return {
+        name: _SPECIAL.get(name) or _generic_for(name)
+        for name, cmd in COMMANDS.items()
+        if name != "hello" and cmd.since <= version
+    }

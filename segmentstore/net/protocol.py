@@ -1,4 +1,4 @@
-"""The segment store wire protocol, version 1: frames, headers, values, errors and commands.
+"""The segment store wire protocol, version 2: frames, headers, values, errors and commands.
 
 This docstring is the protocol's documentation. All integers in frame prefixes are
 unsigned 32-bit big-endian.
@@ -34,11 +34,12 @@ waits completes later, so replies may come back out of request order.
 
 Handshake
 ---------
-The first frame must be the request ``hello`` with args ``{"version": 1, "token": str
-| None, "client": str, "max_frame_bytes": int}``. The reply is ``{"version", "server",
-"max_frame_bytes", "max_in_flight", "idle_timeout_s"}``. A bad version, a wrong or
-missing token (when the server has one) or any other first frame gets a fatal error
-(``ProtocolError`` / ``AuthenticationError``) and the connection is closed.
+The first frame must be the request ``hello`` with args ``{"version": int, "token": str
+| None, "client": str, "max_frame_bytes": int}``, ``version`` the client's protocol
+version. The reply is ``{"version", "server", "max_frame_bytes", "max_in_flight",
+"idle_timeout_s"}``, ``version`` the server's. A version that is not an int >= 1, a
+wrong or missing token (when the server has one) or any other first frame gets a fatal
+error (``ProtocolError`` / ``AuthenticationError``) and the connection is closed.
 
 Values
 ------
@@ -96,8 +97,30 @@ stream when the server has a certificate.
 
 Versioning
 ----------
-``PROTOCOL_VERSION`` changes when a frame, header or value layout changes or a
-command changes meaning; adding a command or an optional argument does not change it.
+Both sides say their version in the hello; a connection then speaks the lower of the
+two. Which version has which command is one table, ``segmentstore.net.commands.VERSIONS``
+(each command's ``since``, each version's first release). A new command, or any change of
+a frame, header, value layout, argument or result, goes in the newest version while its
+release is not out, else in a new version with ``PROTOCOL_VERSION`` raised (a server then
+answers an older client as that client's version did). So:
+
+- an older client against a newer server keeps working: the server takes any client
+  version from 1 up and serves every command of its own version;
+- a newer client against an older server sends only the commands the server's version
+  has: one it lacks fails at once, nothing sent and the connection kept, with
+  ``UnsupportedCommandError`` naming the command, the server's version and the version
+  (and release) that has it;
+- a version-1 server (ingestwm 0.6) takes only ``"version": 1`` and refuses any other with
+  the fatal error ``unsupported protocol version N; this server speaks 1``; a newer client
+  then connects again saying 1 (one more connect per connection, to version-1 servers only).
+
+=======  =======  ==========================================================================
+version  release  change
+=======  =======  ==========================================================================
+1        0.6.0    the commands above (servers before 0.6.0 said 1 too, without
+                  ``read_many``, ``segment_states`` and ``read_ranges``)
+2        0.7.0    the hello negotiates (above); no new command
+=======  =======  ==========================================================================
 """
 
 from __future__ import annotations
@@ -118,6 +141,7 @@ from ..errors import ProtocolError, SegmentStoreError
 
 __all__ = [
     "PROTOCOL_VERSION",
+    "MIN_PROTOCOL_VERSION",
     "DEFAULT_MAX_FRAME_BYTES",
     "HELLO_MAX_FRAME_BYTES",
     "DEFAULT_MAX_CONNECTIONS",
@@ -136,7 +160,10 @@ __all__ = [
     "decode_error",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+"""This side's protocol version: the commands and layouts of ``commands.VERSIONS`` up to it."""
+MIN_PROTOCOL_VERSION = 1
+"""The oldest client version a server serves."""
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024 + 64 * 1024
 HELLO_MAX_FRAME_BYTES = 16 * 1024
 """The largest frame a server takes before the hello: the hello itself is a few hundred bytes."""

@@ -45,6 +45,7 @@ from .protocol import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_FRAME_BYTES,
     HELLO_MAX_FRAME_BYTES,
+    MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     REPLY,
     REQUEST,
@@ -297,6 +298,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.reader = FrameReader(HELLO_MAX_FRAME_BYTES, size=4096)  # until the hello: a small frame
         self.transport: asyncio.Transport | None = None
         self.hello = False
+        self.client_version = 0  # the protocol version its hello said
         self.closed = False
         self.paused = False
         self.max_reply = server.max_frame_bytes
@@ -394,16 +396,26 @@ class _Connection(asyncio.BufferedProtocol):
             return
         handler = self.server.handlers.get(name) if type(name) is str else None
         if handler is None:
-            raise ProtocolError(f"unknown command {name!r:.60}")
+            raise ProtocolError(
+                f"unknown command {name!r:.60} (this server speaks protocol version {PROTOCOL_VERSION}, "
+                f"the client said {self.client_version})"
+            )
         handler(self, rid, args, payload)
 
     def _hello(self, rid: int, args: Any, payload: memoryview) -> None:
+        """Take a client of any protocol version from ``MIN_PROTOCOL_VERSION`` up; answer with this
+        server's (the client sends only the commands of the lower of the two)."""
         kw = decode_args(COMMANDS["hello"], args, payload)
         version = kw["version"]
-        if version != PROTOCOL_VERSION:
-            raise ProtocolError(
-                f"unsupported protocol version {version!r:.20}; this server speaks {PROTOCOL_VERSION}"
+        if type(version) is not int or version < MIN_PROTOCOL_VERSION:
+            err = ProtocolError(
+                f"hello: protocol version must be an int >= {MIN_PROTOCOL_VERSION}, got {version!r:.20} "
+                f"(this server speaks version {PROTOCOL_VERSION} to clients of any version from "
+                f"{MIN_PROTOCOL_VERSION})"
             )
+            err.server_version = PROTOCOL_VERSION  # type: ignore[attr-defined]
+            raise err
+        self.client_version = version
         token = self.server.token
         if token is not None:
             got = kw.get("token")
