@@ -12,8 +12,10 @@ is never written.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import simpy
@@ -113,6 +115,30 @@ def _progress(world: World, report: Callable[[int], None]) -> Proc:
         report(int(env.now))
 
 
+_GC_YOUNG = 100_000
+"""Allocations between two collections of the youngest generation while a simulation runs (Python's
+default: 700). A poll allocates and drops hundreds of objects, few in cycles; collecting every 700
+cost 3-7 % of a run at 4,096 segments and 1,000 readers."""
+
+
+@contextlib.contextmanager
+def _young_gc() -> Iterator[None]:
+    """While the simulation runs: the objects made before (the world: store, group, readers) frozen out of
+    the collector's passes (``gc.freeze``), and its youngest generation collected every ``_GC_YOUNG``
+    allocations; as they were after. Nothing the simulation computes depends on it."""
+    threshold = gc.get_threshold()
+    frozen = gc.get_freeze_count() == 0  # (someone else's freeze is left alone)
+    if frozen:
+        gc.freeze()
+    gc.set_threshold(max(threshold[0], _GC_YOUNG), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        if frozen:
+            gc.unfreeze()
+
+
 def run_scenario(
     scenario: Scenario,
     progress: Callable[[int], None] | None = None,
@@ -144,7 +170,8 @@ def run_scenario(
         env.process(_sampler(world))
         if progress is not None:
             env.process(_progress(world, progress))
-        env.run(until=scenario.duration_ms + 1)
+        with _young_gc():
+            env.run(until=scenario.duration_ms + 1)
         run_cpu = process_s() - cpu0
         summary = _summary(world, writers, readers)
         if after is not None:

@@ -24,6 +24,7 @@ from numba.extending import intrinsic
 
 __all__ = [
     "OK",
+    "MISMATCH",
     "BAD_HEADER",
     "BAD_KEY",
     "scan",
@@ -31,6 +32,9 @@ __all__ = [
     "decode_sizes",
     "decode",
     "decode_events",
+    "decode_events_at",
+    "decode_sizes_many",
+    "decode_events_at_many",
     "measure_events",
     "fill_events",
     "encode_frames",
@@ -288,6 +292,156 @@ def decode_events(buf: Any, base: int, cols: Any, offs: Any, raw: Any, key_bytes
             i += 1
         pos += size
     return bad
+
+
+MISMATCH = -2
+"""``decode_events_at``: the records given do not start where the frames do (the caller decodes otherwise)."""
+
+
+@_jit
+def decode_events_at(
+    buf: Any,
+    base: int,
+    consumed: int,
+    key_bytes: int,
+    starts: Any,
+    values: Any,
+    add: int,
+    last: int,
+    cols: Any,
+    after: Any,
+    offs: Any,
+    raw: Any,
+) -> int:
+    """``decode_events`` of ``buf[:consumed]`` (sized by ``decode_sizes(buf, True)``), with a value per
+    event and what follows each event, from per-record values: ``starts[j]`` is where record j of
+    ``buf`` starts (plus ``base``) and ``values[j]`` the value there, ``values[k]`` the value at the end
+    of the last of the ``k`` records. Row 3 of ``cols`` is each event's value plus ``add``; ``after``
+    (2 x count) the position after each event (the next event's offset, ``base + consumed`` after the
+    last) and the value there (the last event's: ``last`` if the whole frames fill ``buf``, else
+    ``values[k]``). Returns the index of the first event whose routing key is not valid UTF-8,
+    ``MISMATCH`` if the frames are not exactly the records of ``starts``, else -1. O(bytes).
+    """
+    count = cols.shape[1]
+    k = starts.shape[0]
+    if values.shape[0] != k + 1:
+        return MISMATCH
+    offs[0, 0] = 0
+    offs[1, 0] = 0
+    ko: Any = np.int64(0)
+    po: Any = np.int64(key_bytes)
+    pos: Any = np.int64(0)
+    i = 0
+    j = 0
+    bad = -1
+    while pos < consumed:
+        if j >= k or starts[j] != base + pos:
+            return MISMATCH
+        rest = _u32(buf, pos)
+        size = 4 + rest
+        if buf[pos + 4] == 0:
+            if i >= count:
+                return MISMATCH
+            klen = _u16(buf, pos + 13)
+            plen = size - _HEADER - klen
+            at = base + pos
+            v = values[j]
+            cols[0, i] = at
+            cols[1, i] = size
+            cols[2, i] = _i64(buf, pos + 5)
+            cols[3, i] = v + add
+            if i > 0:
+                after[0, i - 1] = at
+                after[1, i - 1] = v
+            if bad < 0 and not _utf8_ok(buf, pos + _HEADER, klen):
+                bad = i
+            _copy(raw, ko, buf, pos + _HEADER, klen)
+            _copy(raw, po, buf, pos + _HEADER + klen, plen)
+            ko += klen
+            po += plen
+            offs[0, i + 1] = ko
+            offs[1, i + 1] = po - key_bytes
+            i += 1
+        pos += size
+        j += 1
+    if j != k or i != count or pos != consumed:
+        return MISMATCH
+    if count:
+        after[0, count - 1] = base + consumed
+        after[1, count - 1] = last if consumed == buf.shape[0] else values[k]
+    return bad
+
+
+@_jit
+def decode_sizes_many(buf: Any, meta: Any, sizes: Any, places: Any) -> tuple[int, int, int]:
+    """``decode_sizes(part, True)`` of each part ``buf[meta[b, 0]:meta[b, 0] + meta[b, 1]]`` into
+    ``sizes[b]`` (frames, key bytes, payload bytes, bytes consumed, bad header or -1), and where its
+    events go when the parts are decoded side by side into ``places[b]`` (its first column, 0, its
+    events, its first Arrow offset, where its keys and where its payloads start). Returns (the first
+    part with a bad header or no whole event, else -1; events; bytes of keys and payloads)."""
+    c = 0
+    r = 0
+    for b in range(meta.shape[0]):
+        a = meta[b, 0]
+        count, key_bytes, pay_bytes, consumed, bad = decode_sizes(buf[a : a + meta[b, 1]], True)
+        sizes[b, 0] = count
+        sizes[b, 1] = key_bytes
+        sizes[b, 2] = pay_bytes
+        sizes[b, 3] = consumed
+        sizes[b, 4] = bad
+        if bad >= 0 or count == 0:
+            return b, 0, 0
+        places[b, 0] = c
+        places[b, 1] = 0
+        places[b, 2] = count
+        places[b, 3] = c + b
+        places[b, 4] = r
+        places[b, 5] = r + key_bytes
+        c += count
+        r += key_bytes + pay_bytes
+    return -1, c, r
+
+
+@_jit
+def decode_events_at_many(
+    buf: Any,
+    meta: Any,
+    sizes: Any,
+    starts: Any,
+    values: Any,
+    add: int,
+    cols: Any,
+    after: Any,
+    offs: Any,
+    raw: Any,
+) -> int:
+    """``decode_events_at`` of each part of ``buf`` sized by ``decode_sizes_many``, side by side: part
+    b is ``buf[meta[b, 0]:][:meta[b, 1]]`` read at offset ``meta[b, 2]``, its ``last`` is ``meta[b, 3]``,
+    its records' starts ``starts[meta[b, 4]:][:meta[b, 5]]`` and values ``values[meta[b, 4] + b:]
+    [:meta[b, 5] + 1]``; its events go to the next columns of ``cols``/``after``, its Arrow offsets to
+    the next ``count + 1`` of ``offs`` and its bytes (keys, then payloads) to the next of ``raw``.
+    Returns the first part whose ``decode_events_at`` did not return -1, else -1. O(bytes)."""
+    c = 0
+    o = 0
+    r = 0
+    for b in range(meta.shape[0]):
+        a = meta[b, 0]
+        s0 = meta[b, 4]
+        k = meta[b, 5]
+        n = sizes[b, 0]
+        kb = sizes[b, 1]
+        nb = kb + sizes[b, 2]
+        res = decode_events_at(
+            buf[a : a + meta[b, 1]], meta[b, 2], sizes[b, 3], kb, starts[s0 : s0 + k],
+            values[s0 + b : s0 + b + k + 1], add, meta[b, 3], cols[:, c : c + n], after[:, c : c + n],
+            offs[:, o : o + n + 1], raw[r : r + nb],
+        )  # fmt: skip
+        if res != -1:
+            return b
+        c += n
+        o += n + 1
+        r += nb
+    return -1
 
 
 @_jit

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import struct
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,9 @@ __all__ = [
     "decode_frames",
     "decode_columns",
     "decode_event_block",
+    "decode_event_block_at",
+    "decode_event_blocks_at",
+    "EventBlocks",
     "block_arrays",
     "EventBlock",
     "frame_ends_of",
@@ -291,6 +295,123 @@ def decode_event_block(buf: bytes | bytearray | memoryview, base_offset: int = 0
         offs[row] = o - o[0]
         parts.append(np.frombuffer(db, np.uint8)[o[0] : o[-1]] if db is not None and n else _NO_BYTES)
     return (cols, offs, np.concatenate(parts), len(parts[0])), consumed
+
+
+def decode_event_block_at(
+    buf: bytes, base_offset: int, starts: np.ndarray, values: np.ndarray, add: int, last: int
+) -> tuple[EventBlock, np.ndarray, int] | None:
+    """``decode_event_block(buf, base_offset)`` with values from the records of ``buf``, in one pass.
+
+    ``starts`` (int64) are where the length-prefixed records of ``buf`` start (plus ``base_offset``:
+    frames are such records), ``values`` (int64) a value at each and then at the end of the last:
+    what ``read_many`` answers. Row 3 of the block's ``cols`` is each event's value plus ``add``;
+    also returned, ``after`` (2 x n int64): the position after each event (the next event's offset,
+    the end of the whole frames after the last) and the value there (after the last event: ``last`` if
+    the whole frames fill ``buf``, else ``values[-1]``), and the bytes consumed. The same errors as
+    ``decode_event_block``; ``None`` (nothing decoded) if the frame kernels are not loaded, ``buf``
+    holds no whole event, or ``starts`` are not exactly where its whole frames start. O(len(buf)).
+    """
+    if not 0 < len(buf) < 2**31:
+        return None
+    if _loaded:
+        k = _loaded[0]
+    elif _KERNELS_MODULE in sys.modules:
+        k = _kernels()
+    else:
+        return None
+    arr = np.frombuffer(buf, dtype=np.uint8)
+    count, key_bytes, pay_bytes, consumed, bad = k.decode_sizes(arr, True)
+    if bad >= 0:
+        rest, kind, _, klen = _HEADER.unpack_from(bytes(arr[bad : bad + HEADER_SIZE]))
+        raise _bad(base_offset + bad, rest, kind, klen)
+    if not count:
+        return None
+    ints = np.empty((6, count), np.int64)
+    offs = np.empty((2, count + 1), np.int32)
+    raw = np.empty(key_bytes + pay_bytes, np.uint8)
+    cols, after = ints[:4], ints[4:]
+    r = k.decode_events_at(
+        arr, base_offset, consumed, key_bytes, starts, values, add, last,
+        cols, after, offs, raw,
+    )  # fmt: skip
+    if r >= 0:
+        raise _bad_key(base_offset)
+    if r != -1:
+        return None
+    return (cols, offs, raw, key_bytes), after, int(consumed)
+
+
+class EventBlocks(NamedTuple):
+    """``decode_event_blocks_at``'s blocks, side by side in one set of arrays."""
+
+    blocks: list[tuple[EventBlock, np.ndarray, int]]
+    """Each buffer's ``decode_event_block_at`` answer: its block and ``after`` (views of the arrays
+    below), and the bytes consumed."""
+    cols: np.ndarray
+    """The blocks' ``cols`` one after the other (4 x events)."""
+    offs: np.ndarray
+    """Their Arrow offsets one after the other (2 x (events + blocks), int32)."""
+    raw: np.ndarray
+    """Their bytes one after the other (each block's keys, then its payloads)."""
+    places: np.ndarray
+    """Per block (blocks x 6 int64): its first column in ``cols``, 0, its events, its first column in
+    ``offs``, where its keys and where its payloads start in ``raw``."""
+    key_bytes: int
+    """The blocks' key bytes in all."""
+
+
+def decode_event_blocks_at(
+    bufs: Sequence[bytes],
+    base_offsets: Sequence[int],
+    starts: Sequence[np.ndarray],
+    values: Sequence[np.ndarray],
+    add: int,
+    lasts: Sequence[int],
+) -> EventBlocks | None:
+    """``decode_event_block_at`` of each buffer (with its base offset, record starts and values, and
+    ``last``), into one set of arrays: two kernel calls for them all. ``None`` (nothing decoded) if
+    the kernels are not loaded or one buffer would not decode there (a bad frame, no whole event, or
+    records that do not match): ``decode_event_block_at`` of each in turn raises or answers as ever.
+    O(total bytes)."""
+    nb = len(bufs)
+    if _loaded:
+        k = _loaded[0]
+    elif _KERNELS_MODULE in sys.modules:
+        k = _kernels()
+    else:
+        return None
+    rows = []
+    at = s0 = 0
+    for buf, base, s, last in zip(bufs, base_offsets, starts, lasts, strict=True):
+        size, n = len(buf), len(s)
+        rows.append((at, size, base, last, s0, n))
+        at += size
+        s0 += n
+    if at >= 2**31:
+        return None
+    meta = np.array(rows, np.int64)
+    arr = np.frombuffer(b"".join(bufs), dtype=np.uint8)
+    sizes = np.empty((nb, 5), np.int64)
+    places = np.empty((nb, 6), np.int64)
+    bad, events, nbytes = k.decode_sizes_many(arr, meta, sizes, places)
+    if bad >= 0:
+        return None
+    ints = np.empty((6, events), np.int64)
+    offs = np.empty((2, events + nb), np.int32)
+    raw = np.empty(nbytes, np.uint8)
+    cols, after = ints[:4], ints[4:]
+    st = np.concatenate(starts) if nb > 1 else starts[0]
+    vs = np.concatenate(values) if nb > 1 else values[0]
+    if k.decode_events_at_many(arr, meta, sizes, st, vs, add, cols, after, offs, raw) >= 0:
+        return None
+    out = []
+    key_bytes = 0
+    for (c0, _, n, o0, r0, p0), (_, kb, pb, consumed, _) in zip(places.tolist(), sizes.tolist(), strict=True):
+        c1 = c0 + n
+        block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : p0 + pb], kb)
+        out.append((block, after[:, c0:c1], consumed))
+        key_bytes += kb
+    return EventBlocks(out, cols, offs, raw, places, key_bytes)
 
 
 def block_arrays(block: EventBlock, start: int = 0, stop: int | None = None) -> tuple[pa.Array, pa.Array]:

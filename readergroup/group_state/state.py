@@ -100,9 +100,14 @@ from .initiated_checkpoints import InitiatedCheckpoints
 from .liveness import Heartbeat, LivenessMonitor, beat_interval, fence, forget
 from .state_records import SegmentState
 from .synchronizer import Applied, StateSynchronizer
-from .update_plans import UpdatePlanner, build_entries
+from .update_plans import UpdatePlanner, build_entries, moved_positions
 
 __all__ = ["ReaderGroupState", "SegmentState", "STATE_PREFIX", "state_segment"]
+
+
+class _LayoutMoved(Exception):
+    """``ReaderGroupState.report``: the replica's layout moved (the report alone may not be the sync)."""
+
 
 STATE_PREFIX = "_system/_rg/"
 """Segments holding reader-group state logs (``_system``: the advancer and stream listing skip them)."""
@@ -351,6 +356,27 @@ class ReaderGroupState:
                 if not appended and fetch:  # nothing to say: learn what the others said
                     self.refresh()
                 return reached[0] if reached else None
+
+    def sync_report(
+        self, reader_id: str, token: int, epoch: int, acked: Sequence[Position], layout: int
+    ) -> bool | None:
+        """``sync_reader`` of a reader with nothing to finish whose last sync, at this replica's ``layout``,
+        left nothing to plan (``GroupModel.layout``): while the layout stands still, that sync is its
+        report alone (one batch) or nothing. Returns whether every position it reported was applied;
+        ``None`` (nothing appended) if the layout moved meanwhile: then ``sync_reader``."""
+        applied: list[Applied | None] = []
+
+        def fn(m: GroupModel) -> list[Update]:
+            if m.layout != layout:
+                raise _LayoutMoved
+            moved = moved_positions(m, reader_id, acked)
+            return [Report(reader_id, token, epoch, moved)] if moved else []
+
+        try:
+            applied.append(self._update(fn))
+        except _LayoutMoved:
+            return None
+        return applied[0] is None or applied[0].ok
 
     def leave(
         self, reader_id: str, token: int, epoch: int, acked: Sequence[Position], finished: Sequence[Position]

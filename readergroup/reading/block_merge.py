@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from ..format.events import EventBlocks
 from .segment_input import SegmentInput
 
 __all__ = ["Merged", "merge_kernel", "merge_blocks"]
@@ -53,38 +54,64 @@ def merge_kernel() -> ModuleType | None:
     return _batch_kernels
 
 
+def _together(live: list[SegmentInput], eb: EventBlocks) -> bool:
+    """Whether ``live`` are the blocks of ``eb``, in its order."""
+    for j, s in enumerate(live):
+        g = s.group
+        if g is None or g[0] is not eb or g[1] != j:
+            return False
+    return True
+
+
 def merge_blocks(
     k: ModuleType, live: list[SegmentInput], max_events: int, late_ingestion: int, late_event_time: int
 ) -> Merged:
     """The next batch from the blocks of ``live`` (each with events left), in one kernel call, with
     how many of its events are late: by ingestion time (``<= late_ingestion``) and by event time
     (``<= late_event_time``, events without one never). O(events)."""
-    rows = []
-    blocks = []
-    col = off = byte = total = key_bytes = 0
-    for s in live:
-        block = s.block
-        assert block is not None
-        blocks.append(block)
-        kb = block[3]
-        n, i = s.n, s.idx
-        rows.append((col, i, n, off, byte, byte + kb))
-        col += n
-        off += n + 1
-        byte += len(block[2])
-        key_bytes += kb
-        total += n - i
-    meta = np.array(rows, np.int64)
-    cols = np.concatenate([b[0] for b in blocks], axis=1)
-    offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
-    raw = np.concatenate([b[2] for b in blocks])
+    g = live[0].group
+    if g is not None and g[1] == 0 and len(live) == len(g[0].blocks) and _together(live, g[0]):
+        # the blocks were decoded side by side, in this order: their arrays are the concatenation
+        eb = g[0]
+        meta = eb.places.copy()  # (the next event to deliver of each: 0)
+        idx = [s.idx for s in live]
+        if any(idx):
+            meta[:, 1] = idx
+        cols, offs, raw = eb.cols, eb.offs, eb.raw
+        byte = len(raw)
+        key_bytes = eb.key_bytes
+        total = cols.shape[1] - sum(idx)
+    else:
+        rows = []
+        blocks = []
+        col = off = byte = total = key_bytes = 0
+        for s in live:
+            block = s.block
+            assert block is not None
+            blocks.append(block)
+            kb = block[3]
+            n, i = s.n, s.idx
+            rows.append((col, i, n, off, byte, byte + kb))
+            col += n
+            off += n + 1
+            byte += len(block[2])
+            key_bytes += kb
+            total += n - i
+        meta = np.array(rows, np.int64)
+        cols = np.concatenate([b[0] for b in blocks], axis=1)
+        offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
+        raw = np.concatenate([b[2] for b in blocks])
     m = min(total, max_events)
-    out_seg = np.empty(m, np.int32)
-    out_cols = np.empty((4, m), np.int64)
-    out_offs = np.empty((2, m + 1), np.int32 if byte < 2**31 else np.int64)
-    out_keys = np.empty(key_bytes, np.uint8)
-    out_pays = np.empty(byte - key_bytes, np.uint8)
-    first = np.empty(len(live), np.int64)
+    nl = len(live)
+    ints = np.empty(4 * m + nl, np.int64)  # (one allocation for the int64 outputs, one for the others)
+    out_cols, first = ints[: 4 * m].reshape(4, m), ints[4 * m :]
+    if byte < 2**31:
+        small = np.empty(3 * m + 2, np.int32)
+        out_seg, out_offs = small[:m], small[m:].reshape(2, m + 1)
+    else:
+        out_seg, out_offs = np.empty(m, np.int32), np.empty((2, m + 1), np.int64)
+    out_raw = np.empty(byte, np.uint8)
+    out_keys, out_pays = out_raw[:key_bytes], out_raw[key_bytes:]
     ev, kbytes, pbytes, ranked, late_i, late_e = k.merge(
         meta, cols, offs, raw, max_events, out_seg, out_cols, out_offs, out_keys, out_pays, first,
         late_ingestion, late_event_time,
@@ -103,5 +130,5 @@ def merge_blocks(
         m,
         [None, pa.py_buffer(out_offs[1]), pa.py_buffer(out_pays[:pbytes])],
     )
-    names = tuple(live[j].name for j in first[:ranked].tolist())
+    names = tuple([live[j].name for j in first[:ranked].tolist()])
     return Merged(names, out_seg, out_cols, keys, pays, int(late_i), int(late_e))

@@ -462,7 +462,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         reader syncs with the group (checkpoints, new assignments): in-memory, no store call.
         """
         _check_timeout(self.reader_id, timeout_ms)
-        deadline = monotonic_s() + timeout_ms / 1000.0
+        deadline = monotonic_s() + timeout_ms / 1000.0 if timeout_ms else 0.0
         wait_ms = 0
         while True:
             before = self._progress()
@@ -483,7 +483,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
                 if self._select():
                     assert self._cur is not None
                     return self._deliver(self._cur, self._cur.idx)
-            left_ms = int((deadline - monotonic_s()) * 1000)
+            left_ms = int((deadline - monotonic_s()) * 1000) if timeout_ms else 0
             if left_ms <= 0:
                 if self._progress() != before:
                     wait_ms = 0

@@ -19,7 +19,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX
 from segmentstore.read_many import MAX_READ_MANY_LENGTH
 
-from .segment_input import SegmentInput, read_blocks
+from .segment_input import SegmentInput, decode_together, read_blocks
 
 if TYPE_CHECKING:
     from ..group_state.state import ReaderGroupState
@@ -95,7 +95,8 @@ class ReaderBlocks:
             reqs = [(s.name, s.fetch, buf) for s in todo]
         answers = read_blocks(self._client, reqs)
         valid = self._state.epoch == self._epoch
-        for s, a in zip(todo, answers, strict=False):
+        decoded = decode_together(answers[: len(todo)]) if valid else {}
+        for i, (s, a) in enumerate(zip(todo, answers, strict=False)):
             if a is None:  # nothing new: known to be at its tail
                 s.at_tail = True
                 continue
@@ -105,7 +106,12 @@ class ReaderBlocks:
                 self._fetch(s, 0)
                 continue
             if valid:
-                self._bytes += s.take_block(self._client, r, a)
+                d = decoded.get(i)
+                if d is not None:  # (decoded with the others: as ``take_block`` would)
+                    s.take_decoded(r, *d)
+                    self._bytes += len(r.data)
+                else:
+                    self._bytes += s.take_block(self._client, r, a)
                 if s.end_of_segment:
                     self._need_sync = True
         return look and answers[-1] is not None
@@ -152,5 +158,9 @@ class ReaderBlocks:
 
     def _progress(self) -> tuple[frozenset[str], int, int]:
         """What a pass over the segments can change: which are held, how far read, how many ended."""
-        segs = self._segs.values()
-        return frozenset(self._segs), sum(s.fetch for s in segs), sum(s.end_of_segment for s in segs)
+        fetched = ended = 0
+        for s in self._segs.values():
+            fetched += s.fetch
+            if s.end_of_segment:
+                ended += 1
+        return frozenset(self._segs), fetched, ended

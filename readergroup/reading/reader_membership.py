@@ -201,6 +201,18 @@ class ReaderMembership:
                             self._quiet = again
                             quiet = True
                             break
+                    elif q[0] is m and q[1] == m.layout:
+                        # the reader delivered more, nothing else moved: this sync is its report alone
+                        try:
+                            done = st.sync_report(self.reader_id, self._token, self._epoch, acked, q[1])
+                        except ReaderGroupNotFoundError:
+                            self._group_gone()
+                        if done:
+                            self._quiet = (m, q[1], acked)
+                            quiet = True
+                            break
+                        if done is not None:  # appended, a position refused: as after ``sync_reader``
+                            break
                 fetch, self._state_moved = self._state_moved, False
                 try:
                     name = st.sync_reader(self.reader_id, self._token, self._epoch, acked, finished, fetch)

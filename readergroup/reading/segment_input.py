@@ -15,7 +15,7 @@ refreshes the watermark at the tail.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,9 +26,18 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.read_many import MAX_READ_MANY
 from segmentstore.results import RecordsRead
 
-from ..format.events import NO_EVENT_TIME, EventBlock, block_arrays, decode_event_block, frame_length
+from ..format.events import (
+    NO_EVENT_TIME,
+    EventBlock,
+    EventBlocks,
+    block_arrays,
+    decode_event_block,
+    decode_event_block_at,
+    decode_event_blocks_at,
+    frame_length,
+)
 
-__all__ = ["SegmentInput", "read_blocks"]
+__all__ = ["SegmentInput", "read_blocks", "decode_together"]
 
 _EMPTY_I64 = np.empty(0, np.int64)
 
@@ -53,6 +62,7 @@ class SegmentInput:
         "etl",
         "fetch",
         "final_wm",
+        "group",
         "idx",
         "it",
         "itl",
@@ -82,6 +92,7 @@ class SegmentInput:
         self.idx = 0
         self.off = self.lengths = self.et = self.it = self.nxt_pos = self.nxt_wm = _EMPTY_I64
         self.block: EventBlock | None = None  # the decoded block (off, lengths, et, it are its rows)
+        self.group: tuple[EventBlocks, int] | None = None  # the blocks decoded with it, and its place
         self._keys: Any = None
         self._pays: Any = None
         self.lists: tuple[list[Any], ...] | None = None
@@ -167,6 +178,11 @@ class SegmentInput:
                 self.final_wm = self.base_wm
             return 0
         read = len(data)
+        if rec is not None:  # the block and every event's ingestion time in one pass, as below
+            fast = decode_event_block_at(data, r.offset, rec.starts, rec.watermarks, 1, r.watermark)
+            if fast is not None:
+                self.take_decoded(r, *fast)
+                return read
         block, consumed = decode_event_block(data, r.offset)
         if consumed == 0:  # one frame is longer than the block: read exactly that frame
             need = frame_length(data) or 0
@@ -197,7 +213,7 @@ class SegmentInput:
             self.off, self.lengths, self.et, self.it = cols
             self.nxt_pos, self.nxt_wm = nxt_pos, nxt_wm
             self.block, self._keys, self._pays = block, None, None
-            self.n, self.idx, self.lists = n, 0, None
+            self.n, self.idx, self.lists, self.group = n, 0, None, None
         else:  # writer markers only
             self.base_pos = end
             if whole:
@@ -211,6 +227,29 @@ class SegmentInput:
             self.end_of_segment = True
             self.final_wm = max(self.base_wm, r.watermark)
         return read
+
+    def take_decoded(
+        self,
+        r: SegmentRead,
+        block: EventBlock,
+        after: np.ndarray,
+        consumed: int,
+        group: tuple[EventBlocks, int] | None = None,
+    ) -> None:
+        """``take_block`` of ``r`` decoded already (``decode_event_block_at`` of its data with the
+        watermarks ``read_many`` answered, ``add`` 1 and ``last`` ``r.watermark``; some event whole);
+        ``group``: the blocks it was decoded with (``decode_event_blocks_at``) and its place there."""
+        whole = consumed == len(r.data)
+        self.fetch = r.offset + consumed
+        self.at_tail = r.at_tail and whole
+        self.off, self.lengths, self.et, self.it = block[0]
+        self.nxt_pos, self.nxt_wm = after
+        self.block, self._keys, self._pays = block, None, None
+        self.n, self.idx, self.lists = after.shape[1], 0, None
+        self.group = group
+        if r.end_of_segment and whole:
+            self.end_of_segment = True
+            self.final_wm = max(self.base_wm, r.watermark)
 
     @checked
     def _check(self) -> None:
@@ -275,3 +314,24 @@ def read_blocks(client: SegmentStoreClient, requests: list[tuple[Any, ...]]) -> 
         again = client.read_many([requests[i] for i in left])
         for i, a in zip(left, again, strict=True):
             out[i] = a
+
+
+def decode_together(answers: Sequence[RecordsRead | None]) -> dict[int, tuple[Any, ...]]:
+    """The blocks of ``read_many``'s answers with data decoded side by side (``decode_event_blocks_at``,
+    as ``SegmentInput.take_block`` decodes each), for ``take_decoded``, by answer; nothing if fewer
+    than two, or if one would not decode there (each is then taken on its own). O(bytes)."""
+    at = [i for i, a in enumerate(answers) if a is not None and a.read is not None and a.read.data]
+    if len(at) < 2:
+        return {}
+    reads = [answers[i] for i in at]
+    eb = decode_event_blocks_at(
+        [a.read.data for a in reads],  # type: ignore[union-attr]
+        [a.read.offset for a in reads],  # type: ignore[union-attr]
+        [a.starts for a in reads],  # type: ignore[union-attr]
+        [a.watermarks for a in reads],  # type: ignore[union-attr]
+        1,
+        [a.read.watermark for a in reads],  # type: ignore[union-attr]
+    )
+    if eb is None:
+        return {}
+    return {i: (*eb.blocks[j], (eb, j)) for j, i in enumerate(at)}

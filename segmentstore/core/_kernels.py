@@ -36,6 +36,7 @@ __all__ = [
     "lookup_sorted",
     "append_bulk",
     "lookup_sorted_serial",
+    "record_watermarks",
     "entry_point",
     "parallel_ok",
     "get_num_threads",
@@ -314,6 +315,48 @@ def lookup_sorted(offs: _A, wms: _A, n: int, qs: _A, out: _A, tail_val: int, add
         if bad[c] >= 0:
             return int(bad[c])
     return -1
+
+
+_BYTES = "Array(uint8, 1, 'C', readonly=True)"
+
+
+@_jit(f"int64({_BYTES}, int64, {_ARR}, {_ARR}, int64, int64, int64, {_ARR}, {_ARR})")
+def record_watermarks(
+    buf: Any, base: int, offs: _A, wms: _A, lo: int, n: int, tail_val: int, bounds: _A, out: _A
+) -> int:
+    """Where the whole length-prefixed records (u32 little-endian length, then that many bytes) at the
+    start of ``buf`` start, then where the last one ends, each plus ``base`` (the offset ``buf`` was read
+    at), into ``bounds``; the watermark at each of them into ``out`` (as ``lookup_small`` answers it:
+    the first entry in ``[lo, n)`` at or after it, else ``tail_val``). Returns how many records; the
+    caller sizes both outputs for ``buf.shape[0] // 4 + 2`` and guarantees every bound is a valid
+    query. One walk of the records and one of the entries: O(records + entries in the range)."""
+    size = buf.shape[0]
+    pos = 0
+    count = 0
+    q = base
+    j = _lower_bound(offs, lo, n, q)
+    while True:
+        while j < n and offs[j] < q:
+            j += 1
+        bounds[count] = q
+        out[count] = wms[j] if j < n else tail_val
+        if pos + 4 > size or count + 1 >= bounds.shape[0] - 1:
+            return count
+        end = (
+            pos
+            + 4
+            + (
+                int(buf[pos])
+                | (int(buf[pos + 1]) << 8)
+                | (int(buf[pos + 2]) << 16)
+                | (int(buf[pos + 3]) << 24)
+            )
+        )
+        if end > size:
+            return count
+        pos = end
+        q = base + pos
+        count += 1
 
 
 @_jit(f"int64({_ARR}, {_ARR}, int64, int64, int64, int64, int64, {_ARR}, {_ARR})")

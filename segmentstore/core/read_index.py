@@ -30,9 +30,10 @@ from ..limits import INT64_MAX
 from ..results import RecordScan, RecordsRead, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
-from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, loaded, prepare, record_bounds
+from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare
 from .segment import Segment
 from .validation import check_offset, quote
+from .watermark_index import load_kernels
 
 __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
 
@@ -214,8 +215,7 @@ class ReadIndex:
         ``segmentstore.read_many``): each a read, its records' starts and the watermarks there, or its
         error, or ``None`` (nothing new above its known watermark); unread past ``reply_bytes``.
         O(bytes + records)."""
-        if not loaded():  # the record walk's kernel: never loaded under the lock
-            prepare(max(r[2] for r in reqs))
+        load_kernels()  # the records' watermarks are one kernel call: never loaded under the lock
         out: list[RecordsRead | None] = []
         used = 0
         with self._lock:
@@ -226,21 +226,37 @@ class ReadIndex:
                     continue
                 try:
                     seg = segment(name)
-                    if (
-                        known is not None
-                        and offset >= seg.length  # (so not below the start offset, at most the length)
-                        and not seg.sealed
-                        and seg.last_write_time - 1 <= known
-                    ):
-                        out.append(None)  # not ready, as ``wait_any`` says (``_ready``)
-                        continue
-                    self._check_position(seg, offset, "read offset")
-                    r = read_locked(seg, offset, max_length)
+                    length = seg.length
+                    if offset >= length:  # at (or beyond) the tail
+                        if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
+                            out.append(None)  # not ready, as ``wait_any`` says (``_ready``)
+                            continue
+                        if offset > length:
+                            self._check_position(seg, offset, "read offset")  # raises
+                    if offset < seg.data.start_offset:
+                        self._check_position(seg, offset, "read offset")  # raises
+                    # ``read_locked``, and the records' starts and watermarks (``record_bounds`` and
+                    # ``watermarks_at_ascending`` of the bounds) in one kernel call
+                    end = offset + max_length
+                    if end >= length:
+                        r = SegmentRead(
+                            offset,
+                            seg.data.read(offset, length - offset) if length > offset else b"",
+                            seg.last_write_time - 1,
+                            seg.sealed,
+                            True,
+                        )
+                    else:
+                        r = SegmentRead(
+                            offset,
+                            seg.data.read(offset, max_length) if max_length else b"",
+                            seg.windex.watermark_at(end),
+                            False,
+                            False,
+                        )
                     data = r.data
                     if data:
-                        bounds, count = record_bounds(data, offset)
-                        starts = bounds[:count]
-                        wms = seg.windex.watermarks_at_ascending(bounds)
+                        starts, wms = seg.windex.watermarks_at_records(data, offset)
                     else:
                         starts, wms = _NO_OFFSETS, np.array([r.watermark], np.int64)
                 except SegmentStoreError as e:

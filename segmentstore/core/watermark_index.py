@@ -31,7 +31,7 @@ import numpy.typing as npt
 
 from ..checks import checked
 
-__all__ = ["WatermarkIndex", "MAX_RUNS"]
+__all__ = ["WatermarkIndex", "MAX_RUNS", "load_kernels"]
 
 _I64 = np.dtype(np.int64)
 _I64_MAX = int(np.iinfo(np.int64).max)
@@ -46,19 +46,27 @@ _SCALAR_NUMBA_MIN = 4096  # live entries from which a single lookup calls numba
 _PAR_LOCK = threading.Lock()  # numba's workqueue layer (if chosen) must not launch concurrently
 
 _kmod: ModuleType | None = None
+_record_wms: Callable[..., int] | None = None  # ``_kernels.record_watermarks``' compiled entry
 
 
 def _kernels() -> ModuleType:
     """The kernel module, imported (numba loaded, kernels cached/compiled) on first call."""
-    global _kmod, _scalar
+    global _kmod, _scalar, _record_wms
     if _kmod is None:
         from . import _kernels as kmod
 
         if kmod.BLOCK != _BLOCK:
             raise RuntimeError(f"_kernels.BLOCK {kmod.BLOCK} != watermark_index._BLOCK {_BLOCK}")
         _scalar = kmod.entry_point(kmod.scalar_lookup)
+        _record_wms = kmod.entry_point(kmod.record_watermarks)
         _kmod = kmod
     return _kmod
+
+
+def load_kernels() -> None:
+    """Import the index's kernels now if they are not yet (numba's import: never under a lock). O(1) after."""
+    if _kmod is None:
+        _kernels()
 
 
 def _scalar_first(store: npt.NDArray[np.int64], lo: int, hi: int, q: int) -> int:
@@ -388,6 +396,20 @@ class WatermarkIndex:
         if r >= 0:
             self._raise_range(int(offsets[r]), int(r), False)
         return out
+
+    def watermarks_at_records(
+        self, data: bytes, base: int
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``record_bounds(data, base)``'s record starts and ``watermarks_at_ascending`` of its bounds
+        (``data`` read at ``base``, in ``[start_offset, length]``) in one kernel call. O(records)."""
+        cap = len(data) // 4 + 2
+        out = np.empty(2 * cap, np.int64)
+        bounds, wms = out[:cap], out[cap:]
+        n = (_record_wms or _kernels().record_watermarks)(
+            np.frombuffer(data, np.uint8), base, self._offs, self._wms, self._h, self._n, self._tail - 1,
+            bounds, wms,
+        )  # fmt: skip
+        return bounds[:n], wms[: n + 1]
 
     def ingestion_times_at(
         self,

@@ -1,0 +1,200 @@
+"""The read path's one-pass kernels answer what the step-by-step path does (issue 46).
+
+``read_many`` finds a block's records and the watermarks there in one kernel call
+(``WatermarkIndex.watermarks_at_records``); a reader decodes a block with its events'
+ingestion times in one pass (``decode_event_block_at``), the blocks of one look side by
+side (``decode_event_blocks_at``), and merges blocks decoded together without copying
+them into one array first. Each is compared here with the path it replaces, on segments
+written in many appends at many times, with writer markers between events, records
+split over appends, reads that end inside a frame, truncated segments and tails.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from readergroup.format import events
+from readergroup.format.events import KIND_WATERMARK, decode_event_block, encode_event
+from readergroup.reading.block_merge import merge_blocks, merge_kernel
+from readergroup.reading.segment_input import SegmentInput, decode_together
+from segmentstore import ManualClock, SegmentStore, StreamSegment
+from segmentstore.client import EmbeddedClient
+from segmentstore.core.records import record_bounds
+from segmentstore.core.warmup import warm_kernels
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kernels() -> None:
+    warm_kernels()
+    events._kernels()  # the frame kernels (as a reader's first large block loads them)
+    assert merge_kernel() is not None
+
+
+def _frames(rng: random.Random, n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        kind = KIND_WATERMARK if rng.random() < 0.15 else 0
+        key = f"k{rng.randrange(50)}" + "é" * rng.randrange(2)
+        et = None if rng.random() < 0.1 else 1_000 + i
+        out.append(encode_event(key, bytes(rng.randrange(40)), et, kind))
+    return out
+
+
+def _write(
+    rng: random.Random, store: SegmentStore, clock: ManualClock, name: str, frames: list[bytes]
+) -> None:
+    """Append the frames in random pieces (a frame may be split over appends), at random times."""
+    data = b"".join(frames)
+    at = 0
+    while at < len(data):
+        n = rng.randrange(1, 200)
+        store.append(name, data[at : at + n])
+        at += n
+        if rng.random() < 0.5:
+            clock.advance(rng.randrange(3))
+
+
+def _bounds(store: SegmentStore, name: str, rng: random.Random) -> int:
+    """A record boundary of the segment at or above its start offset."""
+    info = store.get_info(name)
+    data = store.read(name, info.start_offset, info.length - info.start_offset).data
+    b, count = record_bounds(data, info.start_offset)
+    return int(b[rng.randrange(count + 1)])
+
+
+def _segment(seed: int, truncate: bool) -> tuple[SegmentStore, ManualClock, str, random.Random]:
+    rng = random.Random(seed)
+    clock = ManualClock(1_000_000)
+    store = SegmentStore(clock=clock)
+    name = f"s/t/{seed}"
+    store.create_segment(name)
+    _write(rng, store, clock, name, _frames(rng, rng.randrange(1, 120)))
+    if truncate:
+        store.truncate(name, _bounds(store, name, rng))
+    return store, clock, name, rng
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_read_many_records_and_watermarks_are_those_of_a_walk_and_a_batch_lookup(seed: int) -> None:
+    store, _, name, rng = _segment(seed, truncate=seed % 3 == 0)
+    info = store.get_info(name)
+    for _ in range(20):
+        offset = rng.randrange(info.start_offset, info.length + 1)
+        size = rng.choice([0, 1, 7, 15, 64, 300, 1 << 20])
+        (a,) = store.read_many([(name, offset, size)])
+        assert a is not None and a.read is not None
+        r = store.read(name, offset, size)
+        assert (a.read.offset, a.read.data, a.read.watermark, a.read.at_tail) == (
+            r.offset,
+            r.data,
+            r.watermark,
+            r.at_tail,
+        )
+        if not r.data:
+            continue
+        bounds, count = record_bounds(r.data, offset)
+        assert a.starts.tolist() == bounds[:count].tolist()
+        assert a.watermarks.tolist() == [store.watermark_at(name, int(o)) for o in bounds]
+
+
+def _inputs(store: SegmentStore, name: str, offset: int) -> tuple[SegmentInput, SegmentInput]:
+    seg = StreamSegment("s/t", 0, 0, name, 0.0, 1.0, 0)
+    wm = store.watermark_at(name, offset)
+    return SegmentInput(seg, offset, wm), SegmentInput(seg, offset, wm)
+
+
+def _state(s: SegmentInput) -> tuple[object, ...]:
+    cols = [a.tolist() for a in (s.off, s.lengths, s.et, s.it, s.nxt_pos, s.nxt_wm)]
+    keys = s.keys.to_pylist() if s.n else None
+    pays = s.pays.to_pylist() if s.n else None
+    ends = (s.end_of_segment, s.final_wm)
+    return (s.n, s.idx, s.fetch, s.at_tail, s.base_pos, s.base_wm, *ends, cols, keys, pays)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_block_decoded_with_its_records_watermarks_is_the_block_read_and_looked_up(seed: int) -> None:
+    """``take_block`` with ``read_many``'s answer (one pass) and without it (``decode_event_block``, then
+    ``watermarks_at``): the same events, ingestion times, positions and watermarks after each."""
+    store, _, name, rng = _segment(seed, truncate=seed % 4 == 0)
+    if seed % 5 == 0:
+        store.seal(name)
+    client = EmbeddedClient(store)
+    info = store.get_info(name)
+    for _ in range(10):
+        offset = _bounds(store, name, rng)
+        size = rng.choice([15, 64, 300, 1 << 20])
+        (a,) = client.read_many([(name, offset, size)])
+        assert a is not None and a.read is not None
+        fast, slow = _inputs(store, name, offset)
+        fast.take_block(client, a.read, a)
+        slow.take_block(client, a.read, None)
+        assert _state(fast) == _state(slow)
+        fast._check()
+    assert info.length >= 0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_blocks_decoded_side_by_side_are_the_blocks_decoded_alone_and_merge_alike(seed: int) -> None:
+    rng = random.Random(seed)
+    clock = ManualClock(1_000_000)
+    store = SegmentStore(clock=clock)
+    client = EmbeddedClient(store)
+    names = [f"s/t/{seed}-{i}" for i in range(rng.randrange(2, 6))]
+    for n in names:
+        store.create_segment(n)
+    for _ in range(3):  # interleaved, so that ingestion times cross between segments
+        for n in names:
+            _write(rng, store, clock, n, _frames(rng, rng.randrange(0, 30)))
+    reqs = [(n, _bounds(store, n, rng), rng.choice([64, 1 << 20])) for n in names]
+    answers = client.read_many(reqs)
+    together = decode_together(answers)
+    alone, side = [], []
+    for i, ((n, offset, _), a) in enumerate(zip(reqs, answers, strict=True)):
+        assert a is not None and a.read is not None
+        one, two = _inputs(store, n, offset)
+        one.take_block(client, a.read, a)
+        if i in together:
+            two.take_decoded(a.read, *together[i])
+        else:
+            two.take_block(client, a.read, a)
+        assert _state(one) == _state(two)
+        two._check()
+        alone.append(one)
+        side.append(two)
+    k = merge_kernel()
+    assert k is not None
+    for max_events in (1, 7, 1 << 16):
+        a_live = [s for s in alone if s.idx < s.n]
+        s_live = [s for s in side if s.idx < s.n]
+        if len(a_live) < 2:
+            break
+        ma = merge_blocks(k, a_live, max_events, 1_000_001, 1_010)
+        ms = merge_blocks(k, s_live, max_events, 1_000_001, 1_010)
+        assert ma.names == ms.names and ma.late_ingestion == ms.late_ingestion
+        assert ma.late_event_time == ms.late_event_time
+        assert ma.segment_index.tolist() == ms.segment_index.tolist()
+        assert ma.cols.tolist() == ms.cols.tolist()
+        assert ma.keys.to_pylist() == ms.keys.to_pylist() and ma.pays.to_pylist() == ms.pays.to_pylist()
+        assert [s.idx for s in alone] == [s.idx for s in side]
+
+
+def test_records_that_are_not_the_frames_fall_back_to_the_step_by_step_decode() -> None:
+    frames = [encode_event("a", b"x", 5), encode_event("b", b"yy", 6)]
+    data = b"".join(frames)
+    starts = np.array([0, len(frames[0])], np.int64)
+    values = np.array([10, 11, 12], np.int64)
+    assert events.decode_event_block_at(data, 0, starts, values, 1, 99) is not None
+    assert events.decode_event_block_at(data, 0, starts + 1, values, 1, 99) is None  # not where frames start
+    assert events.decode_event_block_at(data, 0, starts[:1], values[:2], 1, 99) is None  # a record short
+    block, after, consumed = events.decode_event_block_at(data + b"\x05", 0, starts, values, 1, 99) or (
+        None,
+        None,
+        0,
+    )
+    assert block is not None and after is not None and consumed == len(data)
+    assert block[0][3].tolist() == [11, 12] and after.tolist() == [[len(frames[0]), len(data)], [11, 12]]
+    whole = decode_event_block(data, 0)[0]
+    assert block[0][:3].tolist() == whole[0][:3].tolist()
