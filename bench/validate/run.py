@@ -164,9 +164,13 @@ def _validate(
         result = run_compare(sc)
         if on_result is not None:
             on_result(result)
+        left_out = {
+            e: f"the scenario's strategies.only leaves {e} out" for e in ENGINES if e not in result.strategies
+        }
         if "spark" in engines:
-            if spark_why is not None:
-                out.append(not_run(sc.name, "spark", "Spark", spark_why))
+            why = left_out.get("spark") or spark_why
+            if why is not None:
+                out.append(not_run(sc.name, "spark", "Spark", why))
             else:
                 batches = len(getattr(result.strategies["spark"], "batches", ()))
                 echo(f"{sc.name}: replaying {batches} micro-batches in Spark")
@@ -180,8 +184,9 @@ def _validate(
         own = lab_strategies(sc).flink_source
         for src in flink_sources or (own,):
             name = f"flink ({src})"
-            if flink_why is not None:
-                out.append(not_run(sc.name, name, "Flink", flink_why))
+            why = left_out.get("flink") or flink_why
+            if why is not None:
+                out.append(not_run(sc.name, name, "Flink", why))
                 continue
             res = result if src == own else run_compare(with_flink_source(sc, src))
             if runner == "java":
