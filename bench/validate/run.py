@@ -160,13 +160,14 @@ def _validate(
     out: list[Verdict | None] = []
     driven: list[tuple[int, LabResult]] = []  # rows the driven Java job fills, all in one JVM
     for sc in scenarios:
+        only = sc.strategies.only if sc.strategies is not None else ()
+        left_out = {
+            e: f"the scenario's strategies.only leaves {e} out" for e in ENGINES if only and e not in only
+        }
         echo(f"{sc.name}: running the lab model")
         result = run_compare(sc)
         if on_result is not None:
             on_result(result)
-        left_out = {
-            e: f"the scenario's strategies.only leaves {e} out" for e in ENGINES if e not in result.strategies
-        }
         if "spark" in engines:
             why = left_out.get("spark") or spark_why
             if why is not None:
