@@ -278,6 +278,19 @@ class PravegaTransactions:
                 raise SegmentNotFoundError(f"transaction segment {name!r:.300} is not open{why}")
             return txn.segments[name]
 
+    def completed_segment(self, name: str) -> str | None:
+        """The store name a completed (or aborting) transaction's segment ``name`` had; None if ``name`` is
+        no segment of such a transaction known here. O(1)."""
+        try:
+            txn_id = int(name[name.rindex(_SEPARATOR) + len(_SEPARATOR) :], 16)
+        except ValueError:
+            return None
+        with self._lock:
+            txn = self._done.get(txn_id) or self._open.get(txn_id)
+            if txn is None or txn.state == OPEN or name not in txn.segments:
+                return None
+            return txn.segments[name]
+
     def expire(self) -> list[int]:
         """Abort every open transaction whose lease or longest execution time ran out on the ingestion
         clock (Pravega's timeout service); their ids. O(open transactions)."""

@@ -18,6 +18,12 @@
   is aborted by the store's transaction lease. Events over 8 MiB written into a
   transaction are refused (a transaction segment has no transient segments here).
 
+A ``SetupAppend`` on a segment of a transaction committed or aborted by now is answered
+``AppendSetup`` and its appends ``NoSuchSegment``, as on Pravega, where a commit or
+abort completes after its reply: a client writing into a transaction it aborts at once
+sets up before the abort completes there (refusing the set-up would make the 0.3.7
+client's writer panic, it has no connection to write on).
+
 The handlers register into ``wire_handlers.HANDLERS`` when this module is imported
 (``wire_server`` imports it).
 """
@@ -29,8 +35,8 @@ from . import wire_replies as rep
 from . import wire_requests as req
 from .errors import WireFormatError
 from .translate import TRANSACTION_SEPARATOR
-from .wire import EVENT_TYPE, HEADER
-from .wire_handlers import HANDLERS, Connection, WriterState, _refused, _resolve, event_starts
+from .wire import EVENT_TYPE, HEADER, NULL_EVENT_NUMBER
+from .wire_handlers import HANDLERS, Connection, WriterState, _refused, _resolve, _token_ok, event_starts
 
 __all__ = ["conditional_append"]
 
@@ -157,6 +163,24 @@ def _whole(conn: Connection, name: str) -> bytes:
             return bytes(out)
 
 
+_plain_setup_append = HANDLERS[req.SetupAppend]
+
+
+def _setup_append(conn: Connection, cmd: req.SetupAppend) -> None:
+    """A set-up on a completed transaction's segment: accepted, its appends then ``NoSuchSegment``."""
+    if TRANSACTION_SEPARATOR in cmd.segment:
+        gone = conn.streams.transactions.completed_segment(cmd.segment)
+        if gone is not None:
+            if _token_ok(conn, cmd.request_id, cmd.segment, cmd.delegation_token):
+                conn.writers[cmd.writer_id] = WriterState(
+                    cmd.segment, NULL_EVENT_NUMBER, NULL_EVENT_NUMBER, gone
+                )
+                conn.send(rep.AppendSetup(cmd.request_id, cmd.segment, cmd.writer_id, NULL_EVENT_NUMBER))
+            return
+    _plain_setup_append(conn, cmd)
+
+
+HANDLERS[req.SetupAppend] = _setup_append
 HANDLERS[req.ConditionalBlockEnd] = _conditional_block_end
 HANDLERS[req.ConditionalAppend] = _conditional_event
 HANDLERS[req.CreateTransientSegment] = _create_transient
