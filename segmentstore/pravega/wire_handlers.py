@@ -19,8 +19,10 @@ tail. Info, seal and truncation of a stream segment as Pravega's; deleting a str
 segment is the controller's (``deleteStream``).
 
 A segment of no stream is ``NoSuchSegment``; one of an ingestwm-framed stream is
-``OperationUnsupported`` saying why; a command ingestwm does not serve yet (tables,
-transient segments, conditional appends, ...) is ``OperationUnsupported`` naming it.
+``OperationUnsupported`` saying why; a command ingestwm does not serve yet (tables, ...) is
+``OperationUnsupported`` naming it. Conditional appends, transient segments and merges are
+``wire_conditional``'s; a Pravega transaction's segment names map onto the store's through
+``PravegaStreams.store_segment``.
 Delegation tokens are checked where a command carries one (``AuthTokenCheckFailed``).
 """
 
