@@ -121,7 +121,7 @@ def test_several_readers_read_every_event_once_and_the_group_is_kept_got_and_del
 
 
 _READER = """
-import asyncio, sys, time, pravega_client
+import asyncio, os, sys, time, pravega_client
 uri, want = sys.argv[1], int(sys.argv[2])
 m = pravega_client.StreamManager(uri, False, False)
 group = m.create_reader_group("takeover", "rg", "t")
@@ -136,6 +136,8 @@ async def run():
         r.release_segment(s)
 asyncio.run(run())
 r.reader_offline()
+sys.stdout.flush()
+os._exit(0)  # the binding's runtime threads can crash the interpreter's finalization
 """
 
 
@@ -230,3 +232,59 @@ def test_a_groups_state_survives_kill_9_and_a_restart_on_the_same_ports(tmp_path
         assert sorted(e for _, e in first + rest) == sorted(e for e, _ in events)
     finally:
         s.stop()
+
+
+_EARLY = """
+import asyncio, os, sys, time, pravega_client
+m = pravega_client.StreamManager(sys.argv[1], False, False)
+group = m.create_reader_group("early", "rg", "e")  # reads the group's state now: both segments unassigned
+print("opened", flush=True)
+sys.stdin.readline()
+r = group.create_reader("b")
+print("created", flush=True)
+async def run():
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        s = await r.get_segment_slice_async()
+        for e in s:
+            print(e.data().decode(), flush=True)
+        r.release_segment(s)
+asyncio.run(run())
+r.reader_offline()
+sys.stdout.flush()
+os._exit(0)  # the binding's runtime threads can crash the interpreter's finalization
+"""
+
+
+def test_a_group_opened_before_another_process_took_the_segments_does_not_hand_them_out_again(
+    server: Served,
+) -> None:
+    """Process b's synchronizer saw both segments unassigned; reader a (here) then takes both (their
+    unassigned keys become tombstones). b's conditional update with its stale versions is refused, its
+    delta read from there brings a's changes, and it acquires nothing."""
+    m = _manager(server)
+    m.create_scope("rg")
+    m.create_stream("rg", "e", 2)
+    events = [(b"e-%02d" % i, f"k{i}") for i in range(20)]
+    _write(m, "rg", "e", events)
+    b = subprocess.Popen(
+        [sys.executable, "-c", _EARLY, server.controller_uri],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert b.stdout is not None and b.stdout.readline().strip() == "opened"
+        group = m.create_reader_group("early", "rg", "e")
+        a = group.create_reader("a")
+        got = _read({"a": a}, 20)
+        out, err = b.communicate("go\n", timeout=30)
+    finally:
+        if b.poll() is None:
+            b.kill()
+    lines = out.split()
+    assert b.returncode == 0 and lines[0] == "created", (out, err[-3000:])
+    assert lines[1:] == []  # a holds both segments: b reads nothing, none twice
+    assert sorted(e for _, e in got) == sorted(e for e, _ in events)

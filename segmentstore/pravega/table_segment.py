@@ -17,11 +17,11 @@ Pravega's (``ContainerKeyIndex``, ``TableEntryDeltaIterator``, ``PravegaRequestP
   ``count`` keys, and the position after the last record read, so a reader following
   positions always moves forward. A position below the start (compacted away) starts at
   the start with ``should_clear``; past the end is ``InvalidArgumentError``, as
-  Pravega's ``IllegalArgumentException``. Where Pravega drops a key whose last record
-  in the range is a removal, this returns it with version ``NOT_EXISTS`` and the value
-  it had (for the Rust synchronizer, the tombstone it wrote before removing): that client
-  cannot otherwise learn a key went, and would retry a conditional update with the
-  stale version forever (``TableKeyDoesNotExist``, fetch, the same again).
+  Pravega's ``IllegalArgumentException``. A key whose last record in the range is a
+  removal is left out, as Pravega leaves it out (a delta never says a key went; the
+  0.3.7 synchronizer writes tombstones instead and never removes them). At the end, the
+  reply is empty with the position asked for (Pravega's falls back to 0; the client
+  ignores the position of an empty reply).
 - **Iteration** (``ReadTableKeys``/``ReadTableEntries``) goes through the live keys in
   byte order; the continuation token is the last key returned, prefixed with ``k``.
 """
@@ -63,7 +63,6 @@ class TableSegment:
         self.records: list[TableRecord] = []
         self._offsets: list[int] = []
         self.index: dict[bytes, TableRecord] = {}  # key -> the put holding its value
-        self._removed: dict[int, TableRecord] = {}  # removal's offset -> the put it removed
         self._sorted: list[bytes] | None = None
         self.live_bytes = 0  # bytes of the records in ``index``
 
@@ -86,10 +85,8 @@ class TableSegment:
                 self.live_bytes += r.size
                 if old is None:
                     self._sorted = None
-            else:
-                if old is not None:
-                    self._removed[r.offset] = old
-                    self._sorted = None
+            elif old is not None:
+                self._sorted = None
             self.length = r.end
 
     def check_versions(self, keys: Sequence[tuple[bytes, int]]) -> None:
@@ -149,7 +146,6 @@ class TableSegment:
             raise InvalidArgumentError(f"table segment {self.name!r}: live keys lie before {start}")
         del self.records[:i]
         del self._offsets[:i]
-        self._removed = {o: r for o, r in self._removed.items() if o >= start}
         self.start = start
 
     # ------------------------------------------------------------------ reads
@@ -204,23 +200,16 @@ class TableSegment:
                 out[r.key] = (r.key, r.value, r.version)
                 size += r.size
             else:
-                known = out.pop(r.key, None)
-                before = known[1] if known is not None else None
-                if before is None and r.offset in self._removed:
-                    before = self._removed[r.offset].value
-                if before is not None:
-                    out[r.key] = (r.key, before, NOT_EXISTS)
-                    size += r.size + len(before)
+                out.pop(r.key, None)
             at = r.end
             i += 1
         return list(out.values()), should_clear, at >= self.length, at
 
     @checked
     def _check(self) -> None:
-        """The records tile ``[start, length)``; the index, live bytes and removals are their replay."""
+        """The records tile ``[start, length)``; the index and live bytes are their replay."""
         at = self.start
         index: dict[bytes, TableRecord] = {}
-        removed: dict[int, TableRecord] = {}
         assert self._offsets == [r.offset for r in self.records], "offsets out of step with the records"
         for r in self.records:
             assert r.offset == at, f"record at {r.offset}, expected {at}"
@@ -230,15 +219,11 @@ class TableSegment:
                 index[r.key] = r
             else:
                 assert not r.value, "a removal with a value"
-                old = index.pop(r.key, None)
-                if old is not None:
-                    removed[r.offset] = old
+                index.pop(r.key, None)
             at = r.end
         assert at == self.length, f"records end at {at}, length {self.length}"
         assert index.keys() == self.index.keys(), "index keys differ from the replay"
         assert all(index[k] is self.index[k] for k in index), "index values differ from the replay"
-        assert all(self._removed.get(o) is r for o, r in removed.items()), "removals differ from the replay"
-        assert set(self._removed) <= set(removed), "a removal remembered that is not in the log"
         assert self.live_bytes == sum(r.size for r in self.index.values()), "live bytes"
         versions = [r.version for r in self.index.values()]
         assert len(set(versions)) == len(versions), "two live keys share a version"
