@@ -15,6 +15,7 @@ import pytest
 from pravega_helpers import WireClient
 
 from segmentstore import ManualClock, SegmentStore
+from segmentstore.errors import StorageError
 from segmentstore.pravega import wire_replies as rep
 from segmentstore.pravega import wire_requests as req
 from segmentstore.pravega.auth import DelegationTokens
@@ -351,3 +352,31 @@ def test_tables_under_a_random_workload_compact_and_survive_a_restart(tmp_path: 
         _random_ops(again, rng, 100, model)  # and carries on, conditions matching the versions recovered
     finally:
         store.close()
+
+
+def test_an_update_the_store_refuses_leaves_the_table_as_it_was(
+    store: SegmentStore, ep: PravegaEndpoints
+) -> None:
+    tables = tables_of(store)
+    tables.create(T)
+    (v,) = tables.put(T, [(b"k", b"v", NO_VERSION)], -1)
+    inner = store.append
+
+    def full_disk(*args: object, **kw: object) -> object:
+        raise StorageError("cannot write the log: No space left on device (errno 28)", "wal", 28)
+
+    store.append = full_disk  # type: ignore[method-assign]
+    try:
+        with pytest.raises(StorageError):
+            tables.put(T, [(b"k", b"w", v), (b"k2", b"x", NOT_EXISTS)], -1)
+        with pytest.raises(StorageError):
+            tables.remove(T, [(b"k", v)], -1)
+        with WireClient(ep.segment_port) as c:  # over the wire: the connection closes, the client retries
+            c.send(_put(1, [(b"k", b"w", v)]))
+            assert c.closed_by_server()
+    finally:
+        store.append = inner  # type: ignore[method-assign]
+    assert tables.get(T, [b"k", b"k2"]) == [(b"k", b"v", v), (b"k2", b"", NOT_EXISTS)]
+    assert store.get_info(TABLE_PREFIX + T).length == tables.table(T).length
+    tables._check()
+    assert tables.put(T, [(b"k", b"w", v)], -1) != [v]  # and the same update goes through once it can
