@@ -191,7 +191,12 @@ def test_delta_reads_move_forward_and_answer_pravegas_edges(
         # one reply holds the latest of each key changed from the position on
         whole = c.call(req.ReadTableEntriesDelta(7, T, "", 0, 100))
         assert whole.last_position == length and len(whole.entries) == 4  # k0, k2, k3, k4
-        for bad in (length + 1, -1, 3):  # past the end, negative, inside a record: IllegalArgument
+        for bad in (
+            length + 1,
+            -1,
+            3,
+            length - 1,
+        ):  # past the end, negative, inside a record: IllegalArgument
             got = c.call(req.ReadTableEntriesDelta(8, T, "", bad, 10))
             assert isinstance(got, rep.ErrorMessage) and got.error_code == 0 and str(bad) in got.message, got
         missing = c.call(req.ReadTableEntriesDelta(9, "sc/x_kvtable/0.#epoch.0", "", 0, 10))

@@ -186,7 +186,7 @@ class TableSegment:
         should_clear = position < self.start
         begin = max(position, self.start)
         i = bisect.bisect_left(self._offsets, begin)
-        if begin < self.length and self._offsets[i] != begin:
+        if begin < self.length and (i == len(self._offsets) or self._offsets[i] != begin):
             raise InvalidArgumentError(
                 f"table segment {self.name!r}: position {position} is not at an entry boundary "
                 "(use a position this server returned)"
