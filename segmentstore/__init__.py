@@ -12,6 +12,7 @@ from .attributes import (
 from .clock import Clock, ManualClock, TickingClock, WallClock
 from .config import StoreConfig
 from .controller.controller import StreamController, controller_of
+from .core.batched_reads import RangeRead, SegmentState
 from .errors import (
     AppendTooLargeError,
     AuthenticationError,
@@ -60,6 +61,8 @@ from .stream_metadata import (
 from .wait_any import ReadyFuture
 
 __all__ = [
+    "RangeRead",
+    "SegmentState",
     "AppendTooLargeError",
     "CREATION_TIME",
     "LAST_WRITE_TIME",

@@ -14,11 +14,11 @@ from .checks import checked
 from .clock import Clock, WallClock
 from .config import StoreConfig
 from .core.advancer import AdvancerStats, WatermarkAdvancer
+from .core.batched_reads import READ_MANY_REPLY_BYTES, check_read_requests
 from .core.container import SegmentContainer
 from .core.eviction import EvictionStats, Evictor, MemoryColdStore
 from .errors import InvalidArgumentError, StorageError
 from .future_read import FutureRead
-from .read_many import READ_MANY_REPLY_BYTES, check_read_requests
 from .results import AppendResult, MergeResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from .wait_any import ReadyFuture, WaitRequest
 
@@ -204,7 +204,7 @@ class SegmentStore:
         return self._reads.watermarks_at(name, offsets)
 
     def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
-        """See ``SegmentClient.read_many`` (``segmentstore.read_many``)."""
+        """See ``SegmentClient.read_many`` (``segmentstore.core.batched_reads``)."""
         return tuple(self._reads.read_many(check_read_requests(requests), READ_MANY_REPLY_BYTES))
 
     # ------------------------------------------------------------------ advancer

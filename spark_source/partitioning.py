@@ -38,8 +38,8 @@ import numpy as np
 import pyarrow as pa
 
 from readergroup.format.frame_batch import decode_events
+from segmentstore import RangeRead
 from segmentstore.client import SegmentStoreClient
-from segmentstore.segment_states import RangeRead
 
 from .options import DEFAULT_MAX_PARTITION_BYTES
 from .planner import SegmentRange

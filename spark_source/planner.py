@@ -47,11 +47,11 @@ from dataclasses import dataclass
 
 from readergroup.group_state.event_time import ProducerWatermarks
 from readergroup.reading.frontier import NO_WATERMARK, frontier_watermark, ready_successors
+from segmentstore import SegmentState
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError, StreamNotFoundError
 from segmentstore.results import SegmentInfo
-from segmentstore.segment_states import SegmentState
 from segmentstore.stream_metadata import StreamSegment
 
 from .errors import DataLossError, InvalidOptionError

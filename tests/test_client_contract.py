@@ -574,7 +574,7 @@ def test_read_many_answers_each_read_with_the_watermarks_at_its_records(
 
 def test_read_many_leaves_requests_past_a_full_reply_unread(client: SegmentStoreClient) -> None:
     """Past ``READ_MANY_REPLY_BYTES`` of reply the remaining requests come back unread (asked again)."""
-    from segmentstore.read_many import MAX_READ_MANY_LENGTH, READ_MANY_REPLY_BYTES
+    from segmentstore.core.batched_reads import MAX_READ_MANY_LENGTH, READ_MANY_REPLY_BYTES
 
     client.create_segment("big")
     client.append("big", _records(*[255] * (MAX_READ_MANY_LENGTH // 259)))

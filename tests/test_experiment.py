@@ -528,10 +528,11 @@ def test_spark_runs_report_progress_per_simulation_and_give_the_local_results(sp
 
     data = apply_overrides(load_scenario_data("random-faults"), SMALL_RANDOM)
     short = replication_tasks("simulate", dict(data, duration_ms=1_000), 1, 1)
-    # thirty times the simulated time of the short one (~1.3 s against ~0.04 s: at six times, ~0.1 s,
-    # the simulator got fast enough for both to end between two looks at Spark's status tracker)
-    stops = ("writers.steady.stop_ms=29000", "writers.bursty.stop_ms=29000")
-    long = replication_tasks("simulate", apply_overrides(data, ["duration_ms=30000", *stops]), 2, 2)
+    # 120 times the simulated time of the short one (~1.1 s against ~0.01 s; the simulator keeps
+    # getting faster: at thirty times, ~0.3 s, a loaded machine saw all three end between two looks
+    # at Spark's status tracker)
+    stops = ("writers.steady.stop_ms=119000", "writers.bursty.stop_ms=119000")
+    long = replication_tasks("simulate", apply_overrides(data, ["duration_ms=120000", *stops]), 2, 2)
     sc = spark.sparkContext  # the executors' Python workers import the simulator before the job:
     sc.parallelize(range(2), 2).map(lambda _: bool(__import__("bench.study.experiment"))).collect()
     seen: list[int] = []

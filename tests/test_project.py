@@ -59,6 +59,11 @@ def test_importing_segmentstore_does_not_import_numba() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def test_segmentstore_top_level_is_its_public_surface_of_at_most_12_modules() -> None:
+    top = sorted(p.stem for p in (ROOT / "segmentstore").glob("*.py"))
+    assert len(top) <= 12, f"segmentstore/ has {len(top)} top-level modules (at most 12): {top}"
+
+
 def test_every_package_and_data_file_ships_in_the_wheel() -> None:
     import tomllib
 

@@ -128,6 +128,18 @@ def test_validate_says_an_engine_is_missing_instead_of_failing(tmp_path: Path) -
     assert "Traceback" not in r.output
 
 
+def test_validate_says_which_engines_a_scenario_leaves_out_of_its_strategies(tmp_path: Path) -> None:
+    d = copy.deepcopy(TINY)
+    d.setdefault("strategies", {})["only"] = ["ingestion"]
+    path = tmp_path / "alone.yaml"
+    path.write_text(yaml.safe_dump(d))
+    r = CliRunner().invoke(cli, ["validate", "--engine", "spark", "--engine", "flink", str(path)])
+    assert r.exit_code == 0, r.output
+    assert "strategies.only leaves spark out" in r.output, r.output
+    assert "strategies.only leaves flink out" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
 def test_validate_by_default_paces_flink_as_the_documented_table_was_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

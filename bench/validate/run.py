@@ -160,13 +160,18 @@ def _validate(
     out: list[Verdict | None] = []
     driven: list[tuple[int, LabResult]] = []  # rows the driven Java job fills, all in one JVM
     for sc in scenarios:
+        only = sc.strategies.only if sc.strategies is not None else ()
+        left_out = {
+            e: f"the scenario's strategies.only leaves {e} out" for e in ENGINES if only and e not in only
+        }
         echo(f"{sc.name}: running the lab model")
         result = run_compare(sc)
         if on_result is not None:
             on_result(result)
         if "spark" in engines:
-            if spark_why is not None:
-                out.append(not_run(sc.name, "spark", "Spark", spark_why))
+            why = left_out.get("spark") or spark_why
+            if why is not None:
+                out.append(not_run(sc.name, "spark", "Spark", why))
             else:
                 batches = len(getattr(result.strategies["spark"], "batches", ()))
                 echo(f"{sc.name}: replaying {batches} micro-batches in Spark")
@@ -180,8 +185,9 @@ def _validate(
         own = lab_strategies(sc).flink_source
         for src in flink_sources or (own,):
             name = f"flink ({src})"
-            if flink_why is not None:
-                out.append(not_run(sc.name, name, "Flink", flink_why))
+            why = left_out.get("flink") or flink_why
+            if why is not None:
+                out.append(not_run(sc.name, name, "Flink", why))
                 continue
             res = result if src == own else run_compare(with_flink_source(sc, src))
             if runner == "java":

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from segmentstore.client import SegmentStoreClient
+from segmentstore.core.batched_reads import MAX_READ_MANY_LENGTH
 from segmentstore.limits import INT64_MAX
-from segmentstore.read_many import MAX_READ_MANY_LENGTH
 
 from .segment_input import SegmentInput, decode_together, read_blocks
 

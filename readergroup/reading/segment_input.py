@@ -24,7 +24,7 @@ import pyarrow as pa
 from segmentstore import SegmentRead, SegmentTruncatedError, StreamSegment
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
-from segmentstore.read_many import MAX_READ_MANY
+from segmentstore.core.batched_reads import MAX_READ_MANY
 from segmentstore.results import RecordsRead
 
 from ..format.events import (

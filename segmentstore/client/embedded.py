@@ -9,8 +9,7 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
-from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
-from ..segment_states import (
+from ..core.batched_reads import (
     RangeRead,
     SegmentState,
     check_range_requests,
@@ -18,6 +17,7 @@ from ..segment_states import (
     read_ranges,
     segment_states,
 )
+from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms
@@ -119,7 +119,7 @@ class EmbeddedClient(SegmentStoreClient):
     def watermarks_at(self, name: str, offsets: Any) -> np.ndarray:
         return self.store.watermarks_at(name, offsets)
 
-    # -------------------------------------------------------------- batched reads (segmentstore.read_many)
+    # -------------------------------------------------- batched reads (segmentstore.core.batched_reads)
     def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         return self.store.read_many(requests)
 

@@ -26,9 +26,9 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from ..attributes import AttributeUpdate
+from ..core.batched_reads import RangeRead, SegmentState
 from ..errors import SegmentStoreError
 from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
-from ..segment_states import RangeRead, SegmentState
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 
 __all__ = [
@@ -241,7 +241,7 @@ class SegmentClient(Protocol):
         """Many segments' info, watermark at a position and at the tail, and successors, in one call.
 
         ``requests`` are ``(segment, position)``; the result has one ``SegmentState`` per
-        request, in order (``segmentstore.segment_states``): a segment that is gone is
+        request, in order (``segmentstore.core.batched_reads``): a segment that is gone is
         answered with ``info=None`` and its error's message, not raised; a position outside
         ``[start offset, length]`` gets ``watermark=None``. A malformed request raises
         ``InvalidArgumentError`` naming it. What a planner or reader asks of its whole
@@ -254,7 +254,7 @@ class SegmentClient(Protocol):
     def read_ranges(self, requests: Sequence[tuple[str, int, int]]) -> tuple[RangeRead, ...]:
         """Reads ``(segment, offset, max_length)`` of many segments, each with its bytes' ingestion runs.
 
-        One ``RangeRead`` per request, in order (``segmentstore.segment_states``): where a
+        One ``RangeRead`` per request, in order (``segmentstore.core.batched_reads``): where a
         ``read`` would raise (truncated, deleted, beyond the length) its ``error`` says so and
         the others are answered. The reads share one reply, so a later one may come back
         shorter than asked (or empty): ask again from its end. Never waits. What a task
@@ -291,7 +291,7 @@ class SegmentClient(Protocol):
         """``watermark_at`` for an integer array of offsets, in one call."""
         ...
 
-    # -------------------------------------------------------------- batched reads (segmentstore.read_many)
+    # -------------------------------------------------- batched reads (segmentstore.core.batched_reads)
     @idempotent
     def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         """Many reads in one call, each with ``watermark_at`` at its records (``RecordsRead``).

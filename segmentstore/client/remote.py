@@ -27,6 +27,14 @@ import numpy as np
 
 from ..attributes import AttributeUpdate, AttributeUpdateType, as_updates, check_attribute_keys
 from ..clock import monotonic_s
+from ..core.batched_reads import (
+    MAX_STATE_REQUESTS,
+    RangeRead,
+    SegmentState,
+    check_range_requests,
+    check_read_requests,
+    check_state_requests,
+)
 from ..errors import (
     AppendTooLargeError,
     ClientClosedError,
@@ -43,15 +51,7 @@ from ..errors import (
 )
 from ..net.commands import decode_read, decode_read_ranges
 from ..net.protocol import DEFAULT_MAX_FRAME_BYTES, pack
-from ..read_many import check_read_requests
 from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
-from ..segment_states import (
-    MAX_STATE_REQUESTS,
-    RangeRead,
-    SegmentState,
-    check_range_requests,
-    check_state_requests,
-)
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms, check_wait_requests
 from .append_pipeline import Chunk
@@ -427,7 +427,7 @@ class RemoteClient(WireCalls, SegmentStoreClient):
             )
         return self._call(SegmentClient.watermarks_at, name=name, offsets=offsets)
 
-    # -------------------------------------------------------------- batched reads (segmentstore.read_many)
+    # -------------------------------------------------- batched reads (segmentstore.core.batched_reads)
     def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         reqs = check_read_requests(requests)  # here too: a bad request is refused before it is sent
         result = self._call(SegmentClient.read_many, requests=reqs)

@@ -212,8 +212,9 @@ class ReadIndex:
         self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int
     ) -> list[RecordsRead | None]:
         """``SegmentClient.read_many`` of checked requests under one hold of the lock (see
-        ``segmentstore.read_many``): each a read, its records' starts and the watermarks there, or its
-        error, or ``None`` (nothing new above its known watermark); unread past ``reply_bytes``.
+        ``segmentstore.core.batched_reads``): each a read, its records' starts and the watermarks
+        there, or its error, or ``None`` (nothing new above its known watermark); unread past
+        ``reply_bytes``.
         O(bytes + records)."""
         load_kernels()  # the records' watermarks are one kernel call: never loaded under the lock
         out: list[RecordsRead | None] = []

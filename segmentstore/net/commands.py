@@ -29,9 +29,9 @@ from dataclasses import dataclass, is_dataclass
 from typing import Any
 
 from ..client.interface import SegmentStoreClient, is_idempotent, wire_methods
+from ..core.batched_reads import RangeRead
 from ..errors import ProtocolError
 from ..results import AppendResult, SegmentRead
-from ..segment_states import RangeRead
 from .protocol import PROTOCOL_VERSION, decode_error, error_header, register_type, wire_type
 
 __all__ = [

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..attributes import is_core_attribute
 from ..client.embedded import EmbeddedClient
+from ..core.batched_reads import MAX_STATE_REQUESTS, check_range_requests, check_state_requests, read_ranges
 from ..errors import ProtocolError
 from ..future_read import FutureRead
 from ..limits import INT64_MAX, INT64_MIN
 from ..results import SegmentRead
-from ..segment_states import MAX_STATE_REQUESTS, check_range_requests, check_state_requests, read_ranges
 from ..wait_any import ReadyFuture, check_wait_ms
 from .commands import COMMANDS, decode_args, encode_append_result, encode_read, encode_read_ranges
 from .protocol import PROTOCOL_VERSION
