@@ -176,6 +176,21 @@ def test_a_reader_group_reads_pravega_framed_events_with_ingestion_times(
     assert all(t == sorted(t) for t in by_segment.values())
     marks = [r.watermark for r in reads if r.kind is ReadKind.WATERMARK]
     assert marks and group.group_watermark > wm_before and group.group_watermark >= max(times.values()) - 1
+    for seg in info.active_segments:  # LAST_WRITE_TIME: the segment's last append, as for any segment
+        last = max(
+            t for p, t in times.items() if p.startswith(f"r11-s{int(seg.name.split('/')[-1][0])}-".encode())
+        )
+        assert client.get_info(seg.name).last_write_time == last
+    # idle: nobody writes; the advancer moves the Pravega segments' tails and the caught-up group follows
+    clock.advance(store.config.max_watermark_lag_ms + store.config.polling_period_ms + 1)
+    assert set(store.advance_idle_watermarks()) >= {s.name for s in info.active_segments}
+    before = group.group_watermark
+    idle = _drain(readers)
+    assert not [r for r in idle if r.kind is ReadKind.EVENT]
+    assert (
+        group.group_watermark > before
+        and group.group_watermark >= clock.now() - store.config.max_watermark_lag_ms - 1
+    )
     for rd in readers:
         rd._check()
         rd.close()
