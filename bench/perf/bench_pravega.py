@@ -13,6 +13,9 @@ the other:
 and for each, the server process's CPU time over the run divided by the events (µs/event,
 Linux ``/proc``). Before any figure is reported every event is checked stored: each stream's
 segments are read back through ingestwm and hold exactly the events written, in whole frames.
+Then, in this process, a reader's block decode (1 MiB of 100-byte events, the numba kernels)
+of Pravega's frames beside ingestwm's, and a reader group reading each framing's stream: the
+same speed class is the aim (ratios near 1).
 The 1-minute load average is a row after each figure (the machine may be shared).
 Run ``python -m bench.perf.bench_pravega [--quick | --tiny]``; ``run(size)`` returns the rows.
 """
@@ -30,11 +33,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from readergroup.format.events import decode_columns
-from readergroup.format.pravega_frames import decode_pravega_events
+from readergroup.config import ReaderGroupConfig, TimeDomain
+from readergroup.format.events import block_arrays, decode_columns, decode_event_block, encode_event
+from readergroup.format.pravega_frames import (
+    decode_pravega_block,
+    decode_pravega_events,
+    encode_pravega_event,
+)
+from readergroup.reading.group import ReaderGroup
 from readergroup.writing.writer import EventWriter
-from segmentstore.client import RemoteClient
+from segmentstore import FRAMING_PRAVEGA, ManualClock, SegmentStore
+from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
+from segmentstore.controller.controller import controller_of
+from segmentstore.controller.stream_config import StreamConfig
 
 from .errors import BenchmarkError
 from .suite import Row, Size, module_main, row, sized
@@ -103,7 +115,7 @@ def _write_pravega(controller_port: int, scope: str, events: list[tuple[str, str
     w.flush()
 
 
-def _write_ingestwm(c: RemoteClient, stream: str, events: list[tuple[str, str]]) -> None:
+def _write_ingestwm(c: SegmentStoreClient, stream: str, events: list[tuple[str, str]]) -> None:
     with EventWriter(c, stream) as w:
         for k, p in events:
             w.write_event(k, p.encode())
@@ -185,13 +197,94 @@ def _measure(pid: int, port: int, controller_port: int, size: Size) -> list[Row]
     return rows
 
 
+def _decode_rows(size: Size) -> list[Row]:
+    """Blocks of 100-byte events decoded as a reader decodes them, Pravega's framing beside ingestwm's
+    (a 7-byte routing key and an event time each): events/s, each checked first."""
+    n = sized(size, 2_000, 10_000, 10_000)  # a 1 MiB block: a reader's default read
+    rounds = sized(size, 3, 100, 400)
+    payloads = [p.encode() for _, p in _events(n, "d")]
+    pravega = b"".join(encode_pravega_event(p) for p in payloads)
+    ingestwm = b"".join(encode_event(k, p.encode(), 1_000 + i) for i, (k, p) in enumerate(_events(n, "d")))
+    rates = {}
+    for label, buf, decode in (
+        ("Pravega", pravega, decode_pravega_block),
+        ("ingestwm", ingestwm, decode_event_block),
+    ):
+        decode(buf, 0)  # (warm: the kernels' first call)
+        block, consumed = decode(buf, 0)
+        if consumed != len(buf) or block_arrays(block)[1].to_pylist() != payloads:
+            raise BenchmarkError(f"{label} framing: the decoded block is not the events encoded")
+        t0 = monotonic_s()
+        for _ in range(rounds):
+            decode(buf, 0)
+        rates[label] = n * rounds / (monotonic_s() - t0)
+    load = _load()
+    return [
+        row("decode a block of Pravega frames (100 B)", rates["Pravega"], "events/s", "ingestwm frames",
+            rates["Pravega"] / rates["ingestwm"]),
+        row("decode a block of ingestwm frames (100 B)", rates["ingestwm"], "events/s", "itself", 1.0),
+        row("  load average (1 min) meanwhile", load, "load"),
+    ]  # fmt: skip
+
+
+def _group_rows(size: Size) -> list[Row]:
+    """A reader group (one reader, ``read_batch``) reading a 4-segment stream of 100-byte events in a
+    store in this process, Pravega-framed beside ingestwm-framed (the same events appended in 1 MiB
+    blocks either way; ingestwm's with a 6-7 byte key): events/s, every event counted."""
+    n = sized(size, 4_000, 200_000, 1_000_000)
+    rates = {}
+    for label in ("Pravega", "ingestwm"):
+        store = SegmentStore(clock=ManualClock(1_000_000))
+        try:
+            c = EmbeddedClient(store)
+            if label == "Pravega":
+                ctl = controller_of(store)
+                ctl.create_scope("g")
+                info = ctl.create_stream_in_scope("g/s", StreamConfig(min_segments=SEGMENTS), FRAMING_PRAVEGA)
+            else:
+                info = c.create_stream("g/s", SEGMENTS)
+            per = [bytearray() for _ in range(SEGMENTS)]  # the same events, round robin, framed each way
+            for i, (k, p) in enumerate(_events(n, "g")):
+                frame = (
+                    encode_pravega_event(p.encode()) if label == "Pravega" else encode_event(k, p.encode())
+                )
+                per[i % SEGMENTS] += frame
+            for seg, data in zip(info.active_segments, per, strict=True):
+                for at in range(0, len(data), 1 << 20):  # appends of 1 MiB, the reader's block
+                    store.append(seg.name, bytes(data[at : at + (1 << 20)]))
+            config = ReaderGroupConfig(("g/s",), time_domain=TimeDomain.INGESTION_TIME)
+            for name in ("warm", "timed"):  # (the first read loads and warms the kernels)
+                group = ReaderGroup(name, config, c)
+                reader = group.create_reader("r")
+                got = 0
+                t0 = monotonic_s()
+                while got < n:
+                    b = reader.read_batch()
+                    if not len(b) and b.watermark is None:
+                        break
+                    got += len(b)
+            rates[label] = n / (monotonic_s() - t0)
+            if got != n:
+                raise BenchmarkError(f"{label} reader group: read {got} of the {n} events")
+        finally:
+            store.close()
+    load = _load()
+    return [
+        row("reader group read_batch, Pravega-framed", rates["Pravega"], "events/s", "ingestwm-framed",
+            rates["Pravega"] / rates["ingestwm"]),
+        row("reader group read_batch, ingestwm-framed", rates["ingestwm"], "events/s", "itself", 1.0),
+        row("  load average (1 min) meanwhile", load, "load"),
+    ]  # fmt: skip
+
+
 def run(size: Size = "full") -> list[Row]:
-    """Start the served durable store, measure both write paths, stop it; return the rows."""
+    """The served durable store's write paths (started and stopped here), then the decoders: the rows."""
     with (
         tempfile.TemporaryDirectory(prefix="ingestwm-bench-pravega-") as d,
         _served(Path(d)) as (pid, port, ctl),
     ):
-        return _measure(pid, port, ctl, size)
+        rows = _measure(pid, port, ctl, size)
+    return rows + _decode_rows(size) + _group_rows(size)
 
 
 def main(argv: list[str] | None = None) -> int:
