@@ -14,7 +14,6 @@ from segmentstore import FRAMING_INGESTWM, FRAMING_PRAVEGA, ManualClock, Segment
 from segmentstore.controller.controller import controller_of
 from segmentstore.pravega.auth import DelegationTokens
 from segmentstore.pravega.endpoints import PravegaEndpoints
-from segmentstore.pravega.grpc_controller import TRANSACTION_RPCS
 from segmentstore.pravega.grpc_proto import load
 
 pb, services = load()
@@ -263,16 +262,6 @@ def test_an_ingestwm_framed_stream_is_refused_before_any_byte_moves(
     # its metadata stays open to a Pravega administrator
     assert s.checkStreamExists(info("own", "s")).exists
     assert s.getStreamConfiguration(info("own", "s")).scalingPolicy.minNumSegments == 2
-
-
-@pytest.mark.parametrize("rpc", TRANSACTION_RPCS)
-def test_transaction_rpcs_answer_unimplemented_naming_the_call(served: _Served, rpc: str) -> None:
-    request = {
-        "createTransaction": pb.CreateTxnRequest(streamInfo=info("sc", "s")),
-        "pingTransaction": pb.PingTxnRequest(streamInfo=info("sc", "s")),
-    }.get(rpc, pb.TxnRequest(streamInfo=info("sc", "s")))
-    code, details = code_of(getattr(served.stub, rpc), request)
-    assert code == grpc.StatusCode.UNIMPLEMENTED and details.startswith(rpc)
 
 
 def test_with_a_token_calls_need_credentials_and_get_delegation_tokens(store: SegmentStore) -> None:

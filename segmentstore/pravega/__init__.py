@@ -10,7 +10,9 @@ Modules: ``endpoints`` (both endpoints of one store, started and stopped togethe
 ``grpc_controller`` (the ``ControllerService`` servicer and its gRPC server),
 ``grpc_proto`` (``controller.proto``, the proto subset served, compiled at run time),
 ``wire_server`` (the segment-store endpoint: connections, limits), ``wire_handlers``
-(what each wire command does), ``wire`` (framing, field encodings, the command
+(what each wire command does), ``wire_conditional`` (conditional appends, transient
+segments, merges), ``transactions`` (Pravega's transactions: ids, leases, states, durable) and
+``grpc_transactions`` (their RPCs), ``wire`` (framing, field encodings, the command
 registry), ``wire_requests`` and ``wire_replies`` (every command of the 0.3.7 client),
 ``translate`` (Pravega's ids and names onto ingestwm's streams; framing checks),
 ``auth`` (credentials and delegation tokens), ``errors`` (the package's errors).

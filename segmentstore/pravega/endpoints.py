@@ -12,16 +12,21 @@ own server refuses it. The store must take an append of a whole Pravega block
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
+import threading
 
 from ..errors import InvalidArgumentError
 from ..store import SegmentStore
 from .auth import DelegationTokens
 from .grpc_controller import ControllerEndpoint, ControllerServicer
+from .transactions import SWEEP_S
 from .translate import PravegaStreams
 from .wire_server import WireEndpoint, WireLimits
 
 __all__ = ["PravegaEndpoints", "PRAVEGA_MAX_BLOCK_BYTES", "announced_host"]
+
+_log = logging.getLogger(__name__)
 
 PRAVEGA_MAX_BLOCK_BYTES = 8 * 1024 * 1024 + 8
 """The largest append block a Pravega writer sends: an 8 MiB event and its header (``MAX_WRITE_SIZE``)."""
@@ -59,7 +64,9 @@ class PravegaEndpoints:
             )
         self.limits = limits if limits is not None else WireLimits()
         tokens = DelegationTokens(token) if token is not None else None
-        streams = PravegaStreams(store)
+        streams = self.streams = PravegaStreams(store)
+        self._stopped = threading.Event()
+        self._sweeper: threading.Thread | None = None
         self.wire = WireEndpoint(store, host, segment_port, tokens, self.limits)
         self._announce = announced_host(host)
         servicer = ControllerServicer(
@@ -94,7 +101,21 @@ class PravegaEndpoints:
         except BaseException:
             self.wire.stop()
             raise
+        self._stopped.clear()
+        self._sweeper = threading.Thread(
+            target=self._sweep, name="ingestwm-pravega-txn-timeouts", daemon=True
+        )
+        self._sweeper.start()
         return self.controller.port, self.wire.port
+
+    def _sweep(self) -> None:
+        """Pravega's timeout service: abort transactions whose lease ran out on the ingestion clock."""
+        txns = self.streams.transactions
+        while not self._stopped.wait(SWEEP_S):
+            try:
+                txns.expire()
+            except Exception:  # a closed store while stopping, a bug: logged, the sweep goes on
+                _log.exception("pravega endpoints: the transaction timeout sweep failed")
 
     def describe(self) -> str:
         """``pravega controller on HOST:PORT, pravega segment store on HOST:PORT`` (``serve`` prints it)."""
@@ -102,6 +123,10 @@ class PravegaEndpoints:
         return f"pravega controller on {c.host}:{c.port}, pravega segment store on {w.host}:{w.port}"
 
     def stop(self) -> None:
-        """Stop both; every connection is closed. Idempotent."""
+        """Stop both and the timeout sweep; every connection is closed. Idempotent."""
+        self._stopped.set()
+        if self._sweeper is not None:
+            self._sweeper.join()
+            self._sweeper = None
         self.controller.stop()
         self.wire.stop()

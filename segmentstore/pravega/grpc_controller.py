@@ -9,7 +9,7 @@ message names what was wrong: the client fails at once and shows it. That covers
 bad configuration, a stream cut that is not one, updating or truncating a sealed
 stream, and asking for the segments of an ingestwm-framed stream.
 
-Transactions are a later step: their RPCs answer ``UNIMPLEMENTED`` naming the call.
+Transactions are ``grpc_transactions``' (over ``transactions``, the store's registry).
 ``ControllerEndpoint`` runs the servicer on a gRPC server (a thread pool) with the
 credential check of ``auth`` when the server has a token.
 """
@@ -43,20 +43,14 @@ from ..stream_metadata import FRAMING_PRAVEGA, StreamSegment, check_stream_name
 from .auth import DelegationTokens, check_authorization
 from .errors import AuthTokenError, FramingError
 from .grpc_proto import load
+from .grpc_transactions import TransactionRpcs
 from .translate import PravegaStreams, page, segment_id, segment_name
 
-__all__ = ["ControllerServicer", "ControllerEndpoint", "TRANSACTION_RPCS"]
+__all__ = ["ControllerServicer", "ControllerEndpoint"]
 
 _log = logging.getLogger(__name__)
 _SCALING = ("fixed", "by_rate_kbytes", "by_rate_events")  # by the proto's ScalingPolicyType value
 _RETENTION = ("none", "time", "size")  # by RetentionPolicyType: UNKNOWN (no retention), TIME, SIZE
-TRANSACTION_RPCS = (
-    "createTransaction",
-    "commitTransaction",
-    "abortTransaction",
-    "pingTransaction",
-    "checkTransactionState",
-)
 _Node = Callable[[], tuple[str, int]]
 
 
@@ -92,8 +86,14 @@ def _rpc(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-class ControllerServicer:
+class ControllerServicer(TransactionRpcs):
     """The ``ControllerService`` RPCs over one store (method names are the proto's)."""
+
+    createTransaction = _rpc(TransactionRpcs.createTransaction)
+    pingTransaction = _rpc(TransactionRpcs.pingTransaction)
+    commitTransaction = _rpc(TransactionRpcs.commitTransaction)
+    abortTransaction = _rpc(TransactionRpcs.abortTransaction)
+    checkTransactionState = _rpc(TransactionRpcs.checkTransactionState)
 
     def __init__(
         self,
@@ -110,8 +110,7 @@ class ControllerServicer:
         self._controller_node = controller_node
         self._tokens = tokens
         self.page_limit = page_limit
-        for name in TRANSACTION_RPCS:
-            setattr(self, name, self._unimplemented(name))
+        self.txns = streams.transactions
 
     # ------------------------------------------------------------------ helpers
     def _token(self, stream: str) -> str:
@@ -130,16 +129,6 @@ class ControllerServicer:
         return self.pb.SegmentRanges(
             segmentRanges=[self._range(s) for s in segs], delegationToken=self._token(stream)
         )
-
-    def _unimplemented(self, name: str) -> Callable[[Any, Any], Any]:
-        def refuse(request: Any, context: Any) -> Any:
-            context.abort(
-                grpc.StatusCode.UNIMPLEMENTED,
-                f"{name}: ingestwm does not serve Pravega transactions yet "
-                "(ingestwm's transactional writer has them)",
-            )
-
-        return refuse
 
     # ------------------------------------------------------------------ scopes
     @_rpc

@@ -26,6 +26,9 @@ from .errors import FramingError
 
 if TYPE_CHECKING:
     from ..store import SegmentStore
+    from .transactions import PravegaTransactions
+
+TRANSACTION_SEPARATOR = "#transaction."
 
 __all__ = ["segment_id", "segment_name", "page", "PravegaStreams"]
 
@@ -58,6 +61,34 @@ class PravegaStreams:
     def __init__(self, store: SegmentStore) -> None:
         self.store = store
         self.controller = controller_of(store)
+        self._transactions: PravegaTransactions | None = None
+
+    @property
+    def transactions(self) -> PravegaTransactions:
+        """The store's Pravega transactions (``transactions_of``), opened on first use."""
+        if self._transactions is None:
+            from .transactions import transactions_of
+
+            self._transactions = transactions_of(self.store)
+        return self._transactions
+
+    def store_segment(self, name: str) -> str:
+        """The store's name for a segment a Pravega client names: a stream segment of a Pravega-framed
+        stream as it is; a Pravega transaction's segment as ``transactions`` maps it; a store
+        transaction segment (a large event's transient segment) of such a segment as it is. Refusals
+        as ``segment``'s; ``SegmentNotFoundError`` saying why for a transaction segment not open."""
+        if TRANSACTION_SEPARATOR not in name:
+            self.segment(name)
+            return name
+        if len(name) - name.rindex(TRANSACTION_SEPARATOR) - len(TRANSACTION_SEPARATOR) == 32:
+            stored = self.transactions.store_segment(name)
+            self.segment(self.store.get_info(stored).parent or "")
+            return stored
+        parent = self.store.get_info(name).parent
+        if parent is None:
+            raise SegmentNotFoundError(f"segment {name!r:.300} is not a transaction segment")
+        self.segment(parent)
+        return name
 
     def stream(self, stream: str) -> StreamInfo:
         """The stream, if a Pravega client may read and write it (else ``FramingError``)."""

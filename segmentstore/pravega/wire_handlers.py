@@ -19,8 +19,10 @@ tail. Info, seal and truncation of a stream segment as Pravega's; deleting a str
 segment is the controller's (``deleteStream``).
 
 A segment of no stream is ``NoSuchSegment``; one of an ingestwm-framed stream is
-``OperationUnsupported`` saying why; a command ingestwm does not serve yet (tables,
-transient segments, conditional appends, ...) is ``OperationUnsupported`` naming it.
+``OperationUnsupported`` saying why; a command ingestwm does not serve yet (tables, ...) is
+``OperationUnsupported`` naming it. Conditional appends, transient segments and merges are
+``wire_conditional``'s; a Pravega transaction's segment names map onto the store's through
+``PravegaStreams.store_segment``.
 Delegation tokens are checked where a command carries one (``AuthTokenCheckFailed``).
 """
 
@@ -61,13 +63,18 @@ _ILLEGAL_ARGUMENT = 0  # ErrorMessage's code for an IllegalArgumentException
 
 @dataclass(slots=True)
 class WriterState:
-    """A writer set up on this connection: its segment, its last acknowledged event number (from the store
-    at set-up), and the last event number it sent on this connection (they may only grow: a block sent
-    again after a reconnect is older than what is stored, and is acknowledged without being stored)."""
+    """A writer set up on this connection: its segment (as the client names it, and the store's name for
+    it: they differ for a Pravega transaction's segments), its last acknowledged event number (from the
+    store at set-up), and the last event number it sent on this connection (they may only grow: a block
+    sent again after a reconnect is older than what is stored, and is acknowledged without being stored)."""
 
     segment: str
     acked: int
     received: int
+    stored: str = ""
+
+    def __post_init__(self) -> None:
+        self.stored = self.stored or self.segment
 
 
 class Connection(Protocol):
@@ -103,14 +110,17 @@ def _token_ok(conn: Connection, rid: int, segment: str, token: str) -> bool:
     return True
 
 
-def _refused(conn: Connection, rid: int, segment: str, e: SegmentStoreError, offset: int = -1) -> None:
-    """Answer a store or translation error as Pravega's segment store answers it."""
+def _refused(
+    conn: Connection, rid: int, segment: str, e: SegmentStoreError, offset: int = -1, stored: str = ""
+) -> None:
+    """Answer a store or translation error as Pravega's segment store answers it (``segment`` as the client
+    names it, ``stored`` the store's name if another)."""
     if isinstance(e, SegmentNotFoundError):
         conn.send(rep.NoSuchSegment(rid, segment, str(e), offset))
     elif isinstance(e, SegmentSealedError):
         conn.send(rep.SegmentIsSealed(rid, segment, str(e), offset))
     elif isinstance(e, SegmentTruncatedError):
-        start = _start_offset(conn, segment)
+        start = _start_offset(conn, stored or segment)
         conn.send(rep.SegmentIsTruncated(rid, segment, start, str(e), offset))
     elif isinstance(e, FramingError):
         conn.send(rep.OperationUnsupported(rid, str(e), ""))
@@ -129,16 +139,16 @@ def _start_offset(conn: Connection, segment: str) -> int:
         return 0
 
 
-def _resolve(conn: Connection, rid: int, segment: str, token: str, offset: int = -1) -> bool:
-    """Token, then a segment of a Pravega-framed stream; answers the refusal and returns False if not."""
+def _resolve(conn: Connection, rid: int, segment: str, token: str, offset: int = -1) -> str | None:
+    """Token, then a segment of a Pravega-framed stream (or a transaction segment of one): the store's name
+    for it (``PravegaStreams.store_segment``); answers the refusal and returns None if not."""
     if not _token_ok(conn, rid, segment, token):
-        return False
+        return None
     try:
-        conn.streams.segment(segment)
+        return conn.streams.store_segment(segment)
     except SegmentStoreError as e:
         _refused(conn, rid, segment, e, offset)
-        return False
-    return True
+        return None
 
 
 def event_starts(data: bytes | memoryview, where: str) -> list[int]:
@@ -183,15 +193,16 @@ def _padding(conn: Connection, cmd: req.Padding) -> None:
 # ---------------------------------------------------------------------- appends
 def _setup_append(conn: Connection, cmd: req.SetupAppend) -> None:
     rid, segment = cmd.request_id, cmd.segment
-    if not _resolve(conn, rid, segment, cmd.delegation_token):
+    stored = _resolve(conn, rid, segment, cmd.delegation_token)
+    if stored is None:
         return
     try:
-        last = conn.store.get_writer_event_number(segment, cmd.writer_id)
+        last = conn.store.get_writer_event_number(stored, cmd.writer_id)
     except SegmentStoreError as e:
-        _refused(conn, rid, segment, e)
+        _refused(conn, rid, segment, e, stored=stored)
         return
     last = NULL_EVENT_NUMBER if last is None else last
-    conn.writers[cmd.writer_id] = WriterState(segment, last, NULL_EVENT_NUMBER)
+    conn.writers[cmd.writer_id] = WriterState(segment, last, NULL_EVENT_NUMBER, stored)
     conn.send(rep.AppendSetup(rid, segment, cmd.writer_id, last))
 
 
@@ -214,7 +225,7 @@ def _append_block_end(conn: Connection, cmd: req.AppendBlockEnd) -> None:
     if len(starts) != cmd.num_event:
         raise WireFormatError(f"{where}: {len(starts)} whole events, but the block says {cmd.num_event}")
     state.received = last
-    store, segment = conn.store, state.segment
+    store, segment = conn.store, state.stored
     try:
         stored = store.get_writer_event_number(segment, writer)
         data = cmd.data
@@ -224,7 +235,7 @@ def _append_block_end(conn: Connection, cmd: req.AppendBlockEnd) -> None:
         r = store.append(segment, data, writer_uuid=writer, event_number=last)
     except SegmentStoreError as e:
         del conn.writers[writer]  # as Pravega's: after a failed append, the writer sets up again
-        _refused(conn, rid, segment, e, last)
+        _refused(conn, rid, state.segment, e, last, segment)
         return
     previous, state.acked = state.acked, max(state.acked, last)
     conn.send(rep.DataAppended(writer, last, previous, rid, r.offset + r.length))
@@ -233,20 +244,21 @@ def _append_block_end(conn: Connection, cmd: req.AppendBlockEnd) -> None:
 # ---------------------------------------------------------------------- reads and segment control
 def _read_segment(conn: Connection, cmd: req.ReadSegment) -> None:
     rid, segment, offset = cmd.request_id, cmd.segment, cmd.offset
-    if not _resolve(conn, rid, segment, cmd.delegation_token, offset):
+    stored = _resolve(conn, rid, segment, cmd.delegation_token, offset)
+    if stored is None:
         return
     length = min(MAX_READ_BYTES, max(HEADER.size, cmd.suggested_length))
     try:
-        fut = conn.store.read_future(segment, offset, length)
+        fut = conn.store.read_future(stored, offset, length)
     except SegmentStoreError as e:
-        _refused(conn, rid, segment, e, offset)
+        _refused(conn, rid, segment, e, offset, stored)
         return
 
     def done(f: FutureRead) -> None:
         try:
             r: StoreRead = f.result()
         except SegmentStoreError as e:
-            _refused(conn, rid, segment, e, offset)
+            _refused(conn, rid, segment, e, offset, stored)
             return
         conn.send(rep.SegmentRead(segment, offset, r.at_tail, r.end_of_segment, r.data, rid))
 
@@ -258,12 +270,13 @@ def _read_segment(conn: Connection, cmd: req.ReadSegment) -> None:
 
 def _segment_info(conn: Connection, cmd: req.GetStreamSegmentInfo) -> None:
     rid, segment = cmd.request_id, cmd.segment_name
-    if not _resolve(conn, rid, segment, cmd.delegation_token):
+    stored = _resolve(conn, rid, segment, cmd.delegation_token)
+    if stored is None:
         return
     try:
-        i = conn.store.get_info(segment)
+        i = conn.store.get_info(stored)
     except SegmentStoreError as e:
-        _refused(conn, rid, segment, e)
+        _refused(conn, rid, segment, e, stored=stored)
         return
     conn.send(
         rep.StreamSegmentInfo(
@@ -274,32 +287,34 @@ def _segment_info(conn: Connection, cmd: req.GetStreamSegmentInfo) -> None:
 
 def _seal_segment(conn: Connection, cmd: req.SealSegment) -> None:
     rid, segment = cmd.request_id, cmd.segment
-    if not _resolve(conn, rid, segment, cmd.delegation_token):
+    stored = _resolve(conn, rid, segment, cmd.delegation_token)
+    if stored is None:
         return
     try:
-        conn.store.seal(segment)
+        conn.store.seal(stored)
     except SegmentStoreError as e:
-        _refused(conn, rid, segment, e)
+        _refused(conn, rid, segment, e, stored=stored)
         return
     conn.send(rep.SegmentSealed(rid, segment))
 
 
 def _truncate_segment(conn: Connection, cmd: req.TruncateSegment) -> None:
     rid, segment, offset = cmd.request_id, cmd.segment, cmd.truncation_offset
-    if not _resolve(conn, rid, segment, cmd.delegation_token, offset):
+    stored = _resolve(conn, rid, segment, cmd.delegation_token, offset)
+    if stored is None:
         return
     try:
-        if offset > conn.store.get_info(segment).start_offset:  # below the start: truncated already
-            conn.store.truncate(segment, offset)
+        if offset > conn.store.get_info(stored).start_offset:  # below the start: truncated already
+            conn.store.truncate(stored, offset)
     except SegmentStoreError as e:
-        _refused(conn, rid, segment, e, offset)
+        _refused(conn, rid, segment, e, offset, stored)
         return
     conn.send(rep.SegmentTruncated(rid, segment))
 
 
 def _delete_segment(conn: Connection, cmd: req.DeleteSegment) -> None:
     rid, segment = cmd.request_id, cmd.segment
-    if not _resolve(conn, rid, segment, cmd.delegation_token):
+    if _resolve(conn, rid, segment, cmd.delegation_token) is None:
         return
     conn.send(
         rep.OperationUnsupported(

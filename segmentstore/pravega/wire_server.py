@@ -34,6 +34,7 @@ from ..clock import monotonic_s
 from ..errors import InvalidArgumentError
 from ..future_read import FutureRead
 from ..store import SegmentStore
+from . import wire_conditional as _conditional  # noqa: F401 (registers its handlers)
 from . import wire_requests as req
 from .auth import DelegationTokens
 from .errors import WireFormatError
