@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pravega_client  # (pravega==0.3.8, in the test extra: never skipped)
 import pytest
 from pravega_helpers import Served, served
 from spark_fixtures import ms, spark_fixture  # noqa: F401 (fixtures)
@@ -26,8 +27,6 @@ from readergroup.reading.group import ReaderGroup, ReaderGroupManager
 from readergroup.reading.reader import ReadKind
 from segmentstore import FRAMING_PRAVEGA
 from segmentstore.client.remote import RemoteClient
-
-pravega_client = pytest.importorskip("pravega_client", reason="pravega==0.3.8 is in the test extra")
 
 pytestmark = pytest.mark.slow
 
