@@ -9,8 +9,8 @@ Spark source and sink; thousands of segments), ``pravega`` (the real Pravega cli
 beside ``EventWriter``'s into one served store; Pravega-framed reads beside ingestwm-framed).
 The module protocol (``run(size)``, ``test_*`` functions, ``SLOW``) is in ``suite``;
 ``pytest_bench`` runs the suite under pytest-benchmark; ``serving`` a store served by another
-process; ``call_counts`` counts a client's calls by name; ``spark_data`` what the Spark benchmarks read and its checks;
-``errors`` the suite's one root (``BenchmarkError``).
+process; ``call_counts`` counts a client's calls by name; ``spark_data`` what the Spark
+benchmarks read and its checks; ``errors`` the suite's one root (``BenchmarkError``).
 
 - ``ingestwm bench [--quick | --tiny] [--only bench_X]``: every module's ``run(size)``,
   one table of ratios measured side by side in one run (a figure beside its baseline:
