@@ -30,6 +30,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from readergroup.format.frame_batch import walk_frames
+from readergroup.format.pravega_frames import walk_pravega_frames
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import ProtocolError
@@ -79,14 +80,17 @@ def whole_frame_reads(
     end: int,
     chunk_bytes: int = READ_CHUNK_BYTES,
     runs: bool = False,
+    pravega: bool = False,
 ) -> Iterator[FrameChunk]:
     """``[begin, end)`` of ``segment`` (``begin`` a frame boundary) as reads that start at frame boundaries.
 
     O(bytes): one read per ``chunk_bytes`` (plus re-reading each cut-off frame), one
     header walk per read. ``runs``: each chunk also carries the ingestion runs of its
     whole frames (``ingestion_runs`` asked for ``RUNS_AHEAD_READS`` reads ahead, within
-    ``end``, on the fetching thread, so that the decoder never waits for the store).
+    ``end``, on the fetching thread, so that the decoder never waits for the store). ``pravega``: the
+    frames are Pravega's (``walk_pravega_frames``).
     """
+    walk = walk_pravega_frames if pravega else walk_frames
     pos = begin  # the next byte to read
     carry = b""  # the start of a frame longer than the reads so far
     need = 0  # that frame's full length, when known
@@ -101,7 +105,7 @@ def whole_frame_reads(
             )
         base = pos - len(carry)
         data = carry + r.data if carry else r.data
-        whole, nxt, bad = walk_frames(data)
+        whole, nxt, bad = walk(data)
         if whole == 0 and not bad:  # not one whole frame yet: read on
             carry, need = data, (nxt or 0)
             pos += len(r.data)

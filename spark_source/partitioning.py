@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 from readergroup.format.frame_batch import decode_events
+from readergroup.format.pravega_frames import decode_pravega_events
 from segmentstore import RangeRead
 from segmentstore.client import SegmentStoreClient
 
@@ -117,15 +118,15 @@ def split_range(client: SegmentStoreClient, r: SegmentRange, part_bytes: int) ->
     out: list[SegmentRange] = []
     pos = r.begin
     while r.end - pos > part_bytes:
-        end, frames = frame_span(client, r.segment, pos, part_bytes)
+        end, frames = frame_span(client, r.segment, pos, part_bytes, pravega=r.pravega)
         if frames == 0:  # one frame longer than a part
-            end, frames = frame_span(client, r.segment, pos, r.end - pos, 1)
+            end, frames = frame_span(client, r.segment, pos, r.end - pos, 1, r.pravega)
             if frames == 0:
                 break  # not a whole frame: the read reports it
-        out.append(SegmentRange(r.stream, r.segment, pos, end))
+        out.append(SegmentRange(r.stream, r.segment, pos, end, r.pravega))
         pos = end
     if pos < r.end:
-        out.append(SegmentRange(r.stream, r.segment, pos, r.end))
+        out.append(SegmentRange(r.stream, r.segment, pos, r.end, r.pravega))
     return out
 
 
@@ -152,7 +153,7 @@ def read_ranges(
             j += 1
         if j - i < 2:  # a large range, or a small one alone
             r = ranges[i]
-            yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn)
+            yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn, pravega=r.pravega)
             i += 1
             continue
         while i < j:
@@ -185,7 +186,7 @@ def _read_group(
         if held:  # in order: what came before this range first
             yield _combined(held)
             held = []
-        yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn)
+        yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn, pravega=r.pravega)
     if held:
         yield _combined(held)
 
@@ -197,7 +198,7 @@ def _whole_range(r: SegmentRange, x: RangeRead, meta: BatchMeta) -> pa.RecordBat
     runs = np.asarray(x.runs, dtype=np.int64)
     if runs.ndim != 2 or runs.shape[0] != 2 or runs.shape[1] == 0 or int(runs[0, -1]) < r.end - 1:
         return None  # more runs than one answer holds: read_range asks in parts
-    cols, consumed = decode_events(x.read.data, r.begin)
+    cols, consumed = (decode_pravega_events if r.pravega else decode_events)(x.read.data, r.begin)
     if consumed != len(x.read.data):
         return None  # malformed, or not whole frames: read_range reports it
     times = times_in_runs(cols.offsets, runs) if len(cols) else np.empty(0, np.int64)

@@ -45,6 +45,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from readergroup.format.pravega_frames import is_pravega_framed
 from readergroup.group_state.event_time import ProducerWatermarks
 from readergroup.reading.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore import SegmentState
@@ -87,6 +88,8 @@ class SegmentRange:
     segment: str
     begin: int
     end: int
+    pravega: bool = False
+    """The stream holds Pravega's event framing (``readergroup.format.pravega_frames``)."""
 
 
 class Planner:
@@ -111,6 +114,7 @@ class Planner:
         self._segments: dict[str, StreamSegment] = {}  # key ranges and epochs never change
         self._states: dict[str, SegmentState] = {}  # this planning call's: each segment's first answer
         self._wms: dict[tuple[str, int], int | None] = {}  # this planning call's watermarks known
+        self._framings: dict[str, bool] = {}  # stream -> Pravega-framed (a stream's framing never changes)
 
     def _fresh(self) -> None:
         """Forget what the store said in the last planning call (lengths and watermarks move)."""
@@ -139,6 +143,18 @@ class Planner:
                     self._successors[st.name] = [
                         (i.segment.name, tuple(i.predecessors)) for i in st.successors
                     ]
+
+    def pravega(self, stream: str) -> bool:
+        """Whether ``stream`` holds Pravega's event framing (one ``get_stream`` per stream and query);
+        ``StreamFramingError`` for a framing no reader decodes; a deleted stream: ingestwm's."""
+        known = self._framings.get(stream)
+        if known is None:
+            try:
+                framing = self._client.get_stream(stream).framing
+            except StreamNotFoundError:
+                return False
+            known = self._framings[stream] = is_pravega_framed(stream, framing)
+        return known
 
     # ------------------------------------------------------------------ streams
     def selected_streams(self) -> list[str]:
@@ -289,7 +305,7 @@ class Planner:
                 else:
                     begin = 0
                 if pos > begin:
-                    out.append(SegmentRange(stream, seg, begin, pos))
+                    out.append(SegmentRange(stream, seg, begin, pos, self.pravega(stream)))
         return out
 
     @checked
@@ -391,16 +407,18 @@ class Planner:
         if limit.max_bytes is not None:
             avail = water_fill(avail, limit.max_bytes)
         if limit.max_events is None:
+            pv = [self.pravega(stream) for stream, _ in keys]
             spans = [
-                frame_span(self._client, seg, ends[stream][seg], a) if a > 0 else (0, 0)
-                for (stream, seg), a in zip(keys, avail, strict=True)
+                frame_span(self._client, seg, ends[stream][seg], a, None, p) if a > 0 else (0, 0)
+                for (stream, seg), a, p in zip(keys, avail, pv, strict=True)
             ]
             new_ends = [end if n else None for end, n in spans]
         else:
             new_ends = self._share_events(keys, ends, avail, limit.max_events, limit.max_bytes is None)
         if keys and all(e is None for e in new_ends):  # always progress: one frame of the first segment
             stream, seg = keys[0]
-            one = frame_ends(self._client, seg, ends[stream][seg], caps[keys[0]] - ends[stream][seg], 1)
+            pos, cap = ends[stream][seg], caps[keys[0]]
+            one = frame_ends(self._client, seg, pos, cap - pos, 1, self.pravega(stream))
             new_ends[0] = int(one[-1]) if len(one) else None  # (validated: malformed bytes raise)
         for (stream, seg), e in zip(keys, new_ends, strict=True):
             if e is not None:
@@ -428,12 +446,15 @@ class Planner:
                 if share == 0:
                     still.append(i)
                     continue
-                end, n = frame_span(self._client, keys[i][1], pos[i], stop[i] - pos[i], share)
+                pv = self.pravega(keys[i][0])
+                end, n = frame_span(self._client, keys[i][1], pos[i], stop[i] - pos[i], share, pv)
                 if n:
                     pos[i] = moved[i] = end
                     budget -= n
                 elif at_frames and pos[i] < stop[i]:  # bytes up to a frame boundary, yet no frame:
-                    frame_ends(self._client, keys[i][1], pos[i], stop[i] - pos[i], 1)  # raises if malformed
+                    frame_ends(
+                        self._client, keys[i][1], pos[i], stop[i] - pos[i], 1, pv
+                    )  # raises if malformed
                 if n == share:
                     still.append(i)  # may have more
             open_ = still

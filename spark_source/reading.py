@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from readergroup.format.events import NO_EVENT_TIME, frame_ends_of
 from readergroup.format.frame_batch import EventColumns, decode_events
+from readergroup.format.pravega_frames import decode_pravega_events, pravega_frame_ends_of
 from readergroup.reading.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
 from segmentstore.client import SegmentStoreClient
 from segmentstore.client.security import ClientSecurity
@@ -182,20 +183,23 @@ def read_range(
     warn: Callable[[str], None] | None = None,
     ahead: int = FETCH_AHEAD,
     chunk_bytes: int = READ_CHUNK_BYTES,
+    pravega: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """The events of ``segment`` in ``[begin, end)`` as record batches of ``ARROW_SCHEMA``, one per read.
 
     ``begin`` and ``end`` are frame boundaries. Reads of up to ``chunk_bytes``, ``ahead``
     of them fetched, decoded and given their ingestion times ahead on a background thread
-    (0: none, all on this thread); this thread only assembles and yields the batches. O(bytes).
+    (0: none, all on this thread); this thread only assembles and yields the batches. ``pravega``:
+    the stream holds Pravega's framing (null routing keys and event times). O(bytes).
     """
+    decode = decode_pravega_events if pravega else decode_events
     warn = warn or _log.warning
     shared = _SharedColumns(stream, segment, meta)
 
     def decoded(start: int) -> Iterator[tuple[int, EventColumns, np.ndarray]]:
         """(position after, events, their ingestion times) per read; on the fetch thread if any."""
-        for chunk in whole_frame_reads(client, stream, segment, start, end, chunk_bytes, runs=True):
-            cols, consumed = decode_events(chunk.data, chunk.base)
+        for chunk in whole_frame_reads(client, stream, segment, start, end, chunk_bytes, True, pravega):
+            cols, consumed = decode(chunk.data, chunk.base)
             times = _NO_TIMES
             if len(cols):
                 assert chunk.runs is not None  # events come from whole frames, whose runs came with them
@@ -358,13 +362,19 @@ def frame_span(
     begin: int,
     max_bytes: int,
     max_frames: int | None = None,
+    pravega: bool = False,
 ) -> tuple[int, int]:
     """``(end, frames)``: the whole frames in ``[begin, begin + max_bytes)``, at most ``max_frames``.
 
     ``begin`` must be a frame boundary. Frames are length-prefixed records, so the store
     walks their headers where the bytes are (``scan_records``) and no event byte
-    travels: one call per 16 MiB. Nothing is validated (``frame_ends`` does that).
+    travels: one call per 16 MiB. Nothing is validated (``frame_ends`` does that). Pravega's frames
+    (``pravega``) are not the store's u32-prefixed records: their ends are found by ``frame_ends``,
+    reading the bytes.
     """
+    if pravega:
+        ends = frame_ends(client, segment, begin, max_bytes, max_frames, pravega=True)
+        return (int(ends[-1]), len(ends)) if len(ends) else (begin, 0)
     pos = begin
     found = 0
     limit = begin + max_bytes
@@ -384,14 +394,16 @@ def frame_ends(
     begin: int,
     max_bytes: int,
     max_frames: int | None = None,
+    pravega: bool = False,
 ) -> np.ndarray:
     """End offsets (int64) of the whole frames in ``[begin, begin + max_bytes)``, at most ``max_frames``.
 
     ``begin`` must be a frame boundary. Reads at most ``max_bytes`` bytes in
     ``SCAN_CHUNK_BYTES`` chunks (fewer once ``max_frames`` is reached) and walks the
     headers without decoding keys or payloads (``frame_ends_of``): O(bytes read), a few
-    ns per frame, no Python object per frame.
+    ns per frame, no Python object per frame. ``pravega``: Pravega's framing.
     """
+    ends_of = pravega_frame_ends_of if pravega else frame_ends_of
     out: list[np.ndarray] = []
     found = 0
     limit = begin + max_bytes
@@ -404,7 +416,7 @@ def frame_ends(
             break
         buf = carry + r.data if carry else r.data
         read_pos += len(r.data)
-        ends, consumed = frame_ends_of(buf)
+        ends, consumed = ends_of(buf)
         if max_frames is not None and found + len(ends) >= max_frames:
             out.append(ends[: max_frames - found] + base)
             break

@@ -5,11 +5,12 @@ Areas: ``index`` (the watermark index), ``store``, ``append_cost`` (what one app
 (``EventWriter`` and transactions at wire speed), ``reader``, ``remote_reader`` (calls and
 bytes per poll over ``RemoteClient``), ``group`` (reader-group state), ``waiting`` (idle
 calls, latency), ``sim`` (the simulator), ``spark``, ``spark_io`` and ``spark_wide`` (the
-Spark source and sink; thousands of segments). The module protocol (``run(size)``,
-``test_*`` functions, ``SLOW``) is in ``suite``; ``pytest_bench`` runs the suite under
-pytest-benchmark; ``serving`` a store served by another process; ``call_counts`` counts a
-client's calls by name; ``spark_data`` what the Spark benchmarks read and its checks;
-``errors`` the suite's one root (``BenchmarkError``).
+Spark source and sink; thousands of segments), ``pravega`` (the real Pravega client's writes
+beside ``EventWriter``'s into one served store; Pravega-framed reads beside ingestwm-framed).
+The module protocol (``run(size)``, ``test_*`` functions, ``SLOW``) is in ``suite``;
+``pytest_bench`` runs the suite under pytest-benchmark; ``serving`` a store served by another
+process; ``call_counts`` counts a client's calls by name; ``spark_data`` what the Spark
+benchmarks read and its checks; ``errors`` the suite's one root (``BenchmarkError``).
 
 - ``ingestwm bench [--quick | --tiny] [--only bench_X]``: every module's ``run(size)``,
   one table of ratios measured side by side in one run (a figure beside its baseline:

@@ -130,5 +130,18 @@ def merge_blocks(
         m,
         [None, pa.py_buffer(out_offs[1]), pa.py_buffer(out_pays[:pbytes])],
     )
-    names = tuple([live[j].name for j in first[:ranked].tolist()])
+    ranks = first[:ranked].tolist()
+    names = tuple([live[j].name for j in ranks])
+    if any(s.pravega for s in live):  # Pravega-framed events have no routing key: null, not ""
+        keys = _null_keys_of(keys, out_seg, np.array([live[j].pravega for j in ranks], np.bool_))
     return Merged(names, out_seg, out_cols, keys, pays, int(late_i), int(late_e))
+
+
+def _null_keys_of(keys: pa.Array, seg: np.ndarray, keyless: np.ndarray) -> pa.Array:
+    """``keys``, null in the rows whose segment (``seg`` indexes ``keyless``) is keyless. O(rows)."""
+    null = keyless[seg]
+    n = int(null.sum())
+    if not n:
+        return keys
+    valid = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    return pa.Array.from_buffers(keys.type, len(keys), [valid, *keys.buffers()[1:]], null_count=n)

@@ -34,6 +34,7 @@ from segmentstore import (
     SegmentNotFoundError,
     SegmentStoreError,
     StreamCut,
+    StreamNotFoundError,
     WallClock,
 )
 from segmentstore.checks import checked
@@ -46,6 +47,7 @@ from ..errors import (
     InvalidReaderGroupConfigError,
     ReaderGroupExistsError,
 )
+from ..format.pravega_frames import is_pravega_framed
 from ..group_state.checkpoint import Checkpoint, ReaderPosition
 from ..group_state.state import ReaderGroupState, SegmentState, state_segment
 from .metrics import GroupMetrics, collect_metrics
@@ -110,6 +112,9 @@ class ReaderGroup:
         if not isinstance(config, ReaderGroupConfig):
             raise InvalidReaderGroupConfigError(f"config must be a ReaderGroupConfig, got {config!r}")
         clock = clock if clock is not None else WallClock()
+        for stream in config.streams:  # a framing no reader decodes is refused before the group exists
+            with contextlib.suppress(StreamNotFoundError):  # (the state's creation names a missing one)
+                is_pravega_framed(stream, client.get_stream(stream).framing)
         self._setup(name, client, clock, ReaderGroupState.create(client, name, config, clock))
         with contextlib.suppress(SegmentStoreError):  # only ``list`` needs the index; the group exists
             _index(client, "create", name)

@@ -29,8 +29,9 @@ class EventRead(NamedTuple):
 
     Immutable (a named tuple, for per-event speed). Events carry ``segment``,
     ``position`` (the frame's offset; the reader's position after it is
-    ``end_position``), ``routing_key``, ``payload``, ``event_time`` (``None`` if the
-    writer gave none) and ``ingestion_time``. ``is_watermark`` / ``watermark``: no event
+    ``end_position``), ``routing_key`` (``None`` for an event a Pravega client wrote: Pravega
+    stores none), ``payload``, ``event_time`` (``None`` if the writer gave none) and
+    ``ingestion_time``. ``is_watermark`` / ``watermark``: no event
     with ingestion time ``<= watermark`` follows from this reader group in this epoch.
     ``is_checkpoint`` / ``checkpoint_name``: the reader reached that checkpoint.
     """

@@ -124,6 +124,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         self._beat = state.heartbeat(self._token) if config.reader_timeout_ms else None
         self._epoch = state.epoch
         self._segs: dict[str, SegmentInput] = {}
+        self._framings: dict[str, bool] = {}  # stream -> Pravega-framed (``_pravega_framed``)
         self._cur: SegmentInput | None = None
         self._limit = INT64_MAX
         self._emitted = INT64_MIN  # last watermark returned in this epoch

@@ -95,7 +95,9 @@ class ReaderBlocks:
             reqs = [(s.name, s.fetch, buf) for s in todo]
         answers = read_blocks(self._client, reqs)
         valid = self._state.epoch == self._epoch
-        decoded = decode_together(answers[: len(todo)]) if valid else {}
+        # (Pravega-framed blocks are decoded each on its own: ``read_many``'s records are not their frames)
+        mine = [None if s.pravega else a for s, a in zip(todo, answers, strict=False)]
+        decoded = decode_together(mine) if valid else {}
         for i, (s, a) in enumerate(zip(todo, answers, strict=False)):
             if a is None:  # nothing new: known to be at its tail
                 s.at_tail = True

@@ -15,7 +15,8 @@ import contextlib
 from collections import deque
 from typing import TYPE_CHECKING, NoReturn
 
-from segmentstore import Clock, SegmentNotFoundError, SegmentStoreError
+from segmentstore import Clock, SegmentNotFoundError, SegmentStoreError, StreamNotFoundError
+from segmentstore.client import SegmentStoreClient
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
 from ..errors import (
@@ -24,6 +25,7 @@ from ..errors import (
     ReaderNotInGroupError,
     StaleEpochError,
 )
+from ..format.pravega_frames import is_pravega_framed
 from ..group_state.group_updates import Position
 from ..group_state.liveness import Heartbeat
 from ..group_state.state_records import Pending
@@ -71,10 +73,24 @@ class ReaderMembership:
     _deleted: bool
     _watermarks: bool
     _event_time: bool
+    _client: SegmentStoreClient
+    _framings: dict[str, bool]
 
     if TYPE_CHECKING:
 
         def _ready_tails(self, wait_ms: int) -> list[SegmentInput]: ...
+
+    def _pravega_framed(self, stream: str) -> bool:
+        """Whether ``stream``'s events are Pravega-framed (asked of the store once per stream); a
+        framing no reader here decodes is a ``StreamFramingError``; a deleted stream: ingestwm's."""
+        known = self._framings.get(stream)
+        if known is None:
+            try:
+                framing = self._client.get_stream(stream).framing
+            except StreamNotFoundError:  # deleted: its segments' reads answer that
+                return False
+            known = self._framings[stream] = is_pravega_framed(stream, framing)
+        return known
 
     def _online(self) -> bool:
         return self._state.is_online(self.reader_id, self._token)
@@ -161,7 +177,8 @@ class ReaderMembership:
         new = sorted((m.entries[n].watermark, n) for n in held if n not in self._segs)
         for _, name in new:
             e = m.entries[name]
-            self._segs[name] = SegmentInput(e.seg, e.position, e.watermark)
+            pravega = self._pravega_framed(e.seg.stream)
+            self._segs[name] = SegmentInput(e.seg, e.position, e.watermark, pravega)
 
     def _sync(self, refresh: bool = True) -> EventRead | None:
         """Report, complete, rebalance, reach a checkpoint; learn the group watermark. O(k log n).

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from segmentstore import SegmentRead, SegmentTruncatedError, StreamSegment
 from segmentstore.checks import checked
@@ -36,6 +37,7 @@ from ..format.events import (
     decode_event_blocks_at,
     frame_length,
 )
+from ..format.pravega_frames import decode_pravega_block, pravega_frame_length
 
 __all__ = ["SegmentInput", "read_blocks", "decode_together"]
 
@@ -73,11 +75,13 @@ class SegmentInput:
         "nxt_pos",
         "nxt_wm",
         "off",
+        "pravega",
         "seg",
     )
 
-    def __init__(self, seg: StreamSegment, position: int, watermark: int) -> None:
+    def __init__(self, seg: StreamSegment, position: int, watermark: int, pravega: bool = False) -> None:
         self.seg = seg
+        self.pravega = pravega  # Pravega's framing (``pravega_frames``): no routing keys, no event times
         self.name = seg.name
         self.base_pos = position  # acknowledged position before the block's events
         self.base_wm = watermark
@@ -101,17 +105,24 @@ class SegmentInput:
 
     @property
     def keys(self) -> Any:
-        """The block's routing keys (an Arrow string array, made on first use), or ``None``."""
+        """The block's routing keys (an Arrow string array, made on first use; all null for Pravega's
+        framing), or ``None``."""
         if self._keys is None and self.block is not None:
-            self._keys, self._pays = block_arrays(self.block)
+            self._arrays()
         return self._keys
 
     @property
     def pays(self) -> Any:
         """The block's payloads (an Arrow binary array, made on first use), or ``None``."""
         if self._pays is None and self.block is not None:
-            self._keys, self._pays = block_arrays(self.block)
+            self._arrays()
         return self._pays
+
+    def _arrays(self) -> None:
+        assert self.block is not None
+        self._keys, self._pays = block_arrays(self.block)
+        if self.pravega:
+            self._keys = pa.nulls(len(self._pays), self._keys.type)
 
     @property
     def finished(self) -> bool:
@@ -178,19 +189,24 @@ class SegmentInput:
                 self.final_wm = self.base_wm
             return 0
         read = len(data)
+        if self.pravega:  # ``read_many``'s records are u32-prefixed ones: not Pravega's frames
+            rec = None
+            decode, length_of = decode_pravega_block, pravega_frame_length
+        else:
+            decode, length_of = decode_event_block, frame_length
         if rec is not None:  # the block and every event's ingestion time in one pass, as below
             fast = decode_event_block_at(data, r.offset, rec.starts, rec.watermarks, 1, r.watermark)
             if fast is not None:
                 self.take_decoded(r, *fast)
                 return read
-        block, consumed = decode_event_block(data, r.offset)
+        block, consumed = decode(data, r.offset)
         if consumed == 0:  # one frame is longer than the block: read exactly that frame
-            need = frame_length(data) or 0
+            need = length_of(data) or 0
             r = client.read(name, self.fetch, max(need, len(data) + 1), 0)
             rec = None
             data = r.data
             read += len(data)
-            block, consumed = decode_event_block(data, r.offset)
+            block, consumed = decode(data, r.offset)
         end = r.offset + consumed
         whole = end == r.offset + len(data)
         cols = block[0]
