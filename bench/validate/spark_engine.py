@@ -62,9 +62,9 @@ _CHECKPOINT_MANAGERS = (  # Spark's FileSystem-based one: its package since 4.1,
 )
 """How the replay's checkpoint (offset and commit logs, state store files) is written, not what is
 in it: Spark's default manager renames through Hadoop's FileContext, which on a local disk without
-Hadoop's native library forks a ``readlink`` for every file status it takes (several per file, a
-few files per batch); the FileSystem-based one renames with ``File.renameTo``. ~0.2 s less per
-batch on two cores; every number Spark reports is the same."""
+Hadoop's native library forks a ``readlink`` process for the file statuses it takes around each
+rename (a few files per batch); the FileSystem-based one renames with ``File.renameTo``. ~0.2 s
+less per batch on two shared cores; every number Spark reports is the same."""
 
 
 @dataclass(frozen=True, slots=True)
