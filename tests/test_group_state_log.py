@@ -562,7 +562,7 @@ def test_the_state_segment_keeps_a_heartbeat_per_online_reader_only(
 def test_a_lease_counts_from_when_a_live_process_first_sees_the_heartbeat(
     clock: ManualClock, client: SegmentStoreClient
 ) -> None:
-    """The README's "when a dead reader is declared offline": a process that first looks at a
+    """docs/reader-groups.md, "when a dead reader is declared offline": a process that first looks at a
     long-dead reader's heartbeat still waits a whole lease on its own clock from that look."""
     client.create_stream(S, 1)
     a = ReaderGroup("g", _config(reader_timeout_ms=1_000), client, clock)

@@ -180,8 +180,8 @@ def test_refusals_are_pravegas(store: SegmentStore, ep: PravegaEndpoints) -> Non
         assert isinstance(read, rep.OperationUnsupported) and "created through the Pravega controller" in (
             read.operation_name
         )
-        table = c.call(req.CreateTableSegment(5, "sc/_rg_kvtable/0.#epoch.0", ""))
-        assert table == rep.OperationUnsupported(5, "CreateTableSegment is not served by ingestwm yet", "")
+        table = c.call(req.SealTableSegment(5, "sc/_rg_kvtable/0.#epoch.0", ""))
+        assert table == rep.OperationUnsupported(5, "SealTableSegment is not served by ingestwm yet", "")
         assert c.call(req.KeepAlive()) == req.KeepAlive()  # the connection stays usable
         assert c.call(req.SetupAppend(6, W1, SEG, "")).request_id == 6
         c.call(_block(W1, [b"a"], 1))

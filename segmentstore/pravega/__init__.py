@@ -12,8 +12,11 @@ Modules: ``endpoints`` (both endpoints of one store, started and stopped togethe
 ``wire_server`` (the segment-store endpoint: connections, limits), ``wire_handlers``
 (what each wire command does), ``wire_conditional`` (conditional appends, transient
 segments, merges), ``transactions`` (Pravega's transactions: ids, leases, states, durable) and
-``grpc_transactions`` (their RPCs), ``wire`` (framing, field encodings, the command
-registry), ``wire_requests`` and ``wire_replies`` (every command of the 0.3.7 client),
+``grpc_transactions`` (their RPCs), ``tables`` (table segments in the store, where reader
+groups keep their state), ``table_segment`` (one table: versions, deltas, iteration),
+``table_log`` (its records) and ``wire_tables`` (the table commands), ``wire`` (framing,
+field encodings, the command registry), ``wire_requests`` and ``wire_replies`` (every
+command of the 0.3.7 client),
 ``translate`` (Pravega's ids and names onto ingestwm's streams; framing checks),
 ``auth`` (credentials and delegation tokens), ``errors`` (the package's errors).
 """

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from ..errors import SegmentStoreError
 
-__all__ = ["PravegaEndpointError", "WireFormatError", "AuthTokenError", "FramingError"]
+__all__ = [
+    "PravegaEndpointError",
+    "WireFormatError",
+    "AuthTokenError",
+    "FramingError",
+    "TableKeyBadVersionError",
+    "TableKeyNotFoundError",
+    "TableNotEmptyError",
+]
 
 
 class PravegaEndpointError(SegmentStoreError):
@@ -31,3 +39,15 @@ class AuthTokenError(PravegaEndpointError, PermissionError):
 
 class FramingError(PravegaEndpointError):
     """A Pravega client asked for a stream whose events are framed otherwise (ingestwm's own writers)."""
+
+
+class TableKeyBadVersionError(PravegaEndpointError):
+    """A conditional table update named a key whose version is another (Pravega's ``TableKeyBadVersion``)."""
+
+
+class TableKeyNotFoundError(PravegaEndpointError):
+    """A conditional table update named a version of a key that does not exist (``TableKeyDoesNotExist``)."""
+
+
+class TableNotEmptyError(PravegaEndpointError):
+    """A table segment to delete only if empty holds keys (Pravega's ``TableSegmentNotEmpty``)."""

@@ -19,10 +19,10 @@ tail. Info, seal and truncation of a stream segment as Pravega's; deleting a str
 segment is the controller's (``deleteStream``).
 
 A segment of no stream is ``NoSuchSegment``; one of an ingestwm-framed stream is
-``OperationUnsupported`` saying why; a command ingestwm does not serve yet (tables, ...) is
-``OperationUnsupported`` naming it. Conditional appends, transient segments and merges are
-``wire_conditional``'s; a Pravega transaction's segment names map onto the store's through
-``PravegaStreams.store_segment``.
+``OperationUnsupported`` saying why; a command ingestwm does not serve (``SealTableSegment``,
+...) is ``OperationUnsupported`` naming it. Conditional appends, transient segments and merges
+are ``wire_conditional``'s, table segments ``wire_tables``'; a Pravega transaction's segment
+names map onto the store's through ``PravegaStreams.store_segment``.
 Delegation tokens are checked where a command carries one (``AuthTokenCheckFailed``).
 """
 
@@ -365,17 +365,8 @@ for _cls in (
     req.CreateTransientSegment,
     req.MergeSegments,
     req.MergeSegmentsBatch,
-    req.GetTableSegmentInfo,
-    req.CreateTableSegment,
-    req.DeleteTableSegment,
     req.MergeTableSegments,
     req.SealTableSegment,
-    req.UpdateTableEntries,
-    req.RemoveTableKeys,
-    req.ReadTable,
-    req.ReadTableKeys,
-    req.ReadTableEntries,
-    req.ReadTableEntriesDelta,
     req.FlushToStorage,
     req.ListStorageChunks,
 ):

@@ -282,14 +282,21 @@ class ErrorMessage:
     error_code: int
 
 
-@command(69, "i64 str str", reply=True)
+@command(69, "i64 str i64 i64 i64 i32", reply=True)
 @dataclass(frozen=True, slots=True)
 class TableSegmentInfo:
-    """A table segment's sizes (the 0.3.7 client's layout)."""
+    """A table segment's start offset, length, live entries and fixed key length (0: keys of any length).
+
+    Pravega's segment store's layout; the 0.3.7 client declares another (request id,
+    name, token) but never asks for it.
+    """
 
     request_id: int
     segment_name: str
-    delegation_token: str
+    start_offset: int
+    length: int
+    entry_count: int
+    key_length: int
 
 
 @command(75, "i64 i64s", reply=True)

@@ -41,6 +41,7 @@ from .errors import WireFormatError
 from .translate import PravegaStreams
 from .wire import HEADER, MAX_WIRECOMMAND_SIZE, decode_request, encode
 from .wire_handlers import HANDLERS, WriterState
+from .wire_tables import TABLE_HANDLERS  # noqa: F401 (registers the table commands' handlers)
 
 __all__ = ["WireLimits", "WireEndpoint", "HELLO_BYTES", "UNAUTHENTICATED_BYTES"]
 
