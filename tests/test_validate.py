@@ -219,7 +219,11 @@ def test_validate_refuses_an_unknown_scenario_before_running_anything() -> None:
 @pytest.mark.xdist_group("spark-validate")  # their own worker and session: beside the other Spark tests
 @pytest.mark.parametrize("policy", ["min", "max"])
 def test_spark_agrees_with_the_model_on_two_inputs(policy: str, spark: Any) -> None:
+    keys = [f"spark.sql.{k}" for k in ("shuffle.partitions", "streaming.multipleWatermarkPolicy",
+                                        "streaming.checkpointFileManagerClass")]  # fmt: skip
+    before = {k: spark.conf.get(k, None) for k in keys}
     v = validate_spark(run_compare(lab_scenario_from_dict(_two_inputs(policy))), spark)
+    assert {k: spark.conf.get(k, None) for k in keys} == before  # the shared session gets its settings back
     assert v.verdict == "exact", v.note
     assert v.wm_equal == v.wm_checked == 5
 

@@ -55,6 +55,16 @@ _CONF: dict[str, str | None] = {  # set for the replay's query, restored after i
     "spark.sql.streaming.multipleWatermarkPolicy": None,
     "spark.sql.shuffle.partitions": "1",
 }
+_CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+_CHECKPOINT_MANAGERS = (  # Spark's FileSystem-based one: its package since 4.1, then before
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",
+)
+"""How the replay's checkpoint (offset and commit logs, state store files) is written, not what is
+in it: Spark's default manager renames through Hadoop's FileContext, which on a local disk without
+Hadoop's native library forks a ``readlink`` process for the file statuses it takes around each
+rename (a few files per batch); the FileSystem-based one renames with ``File.renameTo``. ~0.2 s
+less per batch on two shared cores; every number Spark reports is the same."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +182,13 @@ def replay_spark(
 
     labels = {inp: f"in{i}" for i, inp in enumerate(inputs)} or {"": "in0"}
     session = spark
-    saved = {k: session.conf.get(k, None) for k in _CONF}
-    for k, v in _CONF.items():
-        session.conf.set(k, policy if v is None else v)
+    conf = {k: policy if v is None else v for k, v in _CONF.items()}
+    manager = _checkpoint_manager(session)
+    if manager is not None:
+        conf[_CHECKPOINT_MANAGER_KEY] = manager
+    saved = {k: session.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        session.conf.set(k, v)
     store = SegmentStore(clock=ManualClock(start_time_ms), config=StoreConfig())
     server = SegmentStoreServer(store)
     server.start()
@@ -249,6 +263,14 @@ def replay_spark(
                 session.conf.unset(k)
             else:
                 session.conf.set(k, old)
+
+
+def _checkpoint_manager(session: Any) -> str | None:
+    """The first of ``_CHECKPOINT_MANAGERS`` this Spark has, unless the session names a manager itself."""
+    if session.conf.get(_CHECKPOINT_MANAGER_KEY, None):
+        return None
+    utils = session.sparkContext._jvm.org.apache.spark.util.Utils
+    return next((c for c in _CHECKPOINT_MANAGERS if utils.classIsLoadable(c)), None)
 
 
 def _last_batch(query: Any) -> int:
