@@ -155,11 +155,6 @@ def test_links_between_the_docs_point_at_files_that_exist() -> None:
             assert (path.parent / target).resolve().is_relative_to(ROOT), (
                 f"{path.name}: {target} leaves the repo"
             )
-            if target == "docs/spark.md" and not (ROOT / target).exists():
-                continue  # written alongside the Spark connector's token and TLS options
-            pravega = ROOT / "docs" / "pravega.md"
-            if (path.parent / target).resolve() == pravega and not pravega.exists():
-                continue  # written alongside the Pravega front door (--pravega-port), on another branch
             assert (path.parent / target).exists(), f"{path.name} links {target}, which does not exist"
 
 
