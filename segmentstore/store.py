@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -25,7 +27,7 @@ from .wait_any import ReadyFuture, WaitRequest
 if TYPE_CHECKING:
     from .durable.data_dir import DurableStats, DurableStore
 
-__all__ = ["SegmentStore"]
+__all__ = ["SegmentStore", "per_store", "read_to_tail"]
 
 
 class _Append(Protocol):
@@ -272,3 +274,40 @@ class SegmentStore:
         self._evictor._check()
         if self._durable is not None:
             self._durable._check()
+
+
+_T = TypeVar("_T")
+
+
+def per_store(make: Callable[[SegmentStore], _T]) -> Callable[[SegmentStore], _T]:
+    """A getter of the one ``make(store)`` of each store in this process, made on first use.
+
+    For what keeps state in a store's system segments (the stream controller, Pravega's
+    transactions and tables): two of them over one store would each hold a stale view of
+    the other's writes. Thread-safe; the store is held weakly. O(1) after the first call.
+    """
+    made: weakref.WeakKeyDictionary[SegmentStore, _T] = weakref.WeakKeyDictionary()
+    lock = threading.Lock()
+
+    def get(store: SegmentStore) -> _T:
+        one = made.get(store)
+        if one is None:
+            with lock:
+                one = made.get(store)
+                if one is None:
+                    one = made[store] = make(store)
+        return one
+
+    return get
+
+
+def read_to_tail(store: SegmentStore, name: str) -> tuple[bytes, int]:
+    """Every byte of ``name`` from its start offset to its tail, and the tail's offset. O(bytes)."""
+    data = bytearray()
+    offset = store.get_info(name).start_offset
+    while True:
+        r = store.read(name, offset, store.config.max_append_bytes)
+        data += r.data
+        offset += len(r.data)
+        if r.at_tail:
+            return bytes(data), offset

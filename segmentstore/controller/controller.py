@@ -18,12 +18,12 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import threading
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..checks import checked
 from ..errors import DataCorruptionError, InvalidArgumentError, SegmentExistsError
 from ..limits import MAX_PATTERN_CHARS, check_size
+from ..store import per_store, read_to_tail
 from ..stream_metadata import FRAMING_INGESTWM, StreamCut, StreamInfo, StreamSegment, SuccessorInfo
 from .admin import StreamAdmin
 from .model import StreamMetadata, parse_records
@@ -112,15 +112,7 @@ class StreamController(StreamTransactions, StreamAdmin):
         if not store.exists(STREAMS_SEGMENT):
             with contextlib.suppress(SegmentExistsError):
                 store.create_segment(STREAMS_SEGMENT)
-        data = bytearray()
-        offset = store.get_info(STREAMS_SEGMENT).start_offset
-        while True:
-            r = store.read(STREAMS_SEGMENT, offset, store.config.max_append_bytes)
-            data += r.data
-            offset += len(r.data)
-            if r.at_tail:
-                break
-        self._log_length = offset
+        data, self._log_length = read_to_tail(store, STREAMS_SEGMENT)
         garbage: set[str] = set()
         commits: list[dict[str, Any]] = []
         rolls: list[dict[str, Any]] = []
@@ -193,8 +185,7 @@ class StreamController(StreamTransactions, StreamAdmin):
                         assert not self._store.get_info(n).sealed, f"{n} is sealed in the store only"
 
 
-_CONTROLLERS: weakref.WeakKeyDictionary[SegmentStore, StreamController] = weakref.WeakKeyDictionary()
-_CONTROLLERS_LOCK = threading.Lock()
+_one_controller = per_store(StreamController)
 
 
 def controller_of(store: SegmentStore) -> StreamController:
@@ -203,10 +194,4 @@ def controller_of(store: SegmentStore) -> StreamController:
     Two controllers writing one store would make each other fail (their records are
     conditional appends), so every client of a store in this process shares this one.
     """
-    ctl = _CONTROLLERS.get(store)
-    if ctl is None:
-        with _CONTROLLERS_LOCK:
-            ctl = _CONTROLLERS.get(store)
-            if ctl is None:
-                ctl = _CONTROLLERS[store] = StreamController(store)
-    return ctl
+    return _one_controller(store)

@@ -22,11 +22,11 @@ leaves copies that replay to the same table.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import BadOffsetError, InvalidArgumentError, SegmentNotFoundError, SegmentStoreError
+from ..store import per_store
 from .table_log import TableRecord, encode_records, parse_records
 from .table_segment import NOT_EXISTS, Entry, TableSegment
 
@@ -236,16 +236,5 @@ def _check_offset(t: TableSegment, table_offset: int) -> None:
         )
 
 
-_TABLES: weakref.WeakKeyDictionary[SegmentStore, TableSegments] = weakref.WeakKeyDictionary()
-_TABLES_LOCK = threading.Lock()
-
-
-def tables_of(store: SegmentStore) -> TableSegments:
-    """The store's one ``TableSegments`` (two would each hold a stale index of the other's writes). O(1)."""
-    t = _TABLES.get(store)
-    if t is None:
-        with _TABLES_LOCK:
-            t = _TABLES.get(store)
-            if t is None:
-                t = _TABLES[store] = TableSegments(store)
-    return t
+tables_of = per_store(TableSegments)
+"""The store's one ``TableSegments`` (two would each hold a stale index of the other's writes). O(1)."""

@@ -38,7 +38,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +53,7 @@ from ..errors import (
     SegmentStoreError,
     StreamNotFoundError,
 )
+from ..store import per_store, read_to_tail
 from ..stream_metadata import TransactionInfo
 from .errors import PravegaEndpointError
 
@@ -379,16 +379,8 @@ class PravegaTransactions:
         store = self._store
         with contextlib.suppress(SegmentExistsError):
             store.create_segment(TXNS_SEGMENT)
-        data = bytearray()
-        offset = store.get_info(TXNS_SEGMENT).start_offset
-        while True:
-            r = store.read(TXNS_SEGMENT, offset, store.config.max_append_bytes)
-            data += r.data
-            offset += len(r.data)
-            if r.at_tail:
-                break
-        self._log_length = offset
-        for pos, rec in parse_records(bytes(data), TXNS_SEGMENT):
+        data, self._log_length = read_to_tail(store, TXNS_SEGMENT)
+        for pos, rec in parse_records(data, TXNS_SEGMENT):
             try:
                 self._apply_record(rec)
             except (KeyError, TypeError, ValueError, AssertionError) as e:
@@ -473,16 +465,5 @@ def _lease_why(txn: PravegaTxn) -> str:
     )
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[SegmentStore, PravegaTransactions] = weakref.WeakKeyDictionary()
-_REGISTRIES_LOCK = threading.Lock()
-
-
-def transactions_of(store: SegmentStore) -> PravegaTransactions:
-    """The store's one Pravega transaction registry, opened (replayed) on first use. O(1) after."""
-    reg = _REGISTRIES.get(store)
-    if reg is None:
-        with _REGISTRIES_LOCK:
-            reg = _REGISTRIES.get(store)
-            if reg is None:
-                reg = _REGISTRIES[store] = PravegaTransactions(store)
-    return reg
+transactions_of = per_store(PravegaTransactions)
+"""The store's one Pravega transaction registry, opened (replayed) on first use. O(1) after."""
