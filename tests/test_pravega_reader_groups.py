@@ -15,7 +15,7 @@ import collections
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +51,20 @@ def _write(m: Any, scope: str, stream: str, events: list[tuple[bytes, str | None
 
 
 def _read(
-    readers: dict[str, Any], want: int, per_slice: int = 0, deadline_s: float = 20.0
+    readers: dict[str, Any],
+    want: int,
+    per_slice: int = 0,
+    deadline_s: float = 20.0,
+    until: Callable[[list[tuple[str, bytes]]], bool] | None = None,
 ) -> list[tuple[str, bytes]]:
-    """Read with every reader in turn until ``want`` events came (or the deadline); each slice is
-    released after at most ``per_slice`` events (0: all it holds), the rest staying for later."""
+    """Read with every reader in turn until ``want`` events came, ``until`` holds of what came, or
+    the deadline passed; each slice is released after at most ``per_slice`` events (0: all it
+    holds), the rest staying for later."""
 
     async def run() -> list[tuple[str, bytes]]:
         got: list[tuple[str, bytes]] = []
         end = time.monotonic() + deadline_s
-        while len(got) < want and time.monotonic() < end:
+        while len(got) < want and time.monotonic() < end and not (until and until(got)):
             for name, r in readers.items():
                 s = await r.get_segment_slice_async()
                 for n, e in enumerate(s, 1):
@@ -94,9 +99,11 @@ def test_several_readers_read_every_event_once_and_the_group_is_kept_got_and_del
     group = m.create_reader_group("g", "rg", "s")
     assert _table_exists(server, "g", "rg")
     readers = {"r1": group.create_reader("r1"), "r2": group.create_reader("r2")}
-    created = time.monotonic()  # r1 took every segment; the client rebalances after 10 s
     got = _read({"r1": readers["r1"]}, 24, per_slice=4)  # partial slices, released and taken up again
-    time.sleep(max(0.0, 10.5 - (time.monotonic() - created)))
+    # r1 took every segment; the client rebalances at its own pace (about 10 s), so r1 reads one
+    # event per slice until r2 has been handed a segment and read from it, then both read the rest
+    r2_read = lambda g: any(n == "r2" for n, _ in g)  # noqa: E731
+    got += _read(readers, len(events) - len(got), per_slice=1, deadline_s=60.0, until=r2_read)
     got += _read(readers, len(events) - len(got), per_slice=4)
     assert {name for name, _ in got} == {"r1", "r2"}  # r1 gave a segment up, r2 took it
     assert collections.Counter(e for _, e in got) == collections.Counter(e for e, _ in events)  # each once
