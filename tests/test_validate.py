@@ -221,6 +221,7 @@ def test_validate_refuses_an_unknown_scenario_before_running_anything() -> None:
 def test_spark_agrees_with_the_model_on_two_inputs(policy: str, spark: Any) -> None:
     keys = [f"spark.sql.{k}" for k in ("shuffle.partitions", "streaming.multipleWatermarkPolicy",
                                         "streaming.checkpointFileManagerClass")]  # fmt: skip
+    keys += ["fs.file.impl", "fs.file.impl.disable.cache"]
     before = {k: spark.conf.get(k, None) for k in keys}
     v = validate_spark(run_compare(lab_scenario_from_dict(_two_inputs(policy))), spark)
     assert {k: spark.conf.get(k, None) for k in keys} == before  # the shared session gets its settings back
