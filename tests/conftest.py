@@ -93,19 +93,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _start_order(item: pytest.Item) -> int:
     """Longest first, so that ``loadgroup`` never leaves one worker idle while the other runs a
-    long group it took last: xdist hands out work units (a group, or one test) in collection
+    long unit it took last: xdist hands out work units (a group, or one test) in collection
     order. The Spark replays of every shipped scenario (the largest unit), then the other Spark
-    tests, then the other slow tests, then the rest; Flink's last, so its venv (installed in
-    the background from the start) is ready by then."""
+    tests, then the other slow tests, then Flink's (a minute or more each; its venv, installed
+    in the background from the start, is ready by then), then the short rest, which fills
+    both workers to the end."""
     group = item.get_closest_marker("xdist_group")
     name = group.args[0] if group is not None and group.args else None
     if item.get_closest_marker("flink") is not None:
-        return 5
+        return 3
     if name == "spark-validate":
         return 0
     if name == "spark":
         return 1
-    return 2 if item.get_closest_marker("slow") is not None else 3
+    return 2 if item.get_closest_marker("slow") is not None else 4
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
