@@ -266,6 +266,15 @@ class PravegaTransactions:
                 raise TransactionStateError(f"{txn.describe()} cannot be aborted: it is {txn.state}")
             self._abort(txn, why)
 
+    def abort_open(self, stream: str, why: str) -> list[int]:
+        """Abort every open transaction of ``stream`` (and finish any left aborting), as Pravega does
+        before it seals a stream; their ids. O(open transactions)."""
+        with self._lock:
+            mine = [t for t in self._open.values() if t.stream == stream and t.state in (OPEN, ABORTING)]
+            for t in mine:
+                self._abort(t, why)
+            return [t.txn_id for t in mine]
+
     def store_segment(self, name: str) -> str:
         """The store's segment behind a Pravega transaction segment name; ``SegmentNotFoundError`` saying
         why if that transaction is not open (committed, aborted, expired, unknown). O(1)."""
