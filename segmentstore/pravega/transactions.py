@@ -31,6 +31,14 @@ transaction is committed, an ``ABORTING`` one aborted) and open transactions sta
 open, their leases re-armed from the restart with the longest lease, as Pravega's
 controller does for the transactions of a controller that failed. Pings are not
 records. A refused commit or abort changes nothing and names the transaction.
+
+The log is compacted: once it holds more records than twice the transactions remembered (and at
+least ``COMPACT_MIN_RECORDS``) since its last snapshot, a snapshot of every remembered
+transaction is appended (``snapshot`` records of at most ``SNAPSHOT_PART_BYTES`` each, written
+one after the other under the registry's lock) and the log is truncated where it begins, so the
+log and a restart's replay stay proportional to what is remembered, not to every transaction
+ever made. A snapshot a crash cut short is ignored by the replay (the records before it are
+still there).
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ __all__ = [
     "MAX_LEASE_MS",
     "MAX_EXECUTION_MS",
     "COMPLETED_KEPT",
+    "COMPACT_MIN_RECORDS",
+    "SNAPSHOT_PART_BYTES",
     "SWEEP_S",
     "OPEN",
     "COMMITTING",
@@ -92,6 +102,10 @@ MAX_EXECUTION_MS = 86_400_000
 """Longest a transaction may stay open: ``min(1000 leases, a day)`` (Pravega's bound)."""
 COMPLETED_KEPT = 65_536
 """Completed transactions whose state ``state`` still answers (the latest)."""
+COMPACT_MIN_RECORDS = 4_096
+"""The fewest records since the last snapshot that make the log compact itself."""
+SNAPSHOT_PART_BYTES = 1 << 20
+"""The most JSON bytes of one ``snapshot`` record (a snapshot of many transactions is several)."""
 SWEEP_S = 0.25
 """How often (wall seconds) the endpoints run ``expire``: the timeout service's tick."""
 OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED, UNKNOWN = (
@@ -163,6 +177,7 @@ class PravegaTransactions:
         self._by_name: dict[str, PravegaTxn] = {}  # Pravega segment name -> its open transaction
         self._counter = 0
         self._log_length = 0
+        self._records = 0  # since the log's last snapshot (or its start)
         with self._lock:
             self._replay()
 
@@ -206,6 +221,7 @@ class PravegaTransactions:
                 raise
             self._open[txn_id] = txn
             self._by_name.update(dict.fromkeys(segments, txn))
+            self._maybe_compact()
             return txn, info
 
     def ping(self, stream: str, txn_id: int, lease_ms: int) -> str:
@@ -361,6 +377,7 @@ class PravegaTransactions:
             rec["why"] = why
         self._write(rec)
         self._apply_state(txn, state, why)
+        self._maybe_compact()
 
     def _apply_state(self, txn: PravegaTxn, state: str, why: str) -> None:
         txn.state = state
@@ -383,18 +400,84 @@ class PravegaTransactions:
                 "this one is stale (share one via transactions_of(store))"
             ) from None
         self._log_length = r.offset + r.length
+        self._records += 1
+
+    # ------------------------------------------------------------------ compaction
+    def _maybe_compact(self) -> None:
+        """Compact once the records since the last snapshot outnumber twice what is remembered. Amortised
+        O(1) per record: a snapshot costs O(remembered) and comes after at least as many records."""
+        if self._records > max(COMPACT_MIN_RECORDS, 2 * (len(self._open) + len(self._done))):
+            self.compact()
+
+    def compact(self) -> int:
+        """Append a snapshot of every remembered transaction and truncate the log where it begins; the
+        bytes the log dropped. A refused write leaves the log as it was (the next record tries again)."""
+        with self._lock:
+            parts = _snapshot_parts(self._counter, [*self._done.values(), *self._open.values()])
+            start = self._log_length
+            before = self._store.get_info(TXNS_SEGMENT).start_offset
+            try:
+                for rec in parts:
+                    self._write(rec)
+            except SegmentStoreError as e:  # a partial snapshot is ignored by the replay
+                _log.warning("pravega transactions: the log was not compacted: %s", e)
+                return 0
+            self._records = 0
+            try:
+                self._store.truncate(TXNS_SEGMENT, start)
+            except SegmentStoreError as e:  # the snapshot supersedes what is before it all the same
+                _log.warning("pravega transactions: the log was not truncated at its snapshot: %s", e)
+                return 0
+            return start - before
 
     def _replay(self) -> None:
         store = self._store
         with contextlib.suppress(SegmentExistsError):
             store.create_segment(TXNS_SEGMENT)
         data, self._log_length = read_to_tail(store, TXNS_SEGMENT)
+        snap: list[dict[str, Any]] = []  # the parts of a snapshot being read
         for pos, rec in parse_records(data, TXNS_SEGMENT):
             try:
+                if rec["op"] == "snapshot":
+                    if int(rec["part"]) == 0:
+                        snap = []
+                    elif len(snap) != int(rec["part"]):
+                        raise ValueError(f"snapshot part {rec['part']} after {len(snap)} parts")
+                    snap.append(rec)
+                    if len(snap) == int(rec["of"]):
+                        self._apply_snapshot(snap)
+                        snap = []
+                    continue
+                snap = []  # a snapshot cut short by a crash: the records before it stand
+                self._records += 1
                 self._apply_record(rec)
             except (KeyError, TypeError, ValueError, AssertionError) as e:
                 raise DataCorruptionError(f"{TXNS_SEGMENT!r}: bad record at offset {pos}: {e!r}") from None
         self._recover()
+
+    def _apply_snapshot(self, parts: list[dict[str, Any]]) -> None:
+        """The registry as a complete snapshot holds it (what came before is superseded)."""
+        self._open.clear()
+        self._done.clear()
+        self._by_name.clear()
+        self._records = 0
+        self._counter = int(parts[0]["counter"])
+        for part in parts:
+            for t in part["txns"]:
+                txn_id = int(t["id"], 16)
+                segments = {str(p): str(s) for p, s in t["segs"]}
+                state = str(t["state"])
+                if state not in _STATES:
+                    raise ValueError(f"transaction {t['id']} in unknown state {state!r}")
+                txn = PravegaTxn(
+                    txn_id, str(t["stream"]), int(t["epoch"]), segments, int(t["lease"]), 0, int(t["max"]),
+                    state, str(t.get("why", "")),
+                )  # fmt: skip
+                if state in (COMMITTED, ABORTED):
+                    self._done[txn_id] = txn
+                else:
+                    self._open[txn_id] = txn
+                    self._by_name.update(dict.fromkeys(segments, txn))
 
     def _apply_record(self, rec: dict[str, Any]) -> None:
         txn_id = int(rec["id"], 16)
@@ -452,6 +535,42 @@ class PravegaTransactions:
                 assert not any(self._by_name.get(p) is t for p in t.segments), "a done transaction indexed"
             assert len(self._by_name) == sum(len(t.segments) for t in self._open.values())
             assert self._log_length == self._store.get_info(TXNS_SEGMENT).length
+
+
+def _snapshot_parts(counter: int, txns: list[PravegaTxn]) -> list[dict[str, Any]]:
+    """``snapshot`` records holding ``txns`` (oldest completed first, as remembered), each at most about
+    ``SNAPSHOT_PART_BYTES`` of JSON; one (empty) record if there are none. O(txns)."""
+    groups: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for t in txns:
+        d: dict[str, Any] = {
+            "id": _hex(t.txn_id),
+            "stream": t.stream,
+            "epoch": t.epoch,
+            "segs": [[p, s] for p, s in t.segments.items()],
+            "lease": t.lease_ms,
+            "max": t.max_expiry,
+            "state": t.state,
+        }
+        if t.why:
+            d["why"] = t.why
+        n = 64 + len(t.stream) + len(t.why) + sum(len(p) + len(s) + 6 for p, s in t.segments.items())
+        if size + n > SNAPSHOT_PART_BYTES and groups[-1]:
+            groups.append([])
+            size = 0
+        groups[-1].append(d)
+        size += n
+    return [
+        {
+            "op": "snapshot",
+            "stream": TXNS_SEGMENT,
+            "part": i,
+            "of": len(groups),
+            "counter": counter,
+            "txns": g,
+        }
+        for i, g in enumerate(groups)
+    ]
 
 
 def _check_lease(stream: str, lease_ms: int) -> None:
