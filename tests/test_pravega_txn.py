@@ -16,7 +16,7 @@ from pravega_helpers import WireClient, frame_events, parse_events
 
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.controller.controller import controller_of
-from segmentstore.errors import SegmentNotFoundError
+from segmentstore.errors import SegmentNotFoundError, SegmentStoreError
 from segmentstore.pravega import transactions as pravega_txns
 from segmentstore.pravega import wire_replies as rep
 from segmentstore.pravega import wire_requests as req
@@ -440,9 +440,9 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
         assert txns.create("cp/s", 30_000)[0].txn_id & 0xFFFF == (last & 0xFFFF) + 1  # the counter goes on
         # a snapshot cut short (its first part of two, then a crash) changes nothing at the next start
         before = _remembered(txns)
-        parts = pravega_txns._snapshot_parts(txns._counter, [*txns._done.values(), *txns._open.values()])
-        assert len(parts) > 1
-        txns._write(parts[0])
+        txns._write = _first_record_only(txns._write)  # type: ignore[method-assign]
+        assert txns.compact() == 0  # the second part's write fails: not truncated
+        txns._write = type(txns)._write.__get__(txns)  # type: ignore[method-assign]
         txns._check()
         store.close()
         store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
@@ -451,6 +451,19 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
         txns._check()
     finally:
         store.close()
+
+
+def _first_record_only(write: Any) -> Any:
+    """``_write`` that writes its first record, then fails as a store refusing writes would."""
+    calls = [0]
+
+    def once(rec: dict[str, Any]) -> None:
+        calls[0] += 1
+        if calls[0] > 1:
+            raise SegmentStoreError("refused (the test's crash between two parts)")
+        write(rec)
+
+    return once
 
 
 def _fixed(n: int) -> Any:

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import checked
 from ..controller.controller import controller_of
+from ..controller.log_snapshots import SNAPSHOT_OP, SnapshotParts, compaction_due, snapshot_records
 from ..controller.model import encode_record, parse_records
 from ..errors import (
     BadOffsetError,
@@ -404,16 +405,18 @@ class PravegaTransactions:
 
     # ------------------------------------------------------------------ compaction
     def _maybe_compact(self) -> None:
-        """Compact once the records since the last snapshot outnumber twice what is remembered. Amortised
-        O(1) per record: a snapshot costs O(remembered) and comes after at least as many records."""
-        if self._records > max(COMPACT_MIN_RECORDS, 2 * (len(self._open) + len(self._done))):
+        """Compact when due (``log_snapshots``): amortised O(1) per record."""
+        if compaction_due(self._records, len(self._open) + len(self._done), COMPACT_MIN_RECORDS):
             self.compact()
 
     def compact(self) -> int:
         """Append a snapshot of every remembered transaction and truncate the log where it begins; the
         bytes the log dropped. A refused write leaves the log as it was (the next record tries again)."""
         with self._lock:
-            parts = _snapshot_parts(self._counter, [*self._done.values(), *self._open.values()])
+            items = [{"counter": self._counter}] + [
+                _txn_item(t) for t in [*self._done.values(), *self._open.values()]
+            ]
+            parts = snapshot_records(TXNS_SEGMENT, items, SNAPSHOT_PART_BYTES)
             start = self._log_length
             before = self._store.get_info(TXNS_SEGMENT).start_offset
             try:
@@ -435,49 +438,43 @@ class PravegaTransactions:
         with contextlib.suppress(SegmentExistsError):
             store.create_segment(TXNS_SEGMENT)
         data, self._log_length = read_to_tail(store, TXNS_SEGMENT)
-        snap: list[dict[str, Any]] = []  # the parts of a snapshot being read
+        snap = SnapshotParts()
         for pos, rec in parse_records(data, TXNS_SEGMENT):
             try:
-                if rec["op"] == "snapshot":
-                    if int(rec["part"]) == 0:
-                        snap = []
-                    elif len(snap) != int(rec["part"]):
-                        raise ValueError(f"snapshot part {rec['part']} after {len(snap)} parts")
-                    snap.append(rec)
-                    if len(snap) == int(rec["of"]):
-                        self._apply_snapshot(snap)
-                        snap = []
+                if rec["op"] == SNAPSHOT_OP:
+                    items = snap.add(rec)
+                    if items is not None:
+                        self._apply_snapshot(items)
                     continue
-                snap = []  # a snapshot cut short by a crash: the records before it stand
+                snap.drop()
                 self._records += 1
                 self._apply_record(rec)
             except (KeyError, TypeError, ValueError, AssertionError) as e:
                 raise DataCorruptionError(f"{TXNS_SEGMENT!r}: bad record at offset {pos}: {e!r}") from None
         self._recover()
 
-    def _apply_snapshot(self, parts: list[dict[str, Any]]) -> None:
+    def _apply_snapshot(self, items: list[dict[str, Any]]) -> None:
         """The registry as a complete snapshot holds it (what came before is superseded)."""
         self._open.clear()
         self._done.clear()
         self._by_name.clear()
         self._records = 0
-        self._counter = int(parts[0]["counter"])
-        for part in parts:
-            for t in part["txns"]:
-                txn_id = int(t["id"], 16)
-                segments = {str(p): str(s) for p, s in t["segs"]}
-                state = str(t["state"])
-                if state not in _STATES:
-                    raise ValueError(f"transaction {t['id']} in unknown state {state!r}")
-                txn = PravegaTxn(
-                    txn_id, str(t["stream"]), int(t["epoch"]), segments, int(t["lease"]), 0, int(t["max"]),
-                    state, str(t.get("why", "")),
-                )  # fmt: skip
-                if state in (COMMITTED, ABORTED):
-                    self._done[txn_id] = txn
-                else:
-                    self._open[txn_id] = txn
-                    self._by_name.update(dict.fromkeys(segments, txn))
+        self._counter = int(items[0]["counter"])
+        for t in items[1:]:
+            txn_id = int(t["id"], 16)
+            segments = {str(p): str(s) for p, s in t["segs"]}
+            state = str(t["state"])
+            if state not in _STATES:
+                raise ValueError(f"transaction {t['id']} in unknown state {state!r}")
+            txn = PravegaTxn(
+                txn_id, str(t["stream"]), int(t["epoch"]), segments, int(t["lease"]), 0, int(t["max"]),
+                state, str(t.get("why", "")),
+            )  # fmt: skip
+            if state in (COMMITTED, ABORTED):
+                self._done[txn_id] = txn
+            else:
+                self._open[txn_id] = txn
+                self._by_name.update(dict.fromkeys(segments, txn))
 
     def _apply_record(self, rec: dict[str, Any]) -> None:
         txn_id = int(rec["id"], 16)
@@ -537,40 +534,20 @@ class PravegaTransactions:
             assert self._log_length == self._store.get_info(TXNS_SEGMENT).length
 
 
-def _snapshot_parts(counter: int, txns: list[PravegaTxn]) -> list[dict[str, Any]]:
-    """``snapshot`` records holding ``txns`` (oldest completed first, as remembered), each at most about
-    ``SNAPSHOT_PART_BYTES`` of JSON; one (empty) record if there are none. O(txns)."""
-    groups: list[list[dict[str, Any]]] = [[]]
-    size = 0
-    for t in txns:
-        d: dict[str, Any] = {
-            "id": _hex(t.txn_id),
-            "stream": t.stream,
-            "epoch": t.epoch,
-            "segs": [[p, s] for p, s in t.segments.items()],
-            "lease": t.lease_ms,
-            "max": t.max_expiry,
-            "state": t.state,
-        }
-        if t.why:
-            d["why"] = t.why
-        n = 64 + len(t.stream) + len(t.why) + sum(len(p) + len(s) + 6 for p, s in t.segments.items())
-        if size + n > SNAPSHOT_PART_BYTES and groups[-1]:
-            groups.append([])
-            size = 0
-        groups[-1].append(d)
-        size += n
-    return [
-        {
-            "op": "snapshot",
-            "stream": TXNS_SEGMENT,
-            "part": i,
-            "of": len(groups),
-            "counter": counter,
-            "txns": g,
-        }
-        for i, g in enumerate(groups)
-    ]
+def _txn_item(t: PravegaTxn) -> dict[str, Any]:
+    """A transaction as a snapshot holds it (its state and why with it)."""
+    d: dict[str, Any] = {
+        "id": _hex(t.txn_id),
+        "stream": t.stream,
+        "epoch": t.epoch,
+        "segs": [[p, s] for p, s in t.segments.items()],
+        "lease": t.lease_ms,
+        "max": t.max_expiry,
+        "state": t.state,
+    }
+    if t.why:
+        d["why"] = t.why
+    return d
 
 
 def _check_lease(stream: str, lease_ms: int) -> None:
