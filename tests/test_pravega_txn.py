@@ -333,7 +333,7 @@ def test_transactions_stress_keeps_the_registry_consistent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compacting: bool
 ) -> None:
     if compacting:  # a snapshot every few records, in several parts, through every reopen
-        monkeypatch.setattr(pravega_txns, "COMPACT_MIN_RECORDS", 8)
+        monkeypatch.setattr(pravega_txns, "COMPACT_MIN_BYTES", 600)
         monkeypatch.setattr(pravega_txns, "SNAPSHOT_PART_BYTES", 400)
     rng = random.Random(7)
     clock = ManualClock(1_000_000)
@@ -409,7 +409,7 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
     """A server making transactions for ever keeps a log proportional to what it remembers, and a
     restart answers as before: open ones open (and committable), completed ones with their states,
     ids never given twice; a snapshot a crash cut short is ignored."""
-    monkeypatch.setattr(pravega_txns, "COMPACT_MIN_RECORDS", 64)
+    monkeypatch.setattr(pravega_txns, "COMPACT_MIN_BYTES", 8_000)
     monkeypatch.setattr(pravega_txns, "SNAPSHOT_PART_BYTES", 2_000)
     clock = ManualClock(1_000_000)
     store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
@@ -425,8 +425,9 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
         (txns.commit if i % 2 else txns.abort)("cp/s", t.txn_id)
     log = store.get_info(TXNS_SEGMENT)
     assert log.start_offset > 0  # truncated at a snapshot
-    remembered = len(txns._open) + len(txns._done)
-    assert txns._records <= max(64, 2 * remembered) + 1
+    growth = txns._growth
+    assert growth.since <= max(8_000, 2 * growth.snapshot) + 400  # (+ one record)
+    assert log.length - log.start_offset <= growth.snapshot + growth.since
     before, last = _remembered(txns), max(txns._done)
     store.close()
     store = SegmentStore(clock=clock, data_dir=tmp_path / "d")

@@ -32,13 +32,12 @@ open, their leases re-armed from the restart with the longest lease, as Pravega'
 controller does for the transactions of a controller that failed. Pings are not
 records. A refused commit or abort changes nothing and names the transaction.
 
-The log is compacted: once it holds more records than twice the transactions remembered (and at
-least ``COMPACT_MIN_RECORDS``) since its last snapshot, a snapshot of every remembered
-transaction is appended (``snapshot`` records of at most ``SNAPSHOT_PART_BYTES`` each, written
-one after the other under the registry's lock) and the log is truncated where it begins, so the
-log and a restart's replay stay proportional to what is remembered, not to every transaction
-ever made. A snapshot a crash cut short is ignored by the replay (the records before it are
-still there).
+The log compacts itself (``controller.log_snapshots``): once the bytes written since its
+last snapshot exceed twice that snapshot's (and ``COMPACT_MIN_BYTES``), a snapshot of every
+remembered transaction is appended (``snapshot`` records of at most ``SNAPSHOT_PART_BYTES``
+each, under the registry's lock) and the log is truncated where it begins, so the log and a
+restart's replay stay proportional to what is remembered, not to every transaction ever
+made. A snapshot a crash cut short is ignored by the replay.
 """
 
 from __future__ import annotations
@@ -51,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import checked
 from ..controller.controller import controller_of
-from ..controller.log_snapshots import SNAPSHOT_OP, SnapshotParts, compaction_due, snapshot_records
+from ..controller.log_snapshots import SNAPSHOT_OP, LogGrowth, SnapshotParts, sized, write_snapshot
 from ..controller.model import encode_record, parse_records
 from ..errors import (
     BadOffsetError,
@@ -75,7 +74,7 @@ __all__ = [
     "MAX_LEASE_MS",
     "MAX_EXECUTION_MS",
     "COMPLETED_KEPT",
-    "COMPACT_MIN_RECORDS",
+    "COMPACT_MIN_BYTES",
     "SNAPSHOT_PART_BYTES",
     "SWEEP_S",
     "OPEN",
@@ -103,8 +102,8 @@ MAX_EXECUTION_MS = 86_400_000
 """Longest a transaction may stay open: ``min(1000 leases, a day)`` (Pravega's bound)."""
 COMPLETED_KEPT = 65_536
 """Completed transactions whose state ``state`` still answers (the latest)."""
-COMPACT_MIN_RECORDS = 4_096
-"""The fewest records since the last snapshot that make the log compact itself."""
+COMPACT_MIN_BYTES = 1 << 20
+"""The fewest bytes written since the last snapshot that make the log compact itself."""
 SNAPSHOT_PART_BYTES = 1 << 20
 """The most JSON bytes of one ``snapshot`` record (a snapshot of many transactions is several)."""
 SWEEP_S = 0.25
@@ -178,7 +177,7 @@ class PravegaTransactions:
         self._by_name: dict[str, PravegaTxn] = {}  # Pravega segment name -> its open transaction
         self._counter = 0
         self._log_length = 0
-        self._records = 0  # since the log's last snapshot (or its start)
+        self._growth = LogGrowth()
         with self._lock:
             self._replay()
 
@@ -401,12 +400,12 @@ class PravegaTransactions:
                 "this one is stale (share one via transactions_of(store))"
             ) from None
         self._log_length = r.offset + r.length
-        self._records += 1
+        self._growth.wrote(r.length)
 
     # ------------------------------------------------------------------ compaction
     def _maybe_compact(self) -> None:
         """Compact when due (``log_snapshots``): amortised O(1) per record."""
-        if compaction_due(self._records, len(self._open) + len(self._done), COMPACT_MIN_RECORDS):
+        if self._growth.due(COMPACT_MIN_BYTES):
             self.compact()
 
     def compact(self) -> int:
@@ -416,22 +415,10 @@ class PravegaTransactions:
             items = [{"counter": self._counter}] + [
                 _txn_item(t) for t in [*self._done.values(), *self._open.values()]
             ]
-            parts = snapshot_records(TXNS_SEGMENT, items, SNAPSHOT_PART_BYTES)
-            start = self._log_length
-            before = self._store.get_info(TXNS_SEGMENT).start_offset
-            try:
-                for rec in parts:
-                    self._write(rec)
-            except SegmentStoreError as e:  # a partial snapshot is ignored by the replay
-                _log.warning("pravega transactions: the log was not compacted: %s", e)
-                return 0
-            self._records = 0
-            try:
-                self._store.truncate(TXNS_SEGMENT, start)
-            except SegmentStoreError as e:  # the snapshot supersedes what is before it all the same
-                _log.warning("pravega transactions: the log was not truncated at its snapshot: %s", e)
-                return 0
-            return start - before
+            length = lambda: self._log_length  # noqa: E731
+            return write_snapshot(
+                self._store, TXNS_SEGMENT, items, SNAPSHOT_PART_BYTES, self._write, length, self._growth
+            )
 
     def _replay(self) -> None:
         store = self._store
@@ -439,15 +426,16 @@ class PravegaTransactions:
             store.create_segment(TXNS_SEGMENT)
         data, self._log_length = read_to_tail(store, TXNS_SEGMENT)
         snap = SnapshotParts()
-        for pos, rec in parse_records(data, TXNS_SEGMENT):
+        for pos, size, rec in sized(parse_records(data, TXNS_SEGMENT), len(data)):
             try:
                 if rec["op"] == SNAPSHOT_OP:
-                    items = snap.add(rec)
+                    items = snap.add(rec, size)
                     if items is not None:
                         self._apply_snapshot(items)
+                        self._growth.snapshotted(snap.bytes)
                     continue
                 snap.drop()
-                self._records += 1
+                self._growth.wrote(size)
                 self._apply_record(rec)
             except (KeyError, TypeError, ValueError, AssertionError) as e:
                 raise DataCorruptionError(f"{TXNS_SEGMENT!r}: bad record at offset {pos}: {e!r}") from None
@@ -458,7 +446,6 @@ class PravegaTransactions:
         self._open.clear()
         self._done.clear()
         self._by_name.clear()
-        self._records = 0
         self._counter = int(items[0]["counter"])
         for t in items[1:]:
             txn_id = int(t["id"], 16)
