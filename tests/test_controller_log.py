@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from segmentstore import ManualClock, SegmentStore, StoreConfig
-from segmentstore.client import EmbeddedClient
+from segmentstore import ManualClock, SegmentStore, StoreConfig, StreamController, TickingClock
+from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.controller import controller as controller_module
 from segmentstore.controller.controller import STREAMS_SEGMENT, controller_of
 from segmentstore.controller.model import StreamMetadata
 from segmentstore.controller.stream_config import StreamConfig
 from segmentstore.errors import SegmentStoreError, StreamSealedError
+from segmentstore.net.server import SegmentStoreServer
 
 
 def _durable(d: Path, clock: ManualClock) -> SegmentStore:
@@ -174,3 +175,47 @@ def test_a_snapshot_cut_short_is_ignored_and_compaction_waits_between_changes(
     with _durable(tmp_path, clock) as store:
         assert _answers(store) == before
         controller_of(store)._check()
+
+
+@pytest.mark.parametrize("via", ["embedded", "remote"])
+def test_commits_on_a_ticking_clock_compact_and_a_new_controller_replays_the_snapshot(
+    monkeypatch: pytest.MonkeyPatch, via: str
+) -> None:
+    """Transactions committed (and one rolled over a scale) on a clock that moves by itself, over
+    either client: the log compacts between the commits, and a controller opened on the store
+    answers as the one that wrote it, resent commits included."""
+    monkeypatch.setattr(controller_module, "COMPACT_MIN_BYTES", 3_000)
+    monkeypatch.setattr(controller_module, "SNAPSHOT_PART_BYTES", 500)
+    store = SegmentStore(clock=TickingClock(1_000_000))
+    server = SegmentStoreServer(store) if via == "remote" else None
+    c = EmbeddedClient(store) if server is None else RemoteClient(("127.0.0.1", server.start()), timeout_s=20)
+    try:
+        c.create_stream("sc/t", 3)
+        txns: list[list[str]] = []
+        for i in range(120):
+            info = c.begin_transaction("sc/t")
+            for t in info.segments:
+                c.append(t.name, b"txn %d" % i)
+            if i % 30 == 29:  # committed after a scale: rolled over
+                seg = c.get_stream("sc/t").active_segments[-1]
+                mid = (seg.key_low + seg.key_high) / 2
+                c.scale_stream("sc/t", [seg.name], [(seg.key_low, mid), (mid, seg.key_high)])
+            txns.append([t.name for t in info.segments])
+            c.commit_transaction("sc/t", txns[-1])
+        assert store.get_info(STREAMS_SEGMENT).start_offset > 0
+        before = _answers(store)
+        replayed = StreamController(store)  # the writer's controller is stale after this one's writes
+        replayed._check()
+        assert {n: replayed.get_stream(n) for n in replayed.list_streams()} == {
+            n: before[n][0] for n in before if n != "scopes"
+        }
+        lengths = {n: store.get_info(n).length for n in store.list_segments()}
+        for names in txns[-3:]:
+            replayed.commit_transaction("sc/t", names)  # recognised: nothing merged again
+        assert {n: store.get_info(n).length for n in store.list_segments()} == lengths
+        store._check()
+    finally:
+        if server is not None:
+            c.close()
+            server.stop()
+        store.close()
