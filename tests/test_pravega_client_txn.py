@@ -261,3 +261,29 @@ def test_a_write_to_a_sealed_stream_is_refused_as_pravegas_client_sees_it(
         tw.begin_txn()
     assert m.delete_stream("sealed", "s")
     assert m.delete_scope("sealed")
+
+
+def test_sealing_a_stream_aborts_its_open_transactions_as_pravega_does(server: Served) -> None:
+    """Pravega's controller aborts a stream's open transactions before it seals the stream: their events
+    never appear, a transaction committed before keeps its events, and one of another stream stays open."""
+    m = _manager(server)
+    m.create_scope("sealtx")
+    m.create_stream("sealtx", "s", 2)
+    m.create_stream("sealtx", "other", 1)
+    tw = m.create_transaction_writer("sealtx", "s", 21)
+    done, left = tw.begin_txn(), tw.begin_txn()
+    done.write_event_bytes(b"committed", routing_key="k")
+    done.commit()
+    left.write_event_bytes(b"never", routing_key="k")
+    other_writer = m.create_transaction_writer("sealtx", "other", 22)  # (kept: its pinger serves the txn)
+    elsewhere = other_writer.begin_txn()
+    elsewhere.write_event_bytes(b"other stream", routing_key="k")
+    assert left.is_open() and elsewhere.is_open()
+    assert m.seal_stream("sealtx", "s")
+    assert not left.is_open()
+    assert elsewhere.is_open()
+    with pytest.raises(ValueError, match=r"(?s)ABORTED.*its stream was sealed"):
+        left.commit()
+    assert _stream_events(server.port, "sealtx/s") == [b"committed"]
+    elsewhere.commit()
+    assert _stream_events(server.port, "sealtx/other") == [b"other stream"]

@@ -16,7 +16,8 @@ from pravega_helpers import WireClient, frame_events, parse_events
 
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.controller.controller import controller_of
-from segmentstore.errors import SegmentNotFoundError
+from segmentstore.errors import SegmentNotFoundError, SegmentStoreError
+from segmentstore.pravega import transactions as pravega_txns
 from segmentstore.pravega import wire_replies as rep
 from segmentstore.pravega import wire_requests as req
 from segmentstore.pravega.endpoints import PravegaEndpoints
@@ -27,6 +28,7 @@ from segmentstore.pravega.transactions import (
     COMMITTED,
     MAX_LEASE_MS,
     OPEN,
+    TXNS_SEGMENT,
     PravegaTransactions,
     TransactionStateError,
     transactions_of,
@@ -326,7 +328,13 @@ def test_transactions_survive_a_restart_and_an_interrupted_commit_is_finished(tm
         store.close()
 
 
-def test_transactions_stress_keeps_the_registry_consistent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("compacting", [False, True], ids=["log", "compacted-log"])
+def test_transactions_stress_keeps_the_registry_consistent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, compacting: bool
+) -> None:
+    if compacting:  # a snapshot every few records, in several parts, through every reopen
+        monkeypatch.setattr(pravega_txns, "COMPACT_MIN_BYTES", 600)
+        monkeypatch.setattr(pravega_txns, "SNAPSHOT_PART_BYTES", 400)
     rng = random.Random(7)
     clock = ManualClock(1_000_000)
     store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
@@ -374,16 +382,89 @@ def test_transactions_stress_keeps_the_registry_consistent(tmp_path: Path) -> No
             elif op == "expire":
                 txns.expire()
             else:
+                before = _remembered(txns)
                 store.close()
                 store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
                 txns = transactions_of(store)
                 ctl = controller_of(store)
+                assert _remembered(txns) == before  # every state and why, whether the log was compacted
             txns._check()
             ctl._check()
             assert sorted(_events(store, "st/s")) == sorted(committed), step
         assert len(committed) > 20 and len(txns._done) > 20  # commits, aborts and expiries happened
+        assert (store.get_info(TXNS_SEGMENT).start_offset > 0) == compacting
     finally:
         store.close()
+
+
+def _remembered(txns: PravegaTransactions) -> dict[int, tuple[str, str, str, tuple[str, ...]]]:
+    """What a registry answers of every transaction it remembers: stream, state, why, segments."""
+    every = {**txns._done, **txns._open}
+    return {i: (t.stream, t.state, t.why, tuple(t.segments)) for i, t in every.items()}
+
+
+def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server making transactions for ever keeps a log proportional to what it remembers, and a
+    restart answers as before: open ones open (and committable), completed ones with their states,
+    ids never given twice; a snapshot a crash cut short is ignored."""
+    monkeypatch.setattr(pravega_txns, "COMPACT_MIN_BYTES", 8_000)
+    monkeypatch.setattr(pravega_txns, "SNAPSHOT_PART_BYTES", 2_000)
+    clock = ManualClock(1_000_000)
+    store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
+    txns = transactions_of(store)
+    ctl = controller_of(store)
+    ctl.create_scope("cp")
+    from segmentstore.stream_metadata import FRAMING_PRAVEGA
+
+    ctl.create_stream_in_scope("cp/s", _fixed(3), FRAMING_PRAVEGA)
+    kept, _ = txns.create("cp/s", 30_000)
+    for i in range(600):  # 1,800 records uncompacted
+        t, _ = txns.create("cp/s", 30_000)
+        (txns.commit if i % 2 else txns.abort)("cp/s", t.txn_id)
+    log = store.get_info(TXNS_SEGMENT)
+    assert log.start_offset > 0  # truncated at a snapshot
+    growth = txns._growth
+    assert growth.since <= max(8_000, 2 * growth.snapshot) + 400  # (+ one record)
+    assert log.length - log.start_offset <= growth.snapshot + growth.since
+    before, last = _remembered(txns), max(txns._done)
+    store.close()
+    store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
+    try:
+        txns = transactions_of(store)
+        assert _remembered(txns) == before
+        assert txns.state("cp/s", kept.txn_id) == OPEN
+        store.append(txns.store_segment(next(iter(kept.segments))), frame_events([b"kept"]))
+        txns.commit("cp/s", kept.txn_id)
+        assert _events(store, "cp/s") == [b"kept"]
+        assert txns.create("cp/s", 30_000)[0].txn_id & 0xFFFF == (last & 0xFFFF) + 1  # the counter goes on
+        # a snapshot cut short (its first part of two, then a crash) changes nothing at the next start
+        before = _remembered(txns)
+        txns._write = _first_record_only(txns._write)  # type: ignore[method-assign]
+        assert txns.compact() == 0  # the second part's write fails: not truncated
+        txns._write = type(txns)._write.__get__(txns)  # type: ignore[method-assign]
+        txns._check()
+        store.close()
+        store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
+        txns = transactions_of(store)
+        assert _remembered(txns) == before
+        txns._check()
+    finally:
+        store.close()
+
+
+def _first_record_only(write: Any) -> Any:
+    """``_write`` that writes its first record, then fails as a store refusing writes would."""
+    calls = [0]
+
+    def once(rec: dict[str, Any]) -> None:
+        calls[0] += 1
+        if calls[0] > 1:
+            raise SegmentStoreError("refused (the test's crash between two parts)")
+        write(rec)
+
+    return once
 
 
 def _fixed(n: int) -> Any:

@@ -44,7 +44,7 @@ class StreamAdmin(StreamScaling):
     def create_scope(self, scope: str) -> bool:
         """Create ``scope``; ``False`` if it exists already (nothing changes). O(1)."""
         check_scope_name(scope)
-        with self._lock:
+        with self._mutating():
             if scope in self._meta.scopes:
                 return False
             rec = {"op": "scope", "scope": scope}
@@ -64,7 +64,7 @@ class StreamAdmin(StreamScaling):
 
     def delete_scope(self, scope: str) -> None:
         """Delete an empty scope; else ``ScopeNotFoundError``, or ``ScopeNotEmptyError`` naming a stream."""
-        with self._lock:
+        with self._mutating():
             if scope not in self._meta.scopes:
                 raise ScopeNotFoundError(f"scope {scope!r:.300} does not exist")
             inside = self.streams_in_scope(scope)
@@ -98,7 +98,7 @@ class StreamAdmin(StreamScaling):
                 f"stream {stream!r}: framing must be one of {FRAMINGS}, got {framing!r}"
             )
         scope = stream.split("/", 1)[0]
-        with self._lock:
+        with self._mutating():
             if scope not in self._meta.scopes:
                 raise ScopeNotFoundError(f"scope {scope!r} does not exist; create it first")
             if stream in self._meta.streams:
@@ -118,7 +118,7 @@ class StreamAdmin(StreamScaling):
             raise InvalidArgumentError(
                 f"stream {stream!r}: config must be a StreamConfig, got {config!r:.80}"
             )
-        with self._lock:
+        with self._mutating():
             st = self._get_open(stream, "updated")
             n, active = config.min_segments, len(st.active)
             if (config.scaling_kind == "fixed" and active != n) or active < n:
@@ -143,7 +143,7 @@ class StreamAdmin(StreamScaling):
             raise InvalidArgumentError(
                 f"stream {stream!r}: a stream cut must be a non-empty mapping, got {cut!r:.80}"
             )
-        with self._lock:
+        with self._mutating():
             st = self._get_open(stream, "truncated")
             segs = self._check_cut(st, cut)
             drop: set[str] = set()

@@ -10,7 +10,8 @@ segment ``_system/_streams``; a controller opened on a store replays the records
 then finishes whatever a crash interrupted (seals predecessors, completes transaction
 commits, deletes a deleted stream's leftover segments). So the metadata is durable
 whenever the store is. Appends are conditional on the segment's length: a second
-controller writing to the same store makes the first one fail instead of diverge.
+controller writing to the same store makes the first one fail instead of diverge. The log
+compacts itself between changes (``log_snapshots``), so a replay is O(metadata).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..limits import MAX_PATTERN_CHARS, check_size
 from ..store import per_store, read_to_tail
 from ..stream_metadata import FRAMING_INGESTWM, StreamCut, StreamInfo, StreamSegment, SuccessorInfo
 from .admin import StreamAdmin
+from .log_snapshots import SNAPSHOT_OP, LogGrowth, SnapshotParts, sized, write_snapshot
 from .model import StreamMetadata, parse_records
 from .scaling import MAX_INITIAL_SEGMENTS, STREAMS_SEGMENT, ignore_missing
 from .transactions import COMMITS_REMEMBERED, RecentNames, StreamTransactions
@@ -38,8 +40,16 @@ __all__ = [
     "STREAMS_SEGMENT",
     "MAX_INITIAL_SEGMENTS",
     "COMMITS_REMEMBERED",
+    "COMPACT_MIN_BYTES",
+    "SNAPSHOT_PART_BYTES",
     "controller_of",
 ]
+
+
+COMPACT_MIN_BYTES = 1 << 20
+"""The fewest bytes written since the last snapshot that make ``_system/_streams`` compact itself."""
+SNAPSHOT_PART_BYTES = 1 << 20
+"""The most JSON bytes of one of its ``snapshot`` records."""
 
 
 class StreamController(StreamTransactions, StreamAdmin):
@@ -57,6 +67,9 @@ class StreamController(StreamTransactions, StreamAdmin):
         # transaction segments committed lately (from the commit and roll records): a commit
         # sent again after its reply was lost is answered as the first was
         self._committed = RecentNames(COMMITS_REMEMBERED)
+        self._growth = LogGrowth()
+        self._depth = 0
+        self._unfinished = False
         with self._lock:
             self._open()
 
@@ -117,12 +130,25 @@ class StreamController(StreamTransactions, StreamAdmin):
         commits: list[dict[str, Any]] = []
         rolls: list[dict[str, Any]] = []
         last: dict[str, int] = {}  # each stream's last record: only that one may be unfinished
-        for pos, rec in parse_records(bytes(data), STREAMS_SEGMENT):
+        snap = SnapshotParts()
+        for pos, size, rec in sized(parse_records(bytes(data), STREAMS_SEGMENT), len(data)):
             try:
+                if rec["op"] == SNAPSHOT_OP:  # every change before it was finished when it was taken
+                    items = snap.add(rec, size)
+                    if items is not None:
+                        self._meta = StreamMetadata.from_snapshot(items[: int(items[0]["streams"]) + 1])
+                        self._committed = RecentNames(COMMITS_REMEMBERED)
+                        for item in items[int(items[0]["streams"]) + 1 :]:
+                            self._committed.add(str(n) for n in item["committed"])
+                        garbage, commits, rolls, last = set(), [], [], {}
+                        self._growth.snapshotted(snap.bytes)
+                    continue
+                snap.drop()
+                self._growth.wrote(size)
                 if rec["op"] == "delete" and rec["stream"] in self._meta.streams:
                     garbage |= set(self._meta.streams[rec["stream"]].segments)
                 self._meta.apply(rec)
-            except (KeyError, TypeError, ValueError, IndexError) as e:
+            except (KeyError, TypeError, ValueError, IndexError, AssertionError) as e:
                 raise DataCorruptionError(f"{STREAMS_SEGMENT!r}: bad record at offset {pos}: {e!r}") from None
             if "stream" not in rec:  # a scope record
                 continue
@@ -136,6 +162,28 @@ class StreamController(StreamTransactions, StreamAdmin):
         for roll in rolls:
             roll["last"] = last[roll["stream"]] == roll["pos"]
         self._recover(garbage, commits, rolls)
+
+    # ------------------------------------------------------------------ compaction
+    def _maybe_compact(self) -> None:
+        """Compact when due (``log_snapshots``): amortised O(1) per record."""
+        if self._growth.due(COMPACT_MIN_BYTES):
+            self.compact()
+
+    def compact(self) -> int:
+        """Append a snapshot of the metadata (and of the commits remembered) and truncate the log where it
+        begins; the bytes the log dropped. Only between changes: every change before it has finished.
+        A refused write leaves a snapshot cut short, which the replay ignores. O(segments + commits)."""
+        with self._lock:
+            if self._depth or self._unfinished:
+                raise InvalidArgumentError("the stream controller compacts its log only between changes")
+            items = self._meta.snapshot_items()
+            items[0]["streams"] = len(items) - 1
+            names = list(self._committed)
+            items += [{"committed": names[i : i + 1024]} for i in range(0, len(names), 1024)]
+            length = lambda: self._log_length  # noqa: E731
+            return write_snapshot(
+                self._store, STREAMS_SEGMENT, items, SNAPSHOT_PART_BYTES, self._write, length, self._growth
+            )
 
     def _recover(self, garbage: set[str], commits: list[dict[str, Any]], rolls: list[dict[str, Any]]) -> None:
         pending = {target for r in rolls for txn, target in r["txns"] if self._store.exists(txn)}

@@ -244,6 +244,59 @@ class StreamMetadata:
         elif op != "commit":
             raise DataCorruptionError(f"stream metadata: unknown record {op!r} for stream {name!r}")
 
+    # ------------------------------------------------------------------ snapshots (``log_snapshots``)
+    def snapshot_items(self) -> list[dict[str, Any]]:
+        """The model as a snapshot's items: the scopes, then one item per stream with every segment
+        (sealed, truncated away, successors), the active ones, the head, the cut, framing and config.
+        ``from_snapshot`` of them is this model. O(segments)."""
+        items: list[dict[str, Any]] = [{"scopes": sorted(self.scopes)}]
+        for st in self.streams.values():
+            items.append(
+                {
+                    "stream": st.name,
+                    "epoch": st.epoch,
+                    "sealed": st.sealed,
+                    "framing": st.framing,
+                    "config": st.config.to_record(),
+                    "next": st.next_number,
+                    "segs": [
+                        [segment_record(e.info), e.sealed, e.deleted, [*e.predecessors], [*e.successors]]
+                        for e in st.segments.values()
+                    ],
+                    "active": [s.name for s in st.active],
+                    "initial": list(st.initial),
+                    "cut": [[n, o] for n, o in st.cut.items()],
+                }
+            )
+        return items
+
+    @classmethod
+    def from_snapshot(cls, items: list[dict[str, Any]]) -> StreamMetadata:
+        """The model a snapshot's items hold (``snapshot_items``). ``KeyError``/``ValueError``/``TypeError``
+        for items that are not one. O(segments)."""
+        m = cls()
+        m.scopes = {str(s) for s in items[0]["scopes"]}
+        for d in items[1:]:
+            name = str(d["stream"])
+            config = StreamConfig.from_record(d["config"], f"the snapshot of stream {name!r}")
+            framing = str(d["framing"])
+            if framing not in FRAMINGS:
+                raise ValueError(f"stream {name!r} has the unknown framing {framing!r}")
+            segs: dict[str, SegmentEntry] = {}
+            for rec, sealed, deleted, preds, succs in d["segs"]:
+                e = SegmentEntry(_seg_from(name, rec), tuple(str(p) for p in preds))
+                e.sealed, e.deleted, e.successors = bool(sealed), bool(deleted), tuple(str(x) for x in succs)
+                segs[e.info.name] = e
+            st = StreamEntry(name, [segs[str(n)].info for n in d["active"]], framing, config)
+            st.segments = segs
+            st.epoch, st.sealed, st.next_number = int(d["epoch"]), bool(d["sealed"]), int(d["next"])
+            st.initial = tuple(str(n) for n in d["initial"])
+            st.cut = {str(n): int(o) for n, o in d["cut"]}
+            m.streams[name] = st
+            for n in segs:
+                m.by_segment[n] = st
+        return m
+
     @checked
     def _check(self) -> None:
         """Assert tiling of active ranges, successor symmetry, numbering and the segment index."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.segment import TRANSACTION_SEPARATOR
@@ -38,6 +38,7 @@ from ..stream_metadata import (
     check_stream_name,
     stream_segment_name,
 )
+from .log_snapshots import LogGrowth
 from .model import SegmentEntry, StreamEntry, StreamMetadata, encode_record, plan_scale, segment_record
 from .stream_config import StreamConfig, default_config
 
@@ -60,6 +61,12 @@ class StreamScaling:
     _lock: threading.RLock
     _meta: StreamMetadata
     _log_length: int
+    _growth: LogGrowth
+    """The log's growth since its last snapshot (``log_snapshots``)."""
+    _depth: int
+    """Changes under way in this thread (``_mutating``, nested)."""
+    _unfinished: bool
+    """A change failed after writing a record: no compaction until the next opening."""
 
     # ------------------------------------------------------------------ changes
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:
@@ -71,7 +78,7 @@ class StreamScaling:
                 f"stream {stream!r}: initial_segments must be an int in "
                 f"[1, {MAX_INITIAL_SEGMENTS}] (segmentstore.limits.MAX_STREAM_SEGMENTS), got {n!r:.40}"
             )
-        with self._lock:
+        with self._mutating():
             if stream in self._meta.streams:
                 raise StreamExistsError(f"stream {stream!r} exists already")
             return self._create(stream, n, FRAMING_INGESTWM, None)
@@ -93,7 +100,7 @@ class StreamScaling:
         self, stream: str, seal: Sequence[str], new_ranges: Sequence[tuple[float, float]]
     ) -> tuple[StreamSegment, ...]:
         """See ``StreamClient.scale_stream``."""
-        with self._lock:
+        with self._mutating():
             st = self._get_open(stream, "scaled")
             if isinstance(seal, str) or not isinstance(seal, Sequence) or not seal:
                 raise InvalidScaleError(
@@ -125,7 +132,7 @@ class StreamScaling:
 
     def seal_stream(self, stream: str) -> None:
         """See ``StreamClient.seal_stream``."""
-        with self._lock:
+        with self._mutating():
             st = self._get(stream)
             if not st.sealed:
                 self._write({"op": "seal", "stream": stream})
@@ -135,7 +142,7 @@ class StreamScaling:
 
     def delete_stream(self, stream: str) -> None:
         """See ``StreamClient.delete_stream``."""
-        with self._lock:
+        with self._mutating():
             st = self._get(stream)
             if not st.sealed:
                 raise StreamNotSealedError(f"stream {stream!r} must be sealed before it is deleted")
@@ -237,6 +244,28 @@ class StreamScaling:
             ignore_missing(self._store.delete, n)
 
     # ------------------------------------------------------------------ records
+    @contextlib.contextmanager
+    def _mutating(self) -> Iterator[None]:
+        """Hold the lock for one change; after the outermost change ends well, compact the log if due
+        (``log_snapshots``). A change that failed after writing a record may need the replay to finish
+        it: the log is not compacted again in this process."""
+        with self._lock:
+            self._depth += 1
+            written = self._log_length
+            try:
+                yield
+            except BaseException:
+                if self._log_length != written:
+                    self._unfinished = True
+                raise
+            finally:
+                self._depth -= 1
+            if self._depth == 0 and not self._unfinished:
+                self._maybe_compact()
+
+    def _maybe_compact(self) -> None:
+        """Implemented by ``StreamController``."""
+
     def _write(self, rec: dict[str, Any]) -> None:
         try:
             r = self._store.append(STREAMS_SEGMENT, encode_record(rec), self._log_length)
@@ -246,6 +275,7 @@ class StreamScaling:
                 "this one is stale (share one via controller_of(store))"
             ) from None
         self._log_length = r.offset + r.length
+        self._growth.wrote(r.length)
 
 
 def ignore_missing(fn: Any, name: str) -> None:

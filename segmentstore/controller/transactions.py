@@ -14,7 +14,7 @@ sealed stream raises ``StreamSealedError`` (abort the transaction instead).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from ..errors import InvalidArgumentError, NotATransactionError, SegmentSealedError, SegmentTruncatedError
 from ..limits import MAX_STREAM_SEGMENTS, check_size
@@ -52,7 +52,7 @@ class StreamTransactions(StreamScaling):
 
     def commit_transaction(self, stream: str, txn_segments: Sequence[str]) -> None:
         """See ``StreamClient.commit_transaction``; a rolled commit is ``_roll`` (module docstring)."""
-        with self._lock:
+        with self._mutating():
             names = _names(stream, txn_segments)
             if names and self._committed.holds(names):
                 self._get(stream)
@@ -222,3 +222,7 @@ class RecentNames:
 
     def __len__(self) -> int:
         return len(self._names)
+
+    def __iter__(self) -> Iterator[str]:
+        """The names, oldest first (adding them in this order to an empty one gives the same)."""
+        return iter(self._names)

@@ -261,6 +261,9 @@ class ControllerServicer(TransactionRpcs):
         st = self.pb.UpdateStreamStatus
         name = self._name(request)
         try:
+            self.ctl.get_stream(name)
+            # as Pravega's controller: the stream's open transactions are aborted before it is sealed
+            self.txns.abort_open(name, "its stream was sealed")
             self.ctl.seal_stream(name)
         except StreamNotFoundError:
             return st(status=self._status_of_missing(st, name))

@@ -31,6 +31,13 @@ transaction is committed, an ``ABORTING`` one aborted) and open transactions sta
 open, their leases re-armed from the restart with the longest lease, as Pravega's
 controller does for the transactions of a controller that failed. Pings are not
 records. A refused commit or abort changes nothing and names the transaction.
+
+The log compacts itself (``controller.log_snapshots``): once the bytes written since its
+last snapshot exceed twice that snapshot's (and ``COMPACT_MIN_BYTES``), a snapshot of every
+remembered transaction is appended (``snapshot`` records of at most ``SNAPSHOT_PART_BYTES``
+each, under the registry's lock) and the log is truncated where it begins, so the log and a
+restart's replay stay proportional to what is remembered, not to every transaction ever
+made. A snapshot a crash cut short is ignored by the replay.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import checked
 from ..controller.controller import controller_of
+from ..controller.log_snapshots import SNAPSHOT_OP, LogGrowth, SnapshotParts, sized, write_snapshot
 from ..controller.model import encode_record, parse_records
 from ..errors import (
     BadOffsetError,
@@ -66,6 +74,8 @@ __all__ = [
     "MAX_LEASE_MS",
     "MAX_EXECUTION_MS",
     "COMPLETED_KEPT",
+    "COMPACT_MIN_BYTES",
+    "SNAPSHOT_PART_BYTES",
     "SWEEP_S",
     "OPEN",
     "COMMITTING",
@@ -92,6 +102,10 @@ MAX_EXECUTION_MS = 86_400_000
 """Longest a transaction may stay open: ``min(1000 leases, a day)`` (Pravega's bound)."""
 COMPLETED_KEPT = 65_536
 """Completed transactions whose state ``state`` still answers (the latest)."""
+COMPACT_MIN_BYTES = 1 << 20
+"""The fewest bytes written since the last snapshot that make the log compact itself."""
+SNAPSHOT_PART_BYTES = 1 << 20
+"""The most JSON bytes of one ``snapshot`` record (a snapshot of many transactions is several)."""
 SWEEP_S = 0.25
 """How often (wall seconds) the endpoints run ``expire``: the timeout service's tick."""
 OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED, UNKNOWN = (
@@ -163,6 +177,7 @@ class PravegaTransactions:
         self._by_name: dict[str, PravegaTxn] = {}  # Pravega segment name -> its open transaction
         self._counter = 0
         self._log_length = 0
+        self._growth = LogGrowth()
         with self._lock:
             self._replay()
 
@@ -206,6 +221,7 @@ class PravegaTransactions:
                 raise
             self._open[txn_id] = txn
             self._by_name.update(dict.fromkeys(segments, txn))
+            self._maybe_compact()
             return txn, info
 
     def ping(self, stream: str, txn_id: int, lease_ms: int) -> str:
@@ -265,6 +281,15 @@ class PravegaTransactions:
             if txn.state != OPEN:
                 raise TransactionStateError(f"{txn.describe()} cannot be aborted: it is {txn.state}")
             self._abort(txn, why)
+
+    def abort_open(self, stream: str, why: str) -> list[int]:
+        """Abort every open transaction of ``stream`` (and finish any left aborting), as Pravega does
+        before it seals a stream; their ids. O(open transactions)."""
+        with self._lock:
+            mine = [t for t in self._open.values() if t.stream == stream and t.state in (OPEN, ABORTING)]
+            for t in mine:
+                self._abort(t, why)
+            return [t.txn_id for t in mine]
 
     def store_segment(self, name: str) -> str:
         """The store's segment behind a Pravega transaction segment name; ``SegmentNotFoundError`` saying
@@ -352,6 +377,7 @@ class PravegaTransactions:
             rec["why"] = why
         self._write(rec)
         self._apply_state(txn, state, why)
+        self._maybe_compact()
 
     def _apply_state(self, txn: PravegaTxn, state: str, why: str) -> None:
         txn.state = state
@@ -374,18 +400,68 @@ class PravegaTransactions:
                 "this one is stale (share one via transactions_of(store))"
             ) from None
         self._log_length = r.offset + r.length
+        self._growth.wrote(r.length)
+
+    # ------------------------------------------------------------------ compaction
+    def _maybe_compact(self) -> None:
+        """Compact when due (``log_snapshots``): amortised O(1) per record."""
+        if self._growth.due(COMPACT_MIN_BYTES):
+            self.compact()
+
+    def compact(self) -> int:
+        """Append a snapshot of every remembered transaction and truncate the log where it begins; the
+        bytes the log dropped. A refused write leaves the log as it was (the next record tries again)."""
+        with self._lock:
+            items = [{"counter": self._counter}] + [
+                _txn_item(t) for t in [*self._done.values(), *self._open.values()]
+            ]
+            length = lambda: self._log_length  # noqa: E731
+            return write_snapshot(
+                self._store, TXNS_SEGMENT, items, SNAPSHOT_PART_BYTES, self._write, length, self._growth
+            )
 
     def _replay(self) -> None:
         store = self._store
         with contextlib.suppress(SegmentExistsError):
             store.create_segment(TXNS_SEGMENT)
         data, self._log_length = read_to_tail(store, TXNS_SEGMENT)
-        for pos, rec in parse_records(data, TXNS_SEGMENT):
+        snap = SnapshotParts()
+        for pos, size, rec in sized(parse_records(data, TXNS_SEGMENT), len(data)):
             try:
+                if rec["op"] == SNAPSHOT_OP:
+                    items = snap.add(rec, size)
+                    if items is not None:
+                        self._apply_snapshot(items)
+                        self._growth.snapshotted(snap.bytes)
+                    continue
+                snap.drop()
+                self._growth.wrote(size)
                 self._apply_record(rec)
             except (KeyError, TypeError, ValueError, AssertionError) as e:
                 raise DataCorruptionError(f"{TXNS_SEGMENT!r}: bad record at offset {pos}: {e!r}") from None
         self._recover()
+
+    def _apply_snapshot(self, items: list[dict[str, Any]]) -> None:
+        """The registry as a complete snapshot holds it (what came before is superseded)."""
+        self._open.clear()
+        self._done.clear()
+        self._by_name.clear()
+        self._counter = int(items[0]["counter"])
+        for t in items[1:]:
+            txn_id = int(t["id"], 16)
+            segments = {str(p): str(s) for p, s in t["segs"]}
+            state = str(t["state"])
+            if state not in _STATES:
+                raise ValueError(f"transaction {t['id']} in unknown state {state!r}")
+            txn = PravegaTxn(
+                txn_id, str(t["stream"]), int(t["epoch"]), segments, int(t["lease"]), 0, int(t["max"]),
+                state, str(t.get("why", "")),
+            )  # fmt: skip
+            if state in (COMMITTED, ABORTED):
+                self._done[txn_id] = txn
+            else:
+                self._open[txn_id] = txn
+                self._by_name.update(dict.fromkeys(segments, txn))
 
     def _apply_record(self, rec: dict[str, Any]) -> None:
         txn_id = int(rec["id"], 16)
@@ -443,6 +519,22 @@ class PravegaTransactions:
                 assert not any(self._by_name.get(p) is t for p in t.segments), "a done transaction indexed"
             assert len(self._by_name) == sum(len(t.segments) for t in self._open.values())
             assert self._log_length == self._store.get_info(TXNS_SEGMENT).length
+
+
+def _txn_item(t: PravegaTxn) -> dict[str, Any]:
+    """A transaction as a snapshot holds it (its state and why with it)."""
+    d: dict[str, Any] = {
+        "id": _hex(t.txn_id),
+        "stream": t.stream,
+        "epoch": t.epoch,
+        "segs": [[p, s] for p, s in t.segments.items()],
+        "lease": t.lease_ms,
+        "max": t.max_expiry,
+        "state": t.state,
+    }
+    if t.why:
+        d["why"] = t.why
+    return d
 
 
 def _check_lease(stream: str, lease_ms: int) -> None:
