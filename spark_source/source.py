@@ -47,6 +47,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import InvalidOptionError
+from .executor import TASK_FETCH_AHEAD, prepare_worker
 from .offsets import SourceOffset
 from .options import EVENT, SourceOptions, parse_source_options
 from .partitioning import pack_ranges, read_ranges, split_range
@@ -88,12 +89,12 @@ class IngestPartition(InputPartition):
 def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, IngestPartition):
         return  # Spark's placeholder for a batch read without partitions
+    prepare_worker()
     events = 0
     if partition.ranges:
-        # read_range fetches ahead itself
         client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
         try:
-            for batch in read_ranges(client, partition.ranges, partition.meta):
+            for batch in read_ranges(client, partition.ranges, partition.meta, ahead=TASK_FETCH_AHEAD):
                 events += batch.num_rows
                 yield batch
         finally:
