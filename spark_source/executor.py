@@ -32,12 +32,14 @@ __all__ = ["TASK_FETCH_AHEAD", "prepare_worker", "worker_prepared", "under_pyspa
 TASK_FETCH_AHEAD = 0
 """Reads a task fetches ahead on a thread of its own (``read_range``'s ``ahead``): none.
 
-A task's reads go to the JVM, which takes ~0.6 us of CPU per row here against the read
-path's ~0.04 on one thread; while the JVM works through one record batch, the task has
+A task's batches go to the JVM, which takes ~0.6 us of CPU per row here against the read
+path's ~0.05 on one thread: while the JVM works through one record batch, the task has
 long fetched and decoded the next (Arrow's stream over the worker's socket pipelines
-them), so a fetch thread hides no wait. It costs CPU the JVM needs: three threads taking
-the GIL in turns (the task's, the fetch thread, the connection's reader) cost ~25 ns per
-row more than one (62 against 36 ns/row of the worker's CPU for EventWriter data here).
+them). The next read's round trip still overlaps the decoding: it is asked for ahead
+(``RemoteClient.prefetch``) and received on the connection's reader thread. A fetch
+thread, decoding ahead too, hides nothing more and costs CPU the JVM needs: three
+threads passing the GIL (the task's, the fetch thread, the connection's reader) took
+~10 ns per row more than two here (EventWriter data from ``ingestwm serve``).
 """
 
 _lock = threading.Lock()
