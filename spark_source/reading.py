@@ -37,6 +37,7 @@ from readergroup.reading.frontier import END_OF_TIME, NO_WATERMARK, event_time_w
 from segmentstore.client import SegmentStoreClient
 from segmentstore.client.security import ClientSecurity
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
+from segmentstore.results import RecordScan
 
 from .errors import DataLossError
 from .fetching import FETCH_AHEAD, READ_CHUNK_BYTES, fetched_ahead, runs_of, whole_frame_reads
@@ -368,28 +369,30 @@ def frame_span(
     max_bytes: int,
     max_frames: int | None = None,
     pravega: bool = False,
+    scan: Callable[[str, int, int, int | None], RecordScan] | None = None,
 ) -> tuple[int, int]:
     """``(end, frames)``: the whole frames in ``[begin, begin + max_bytes)``, at most ``max_frames``.
 
     ``begin`` must be a frame boundary. Frames are length-prefixed records, so the store
-    walks their headers where the bytes are (``scan_records``) and no event byte
-    travels: one call per 16 MiB. Nothing is validated (``frame_ends`` does that). Pravega's frames
-    (``pravega``) are not the store's u32-prefixed records: their ends are found by ``frame_ends``,
-    reading the bytes.
+    walks their headers where the bytes are (``scan_records``, or ``scan`` standing in for
+    it) and no event byte travels: one call per 16 MiB. Nothing is validated (``frame_ends``
+    does that). Pravega's frames (``pravega``) are not the store's u32-prefixed records: their
+    ends are found by ``frame_ends``, reading the bytes.
     """
     if pravega:
         ends = frame_ends(client, segment, begin, max_bytes, max_frames, pravega=True)
         return (int(ends[-1]), len(ends)) if len(ends) else (begin, 0)
+    scan_records = scan or client.scan_records
     pos = begin
     found = 0
     limit = begin + max_bytes
-    while max_frames is None or found < max_frames:
+    while (max_frames is None or found < max_frames) and pos < limit:  # (no frame fits in 0 bytes)
         want = None if max_frames is None else max_frames - found
-        scan = client.scan_records(segment, pos, limit - pos, want)
-        if scan.records == 0:
+        got = scan_records(segment, pos, limit - pos, want)
+        if got.records == 0:
             break
-        found += scan.records
-        pos = scan.end
+        found += got.records
+        pos = got.end
     return pos, found
 
 
