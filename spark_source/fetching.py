@@ -5,9 +5,13 @@
 (``FrameChunk``): the next read starts at the first frame the previous one cut short
 (``walk_frames`` finds it by jumping from header to header), so the decoder works on
 each read's own buffer, with no carry copied in front of it. A frame longer than a
-read is collected over several. ``fetched_ahead`` runs such a generator on a thread
-up to ``ahead`` items ahead of its consumer: socket reads release the GIL and the
-numba kernels run with ``nogil``, so fetching overlaps decoding.
+read is collected over several. Over ``RemoteClient`` the next read is asked for
+(``prefetch``) as soon as its start is known, before the read in hand is handed on, so
+its round trip overlaps the decoding on the connection's reader thread; not a range's last
+read, which may end at the tail (a read there asks again for a fresh watermark). ``fetched_ahead``
+runs such a generator on a thread up to ``ahead`` items ahead of its consumer: socket
+reads release the GIL and the numba kernels run with ``nogil``, so decoding overlaps
+what the consumer does with the reads before (a Spark task has none: ``executor``).
 
 With ``runs``, each read also brings the ingestion runs of its whole frames, so that
 the decoder never waits for the store: they are asked for ``RUNS_AHEAD_READS`` reads'
@@ -32,7 +36,7 @@ import numpy as np
 from readergroup.format.frame_batch import walk_frames
 from readergroup.format.pravega_frames import walk_pravega_frames
 from segmentstore.checks import checked
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client import RemoteClient, SegmentStoreClient
 from segmentstore.errors import ProtocolError
 
 from .errors import DataLossError
@@ -91,13 +95,14 @@ def whole_frame_reads(
     frames are Pravega's (``walk_pravega_frames``).
     """
     walk = walk_pravega_frames if pravega else walk_frames
+    prefetch = client.prefetch if isinstance(client, RemoteClient) else None
     pos = begin  # the next byte to read
     carry = b""  # the start of a frame longer than the reads so far
     need = 0  # that frame's full length, when known
     window = _RunsWindow(client, segment, end, RUNS_AHEAD_READS * chunk_bytes)
     while pos < end:
         want = min(max(chunk_bytes, need - len(carry)), end - pos)
-        r = client.read(segment, pos, want)
+        r = client.read(segment, pos, want)  # the reply asked for ahead, if it was
         if not r.data:
             raise DataLossError(
                 f"segment {segment!r} of stream {stream!r}: no data at offset {pos}, below the planned "
@@ -110,7 +115,10 @@ def whole_frame_reads(
             carry, need = data, (nxt or 0)
             pos += len(r.data)
             continue
-        times = window.runs(base, base + whole) if runs and whole else None
+        after = base + whole
+        if prefetch is not None and not bad and after + chunk_bytes < end:  # asked before this one is used
+            prefetch(segment, after, chunk_bytes)  # (not the range's last: at the tail, a read asks again)
+        times = window.runs(base, after) if runs and whole else None
         yield FrameChunk(base, data, whole, times)
         if bad:
             return  # the decoder raises on the malformed frame

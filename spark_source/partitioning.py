@@ -44,7 +44,7 @@ from segmentstore.client import SegmentStoreClient
 
 from .options import DEFAULT_MAX_PARTITION_BYTES
 from .planner import SegmentRange
-from .reading import BatchMeta, events_batch, frame_span, read_range, times_in_runs
+from .reading import FETCH_AHEAD, BatchMeta, events_batch, frame_span, read_range, times_in_runs
 
 __all__ = [
     "DEFAULT_MAX_PARTITION_BYTES",
@@ -135,6 +135,7 @@ def read_ranges(
     ranges: Sequence[SegmentRange],
     meta: BatchMeta,
     warn: Callable[[str], None] | None = None,
+    ahead: int = FETCH_AHEAD,
 ) -> Iterator[pa.RecordBatch]:
     """The events of ``ranges`` as ``read_range`` gives them, range after range, in order.
 
@@ -144,7 +145,8 @@ def read_ranges(
     together), decoded range by range and handed to Spark as one record batch per group.
     A range that ``read_ranges`` could not give whole (gone, truncated, cut short by the
     reply's size, malformed) is read by ``read_range``, which reports it as it always
-    does; a larger range is read as ``read_range`` reads it. O(bytes).
+    does; a larger range is read as ``read_range`` reads it (``ahead``: its fetch thread's
+    reads ahead, 0 for none). O(bytes).
     """
     i = 0
     while i < len(ranges):
@@ -153,7 +155,9 @@ def read_ranges(
             j += 1
         if j - i < 2:  # a large range, or a small one alone
             r = ranges[i]
-            yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn, pravega=r.pravega)
+            yield from read_range(
+                client, r.stream, r.segment, r.begin, r.end, meta, warn, ahead, pravega=r.pravega
+            )
             i += 1
             continue
         while i < j:

@@ -9,7 +9,8 @@ it is *done*. Streams matching a pattern join at their head when they appear.
 Admission control (``maxEventsPerTrigger``, ``maxBytesPerTrigger``) shares the budget
 evenly among segments with data, ends at frame boundaries, and always admits at least
 one frame; the store finds the boundaries where the bytes are (``scan_records``: event
-frames are length-prefixed records), so planning moves no event bytes (``_admit``). A
+frames are length-prefixed records), so planning moves no event bytes (``admission``);
+``prepare_next`` asks for the next micro-batch's scans while the current one runs. A
 ``target`` bounds a run (``availableNow``, batch reads): segments of the target cut
 never pass it and never hand over to successors, no stream joins, and the watermark
 never passes the target's.
@@ -30,7 +31,8 @@ watermarks at the positions and at the tails, successors of sealed segments: one
 trip per ``MAX_STATE_REQUESTS`` segments, however wide the streams), one more for the
 successors that join, one for the watermarks at the ends when a limit (or a truncation)
 ends segments short of their tails, and one ``list_streams`` with a pattern; with a
-limit, a ``scan_records`` per segment and round (one per 16 MiB). A truncated segment's
+limit, a ``scan_records`` per segment and round (one per 16 MiB), none of those that
+``prepare_next`` asked for while the micro-batch before ran. A truncated segment's
 head watermark costs a ``watermark_at``. ``timeDomain = event`` adds what
 ``ProducerWatermarks`` reads: the writers' markers in the bytes that arrived (the infos
 come from the same call), and once per segment met, its snapshots and stream segment
@@ -45,39 +47,30 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from readergroup.errors import ReaderGroupError
 from readergroup.format.pravega_frames import is_pravega_framed
 from readergroup.group_state.event_time import ProducerWatermarks
 from readergroup.reading.frontier import NO_WATERMARK, frontier_watermark, ready_successors
 from segmentstore import SegmentState
 from segmentstore.checks import checked
 from segmentstore.client import SegmentStoreClient
-from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError, StreamNotFoundError
+from segmentstore.errors import (
+    SegmentNotFoundError,
+    SegmentStoreError,
+    SegmentTruncatedError,
+    StreamNotFoundError,
+)
 from segmentstore.results import SegmentInfo
 from segmentstore.stream_metadata import StreamSegment
 
+from .admission import READ_ALL, Admission, Limit, water_fill
 from .errors import DataLossError, InvalidOptionError
 from .offsets import SourceOffset, StreamOffset
 from .options import EVENT, Position, SourceOptions
-from .reading import frame_ends, frame_span
 
 __all__ = ["Limit", "SegmentRange", "Planner", "READ_ALL", "water_fill", "NO_WATERMARK"]
 
 _log = logging.getLogger("spark_source")
-
-
-@dataclass(frozen=True, slots=True)
-class Limit:
-    """Admission control for one micro-batch: at most this many frames and bytes (None: no limit)."""
-
-    max_events: int | None = None
-    max_bytes: int | None = None
-
-    @property
-    def unlimited(self) -> bool:
-        return self.max_events is None and self.max_bytes is None
-
-
-READ_ALL = Limit()
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +108,7 @@ class Planner:
         self._states: dict[str, SegmentState] = {}  # this planning call's: each segment's first answer
         self._wms: dict[tuple[str, int], int | None] = {}  # this planning call's watermarks known
         self._framings: dict[str, bool] = {}  # stream -> Pravega-framed (a stream's framing never changes)
+        self._admission = Admission(client, self.pravega)
 
     def _fresh(self) -> None:
         """Forget what the store said in the last planning call (lengths and watermarks move)."""
@@ -243,7 +237,7 @@ class Planner:
                 ends[stream] = {seg: pos for seg, pos in so.positions.items() if seg not in so.done}
                 starts[stream] = {}
             self._add_caps(stream, list(ends[stream]), ends, starts, caps, target)
-        self._admit(ends, caps, limit)
+        self._admission.admit(ends, caps, limit, self._created())
         done: dict[str, set[str]] = {}
         for _ in range(1000):  # successors join; without a limit they are read in this batch too
             joined = self._join_successors(ends, starts, target, done)
@@ -253,7 +247,7 @@ class Planner:
             self._ask([(seg, 0) for _, seg in joined])
             for stream, seg in joined:
                 self._add_caps(stream, [seg], ends, starts, caps, target)
-            self._admit(ends, caps, limit)
+            self._admission.admit(ends, caps, limit, self._created())
         offsets = {s: StreamOffset(ends[s], frozenset(done.get(s, ())), starts[s]) for s in ends}
         watermark = self._watermark(offsets, target.watermark if target is not None else None)
         end = SourceOffset(offsets, max(watermark, start.watermark))
@@ -262,6 +256,44 @@ class Planner:
         ):
             return start  # nothing to read (dropping done segments alone is no reason for a batch)
         return end
+
+    def prepare_next(self, start: SourceOffset, limit: Limit) -> None:
+        """Ask the store now for the record scans that ``next_offset(start, limit)`` is about to need.
+
+        Its first round of admission from ``start`` (each segment with data, up to its length
+        now), with the answers kept for that call (``admission``); nothing else is asked or
+        remembered, and a store error is left for the planning to meet. Only with a limit and
+        without a target (a running query's next micro-batch). O(segments + scans).
+        """
+        if limit.unlimited:
+            return
+        pairs = {
+            (stream, seg): pos
+            for stream, so in start.streams.items()
+            if self.selects(stream)
+            for seg, pos in so.positions.items()
+            if seg not in so.done
+        }
+        try:
+            asks = sorted((seg, pos) for (_, seg), pos in pairs.items())
+            states = {st.name: st for st in self._client.segment_states(asks)}
+            ends: dict[str, dict[str, int]] = {}
+            caps: dict[tuple[str, str], int] = {}
+            created: dict[str, int] = {}
+            for (stream, seg), pos in pairs.items():
+                info = states[seg].info if seg in states else None
+                if info is None or info.start_offset > pos or info.length <= pos:
+                    continue
+                ends.setdefault(stream, {})[seg] = pos
+                caps[(stream, seg)] = info.length
+                created[seg] = info.creation_time
+            self._admission.prepare(ends, caps, limit, created)
+        except (SegmentStoreError, ReaderGroupError) as e:  # the planning meets it and says so
+            _log.debug("scanning ahead failed: %s", e)
+
+    def _created(self) -> dict[str, int]:
+        """This planning call's segments' creation times (its ``segment_states`` answers)."""
+        return {seg: info.creation_time for seg, info in self._infos.items()}
 
     def _still_selected(self, stream: str) -> bool:
         """A stream of the checkpoint that option stream no longer selects is not read (said once)."""
@@ -387,79 +419,6 @@ class Planner:
             raise DataLossError(message + " (set option failOnDataLoss=false to skip lost data)")
         self._warn(message + "; skipping it (failOnDataLoss=false)")
 
-    def _admit(self, ends: dict[str, dict[str, int]], caps: dict[tuple[str, str], int], limit: Limit) -> None:
-        """Move each segment's end towards its cap, within ``limit``, at frame boundaries.
-
-        ``maxBytesPerTrigger`` is shared by ``water_fill`` over the bytes available;
-        ``maxEventsPerTrigger`` in rounds: each segment still open scans for its even
-        share of the events left (the first ones take what division leaves over), and
-        a segment that has fewer closes. So the store walks about the admitted frames,
-        not ``maxEventsPerTrigger`` frames of every segment. A segment with bytes but no
-        whole frame before its cap (which is at a frame boundary) is read and validated
-        here, so that malformed data fails the query rather than stalling it.
-        """
-        keys = sorted(caps)
-        if limit.unlimited:
-            for stream, seg in keys:
-                ends[stream][seg] = caps[(stream, seg)]
-            return
-        avail = [caps[k] - ends[k[0]][k[1]] for k in keys]
-        if limit.max_bytes is not None:
-            avail = water_fill(avail, limit.max_bytes)
-        if limit.max_events is None:
-            pv = [self.pravega(stream) for stream, _ in keys]
-            spans = [
-                frame_span(self._client, seg, ends[stream][seg], a, None, p) if a > 0 else (0, 0)
-                for (stream, seg), a, p in zip(keys, avail, pv, strict=True)
-            ]
-            new_ends = [end if n else None for end, n in spans]
-        else:
-            new_ends = self._share_events(keys, ends, avail, limit.max_events, limit.max_bytes is None)
-        if keys and all(e is None for e in new_ends):  # always progress: one frame of the first segment
-            stream, seg = keys[0]
-            pos, cap = ends[stream][seg], caps[keys[0]]
-            one = frame_ends(self._client, seg, pos, cap - pos, 1, self.pravega(stream))
-            new_ends[0] = int(one[-1]) if len(one) else None  # (validated: malformed bytes raise)
-        for (stream, seg), e in zip(keys, new_ends, strict=True):
-            if e is not None:
-                ends[stream][seg] = e
-
-    def _share_events(
-        self,
-        keys: list[tuple[str, str]],
-        ends: dict[str, dict[str, int]],
-        avail: list[int],
-        budget: int,
-        at_frames: bool,
-    ) -> list[int | None]:
-        """Each segment's new end for ``budget`` events over ``avail`` bytes each, shared evenly (or None).
-
-        ``at_frames``: each ``avail`` ends at a frame boundary (no byte limit cut it).
-        """
-        pos = [ends[stream][seg] for stream, seg in keys]
-        stop = [p + a for p, a in zip(pos, avail, strict=True)]
-        moved: list[int | None] = [None] * len(keys)
-        open_ = [i for i, a in enumerate(avail) if a > 0]
-        while budget > 0 and open_:
-            still = []
-            for i, share in zip(open_, water_fill([budget] * len(open_), budget), strict=True):
-                if share == 0:
-                    still.append(i)
-                    continue
-                pv = self.pravega(keys[i][0])
-                end, n = frame_span(self._client, keys[i][1], pos[i], stop[i] - pos[i], share, pv)
-                if n:
-                    pos[i] = moved[i] = end
-                    budget -= n
-                elif at_frames and pos[i] < stop[i]:  # bytes up to a frame boundary, yet no frame:
-                    frame_ends(
-                        self._client, keys[i][1], pos[i], stop[i] - pos[i], 1, pv
-                    )  # raises if malformed
-                if n == share:
-                    still.append(i)  # may have more
-            open_ = still
-        return moved
-
     def _successors_of(self, seg: str) -> list[tuple[str, tuple[str, ...]]]:
         cached = self._successors.get(seg)
         if cached is None:
@@ -565,20 +524,3 @@ class Planner:
                 rows.append((seg, pos))
         w = pw.watermark(0, rows, self._infos)  # NO_WATERMARK while no writer asserted anything
         return w if cap is None or w == NO_WATERMARK else min(w, cap)
-
-
-def water_fill(avail: list[int], budget: int) -> list[int]:
-    """Share ``budget`` among bins of capacity ``avail`` as evenly as possible. O(n log n)."""
-    out = [0] * len(avail)
-    order = sorted(range(len(avail)), key=lambda i: avail[i])
-    remaining = budget
-    for k, i in enumerate(order):
-        out[i] = min(avail[i], remaining // (len(order) - k))
-        remaining -= out[i]
-    for i in order:  # what integer division left over, one unit each
-        if remaining <= 0:
-            break
-        if out[i] < avail[i]:
-            out[i] += 1
-            remaining -= 1
-    return out

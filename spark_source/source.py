@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -47,6 +48,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import InvalidOptionError
+from .executor import TASK_FETCH_AHEAD, prepare_worker
 from .offsets import SourceOffset
 from .options import EVENT, SourceOptions, parse_source_options
 from .partitioning import pack_ranges, read_ranges, split_range
@@ -88,12 +90,12 @@ class IngestPartition(InputPartition):
 def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     if not isinstance(partition, IngestPartition):
         return  # Spark's placeholder for a batch read without partitions
+    prepare_worker()
     events = 0
     if partition.ranges:
-        # read_range fetches ahead itself
         client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
         try:
-            for batch in read_ranges(client, partition.ranges, partition.meta):
+            for batch in read_ranges(client, partition.ranges, partition.meta, ahead=TASK_FETCH_AHEAD):
                 events += batch.num_rows
                 yield batch
         finally:
@@ -153,6 +155,8 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: SourceOffset | None = None
         self._consumer_ready = False
         self._recorded: dict[str, int] = {}  # the positions last written to the consumer's segment
+        self._limit: Limit | None = None  # the last latestOffset's
+        self._ahead: threading.Thread | None = None  # scanning for the next micro-batch (prepare_next)
 
     def __getstate__(self) -> dict[str, Any]:
         """Only the options travel to executors; clients are opened where they are used."""
@@ -162,6 +166,10 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.__init__(state["_options"])  # type: ignore[misc]
 
     def _plan(self) -> Planner:
+        """The planner, once no thread scans ahead with it (only this thread starts one)."""
+        if self._ahead is not None:
+            self._ahead.join()
+            self._ahead = None
         if self._planner is None:
             o = self._options
             self._client = connect(o.endpoint, o.timeout_ms, security=o.security, probe=True)
@@ -192,6 +200,7 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lim = Limit(self._options.max_events_per_trigger, self._options.max_bytes_per_trigger)
         begin = SourceOffset.from_dict(start)
         self._record(begin)  # everything before ``start`` is processed and committed by now
+        self._limit = lim
         return self._plan().next_offset(begin, lim, self._target).to_dict()
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
@@ -206,7 +215,24 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ]
         if not parts and moved:
             parts.append(IngestPartition([], meta, watermark_row=True))
+        self._scan_ahead(e)
         return parts
+
+    def _scan_ahead(self, end: SourceOffset) -> None:
+        """While the micro-batch ending at ``end`` runs, find where the next one's frames end.
+
+        A limited micro-batch's planning waits for the store to walk the frames it admits
+        (``admission``); asked for now, on a thread of this process, the walks are done when
+        Spark asks for the next offset, which finds their answers. Not for a run with a
+        target (``availableNow``: its last batches are short) nor without a limit (no walk).
+        """
+        lim, planner = self._limit, self._planner
+        if lim is None or lim.unlimited or self._target is not None or planner is None:
+            return
+        self._ahead = threading.Thread(
+            target=planner.prepare_next, args=(end, lim), name="ingestwm-scan-ahead", daemon=True
+        )
+        self._ahead.start()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read_partition(self._options, partition)
@@ -241,6 +267,9 @@ class IngestStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._recorded = positions
 
     def stop(self) -> None:
+        if self._ahead is not None:
+            self._ahead.join()
+            self._ahead = None
         if self._client is not None:
             self._client.close()
         self._client = self._planner = None

@@ -16,6 +16,7 @@ from readergroup.format.events import decode_frames, encode_event
 from readergroup.format.producer_watermarks import encode_idle_marker, encode_watermark_marker
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.client import EmbeddedClient, RemoteClient
+from segmentstore.errors import InvalidArgumentError, SegmentNotFoundError
 from segmentstore.net.server import SegmentStoreServer
 from spark_source.errors import DataLossError
 from spark_source.fetching import fetched_ahead, whole_frame_reads
@@ -201,6 +202,80 @@ def test_read_range_over_the_wire() -> None:
         with RemoteClient(("127.0.0.1", server.port), read_ahead=False) as remote:
             got = read_rows(remote, "s/a", "s/a/0", 0, length, chunk_bytes=1 << 18)
         assert got == expected_rows(c, "s/a", "s/a/0", 0, length)
+
+
+def test_prefetch_hands_its_reply_to_the_read_with_the_same_arguments() -> None:
+    """``RemoteClient.prefetch``: the read takes the reply asked for ahead; a reply at the tail, or
+    a failure, is asked for again by the read, which then sees what is there now."""
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store, SegmentStoreServer(store) as server:
+        c = EmbeddedClient(store)
+        c.create_segment("s")
+        c.append("s", bytes(range(200)))
+        asked: list[tuple[str, int, int]] = []
+        real = store.read
+
+        def counted(name: str, offset: int, max_length: int) -> Any:
+            asked.append((name, offset, max_length))
+            return real(name, offset, max_length)
+
+        want = real("s", 10, 50)
+        store.read = counted  # type: ignore[method-assign]
+        with RemoteClient(("127.0.0.1", server.port), read_ahead=False) as remote:
+            remote.prefetch("s", 10, 50)
+            assert remote.read("s", 10, 50) == want
+            assert asked == [("s", 10, 50)]  # asked once, ahead
+            assert remote.read("s", 10, 50) == want  # taken once: asked again
+            assert len(asked) == 2
+            remote.prefetch("s", 150, 100)  # reaches the tail: the read asks again
+            threading.Event().wait(0.05)
+            clock.advance(5)
+            c.append("s", b"more")
+            tail = remote.read("s", 150, 100)
+            assert tail == real("s", 150, 100) and tail.data.endswith(b"more")
+            assert asked[2:] == [("s", 150, 100), ("s", 150, 100)]
+            remote.prefetch("gone", 0, 10)  # a failure is the read's to report
+            with pytest.raises(SegmentNotFoundError):
+                remote.read("gone", 0, 10)
+            remote.prefetch("s", -1, 10)  # refused by the store: likewise
+            with pytest.raises(InvalidArgumentError, match="read offset must be >= 0, got -1"):
+                remote.read("s", -1, 10)
+
+
+def test_over_the_wire_each_read_is_asked_for_before_the_one_in_hand_is_decoded() -> None:
+    """``read_range`` over ``RemoteClient`` without a fetch thread: each next read is on its way while
+    the task works on the one before (a batch per read here), and no read is asked for twice."""
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store, SegmentStoreServer(store) as server:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        for i in range(20):
+            clock.advance(1)
+            c.append("s/a/0", b"".join(encode_event(f"k{j}", bytes(j % 40), i) for j in range(1000)))
+        length = c.get_info("s/a/0").length
+        want = expected_rows(c, "s/a", "s/a/0", 0, length)
+        asked: list[int] = []
+        real = store.read
+
+        def counted(name: str, offset: int, max_length: int) -> Any:
+            asked.append(offset)
+            return real(name, offset, max_length)
+
+        store.read = counted  # type: ignore[method-assign]
+        with RemoteClient(("127.0.0.1", server.port), read_ahead=False) as remote:
+            batches = []
+            for b in read_range(remote, "s/a", "s/a/0", 0, length, META, ahead=0, chunk_bytes=1 << 16):
+                batches.append(b)
+                last = asked[-1] + 2 * (1 << 16) >= length  # the next read is the last: not asked ahead
+                for _ in range(500):  # the next read reaches the server without this loop asking for it
+                    if len(asked) > len(batches) or last:
+                        break
+                    threading.Event().wait(0.01)
+                assert len(asked) > len(batches) or last, (len(batches), asked)
+        ints = [pa.field(f.name, pa.int64()) if pa.types.is_timestamp(f.type) else f for f in ARROW_SCHEMA]
+        got = pa.Table.from_batches(batches, ARROW_SCHEMA).cast(pa.schema(ints)).to_pylist()
+        assert got == want
+        assert len(asked) == len(set(asked)) == len(batches) > 10  # each read once
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -366,18 +366,31 @@ class RemoteClient(WireCalls, SegmentStoreClient):
         self._after_fork()
         if wait_ms:  # checked here too: a reply never waited for would hold a request slot
             check_wait_ms(f"segment {name!r}", wait_ms)
-        ahead = self.read_ahead and type(name) is str and type(offset) is int and type(max_length) is int
+        plain = type(name) is str and type(offset) is int and type(max_length) is int
         start = monotonic_s()
-        r = self._ahead.take((name, offset, max_length), self.timeout_s) if ahead else None
+        r = self._ahead.take((name, offset, max_length), self.timeout_s) if plain else None
         if r is None:  # the read's timeout counts from its start, the wait for a fetch ahead included
             extra = wait_ms / 1000.0 if type(wait_ms) is int and wait_ms > 0 else 0.0
             extra -= monotonic_s() - start
             args = {"name": name, "offset": offset, "max_length": max_length, "wait_ms": wait_ms}
             result, data = self._invoke("read", args, extra, copy_payload=True)
             r = decode_read(result, data)
-        if ahead and 0 < max_length == len(r.data) and not r.at_tail:
+        if self.read_ahead and plain and 0 < max_length == len(r.data) and not r.at_tail:
             self._prefetch(name, r.end_offset, max_length)
         return r
+
+    def prefetch(self, name: str, offset: int, max_length: int) -> None:
+        """Ask now for what ``read(name, offset, max_length)`` will ask: that read takes the reply.
+
+        For a caller that knows its next read before it needs it (a decoder cutting reads at
+        frame boundaries, which ``read_ahead`` cannot guess): the round trip overlaps its work,
+        on the connection's reader thread, with no thread of its own. The read waits for the
+        reply if it has not come; a reply at the tail, a failure or a reply not taken before
+        ``close`` is dropped (the read asks again). Arguments a read would refuse send nothing.
+        """
+        if type(name) is str and type(offset) is int and type(max_length) is int and max_length > 0:
+            self._after_fork()
+            self._prefetch(name, offset, max_length)
 
     def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
         reqs = check_wait_requests(requests)

@@ -1,0 +1,118 @@
+"""What a Spark Python worker keeps across the tasks it runs: the decoding kernels, loaded once, out of
+the garbage collector's way.
+
+PySpark reuses a Python worker for task after task (``spark.python.worker.reuse``) and runs
+a full ``gc.collect()`` in it after each one (``pyspark.daemon``). A full collection walks
+every container object the process holds: with the read path's modules loaded (numba's
+dispatchers and their type system, pyarrow, the store client) that is ~80,000 objects and
+~30 ms of CPU per task here, against ~5 ms for PySpark's own objects; two tasks per
+micro-batch on two cores spent ~60 ms of a ~1 s micro-batch in it. ``prepare_worker``
+imports the kernels once and then freezes what the process holds (``gc.freeze``): the
+collections after each task walk only what was made since, the few objects a task leaves.
+A module imported later (pandas, at a first conversion of Python values by pyarrow; a
+UDF's) would be walked again after every task: a task that finds more modules than at
+the last freeze freezes again (``gc.freeze`` is O(1)), before it makes its own objects.
+
+Frozen objects are never collected as cycles: those of the task being started when the
+heap is frozen (its partition, its reader) that form cycles stay for the worker's life,
+once per freeze, i.e. once, and once more per burst of imports; objects of other tasks,
+and of anything else the worker runs (a UDF), are collected as before.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+
+import numpy as np
+
+__all__ = ["TASK_FETCH_AHEAD", "prepare_worker", "worker_prepared", "under_pyspark_daemon"]
+
+TASK_FETCH_AHEAD = 0
+"""Reads a task fetches ahead on a thread of its own (``read_range``'s ``ahead``): none.
+
+A task's batches go to the JVM, which takes ~0.6 us of CPU per row here against the read
+path's ~0.05 on one thread: while the JVM works through one record batch, the task has
+long fetched and decoded the next (Arrow's stream over the worker's socket pipelines
+them). The next read's round trip still overlaps the decoding: it is asked for ahead
+(``RemoteClient.prefetch``) and received on the connection's reader thread. A fetch
+thread, decoding ahead too, hides nothing more and costs CPU the JVM needs: three
+threads passing the GIL (the task's, the fetch thread, the connection's reader) took
+~10 ns per row more than two here (EventWriter data from ``ingestwm serve``).
+"""
+
+_lock = threading.Lock()
+_prepared = False
+_modules = 0  # len(sys.modules) at the last freeze
+
+
+def prepare_worker() -> bool:
+    """At a task's start in a worker of PySpark's daemon: the first time, load the read path's kernels,
+    collect and freeze the heap; later, freeze again if modules were imported since.
+
+    Anywhere else (a process of one's own reading ranges, a test) it does nothing: only the
+    daemon collects after every task, and freezing a process's heap is not for a library to
+    do there. Returns whether the worker is prepared. O(objects) the first time, O(1) after.
+    """
+    global _prepared, _modules
+    if _prepared:
+        if len(sys.modules) != _modules:
+            with _lock:
+                gc.freeze()
+                _modules = len(sys.modules)
+        return True
+    if not under_pyspark_daemon():
+        return False
+    with _lock:
+        if not _prepared:
+            _load_kernels()
+            gc.collect()
+            gc.freeze()
+            _modules = len(sys.modules)
+            _prepared = True
+    return True
+
+
+def under_pyspark_daemon() -> bool:
+    """Whether this process runs PySpark's worker daemon (``python -m pyspark.daemon``) or is forked by it."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "pyspark.daemon"
+
+
+def _load_kernels() -> None:
+    """Run the read path's decoders once on frames of each framing, as a read hands them (``bytes``),
+    and make record batches of them.
+
+    Their numba kernels compile or load a signature at its first call (argument types), and
+    a module may be imported at a first use: these calls do what a read does, so that a
+    read adds no lasting objects beside the frozen heap.
+    """
+    from readergroup.format.events import KIND_WATERMARK, encode_event
+    from readergroup.format.frame_batch import decode_events, walk_frames
+    from readergroup.format.pravega_frames import (
+        decode_pravega_events,
+        encode_pravega_event,
+        walk_pravega_frames,
+    )
+
+    marker = encode_event("", b"", 1, KIND_WATERMARK)
+    frames = marker + encode_event("key", bytes(32), 1) * 1024  # past the kernels' 32 KiB
+    from .reading import BatchMeta, events_batch, times_in_runs, watermark_batch
+
+    meta = BatchMeta(1, 0)
+    pravega = encode_pravega_event(bytes(32)) * 1024
+    for buf, walk, decode in (
+        (frames, walk_frames, decode_events),
+        (pravega, walk_pravega_frames, decode_pravega_events),
+    ):
+        walk(buf)
+        cols, used = decode(buf, 0)
+        one_run = np.array([[used - 1], [1]], np.int64)  # every byte written at 1 ms
+        events_batch("s", "s/0", meta, cols, times_in_runs(cols.offsets, one_run))
+    watermark_batch(meta)
+
+
+def worker_prepared() -> bool:
+    """Whether ``prepare_worker`` ran in this process."""
+    return _prepared

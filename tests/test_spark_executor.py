@@ -1,0 +1,103 @@
+"""A Spark task's Python worker: the heap frozen once under PySpark's daemon, so that the full
+collection the daemon runs after every task walks only what the tasks made (``spark_source.executor``).
+
+Each case runs in a fresh interpreter (freezing is for the whole process, not for the test's):
+one that stands where PySpark's daemon forks its workers (``__main__`` is ``pyspark.daemon``)
+reads two tasks' partitions from a served store, importing pandas between them; one that
+does not does the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+SCRIPT = r"""
+import gc, importlib.util, json, sys
+import pyarrow as pa
+if sys.argv[1] == "daemon":  # where PySpark's daemon forks a worker: python -m pyspark.daemon
+    sys.modules["__main__"].__spec__ = importlib.util.find_spec("pyspark.daemon")
+from readergroup.format.events import decode_frames
+from readergroup.writing.writer import EventWriter
+from segmentstore import ManualClock, SegmentStore, StoreConfig
+from segmentstore.client import EmbeddedClient
+from segmentstore.net.server import SegmentStoreServer
+from spark_source.executor import worker_prepared
+from spark_source.options import parse_source_options
+from spark_source.planner import SegmentRange
+from spark_source.reading import BatchMeta
+from spark_source.source import IngestPartition, _read_partition
+
+store = SegmentStore(ManualClock(1_000_000), StoreConfig(advancer_thread=False))
+server = SegmentStoreServer(store)
+server.start()
+client = EmbeddedClient(store)
+client.create_stream("s/t", 1)
+(seg,) = [x.name for x in client.get_stream("s/t").active_segments]
+with EventWriter(client, "s/t") as w:
+    for i in range(20_000):
+        w.write_event(f"k{i % 7}", bytes(i % 50), i)
+length = client.get_info(seg).length
+frames = [f for f in decode_frames(client.read(seg, 0, length).data, 0)[0] if f.is_event]
+options = parse_source_options({"endpoint": f"127.0.0.1:{server.port}", "stream": "s/t"}, streaming=True)
+meta = BatchMeta(2_000_000, 0)
+half = frames[10_000].offset
+out = {"tasks": []}
+got = []
+for begin, end in ((0, half), (half, length)):
+    if begin:
+        import pandas  # a module of ~30,000 objects imported between tasks (pyarrow imports it so)
+    part = IngestPartition([SegmentRange("s/t", seg, begin, end)], meta)
+    got.append(pa.Table.from_batches(list(_read_partition(options, part))))
+    gc.collect()  # what the daemon does after each task
+    out["tasks"].append({"frozen": gc.get_freeze_count(), "young": len(gc.get_objects())})
+table = pa.concat_tables(got)
+out["delivered"] = table.select(["offset", "routing_key", "payload"]).equals(
+    pa.table({
+        "offset": pa.array([f.offset for f in frames], pa.int64()),
+        "routing_key": pa.array([f.routing_key for f in frames], pa.string()),
+        "payload": pa.array([f.payload for f in frames], pa.binary()),
+    })
+)
+out["prepared"] = worker_prepared()
+server.stop()
+print(json.dumps(out))
+"""
+
+
+def _run(where: str) -> dict:
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, where],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    out: dict = json.loads(p.stdout.splitlines()[-1])
+    assert out["delivered"]  # every event once, in order, as written
+    return out
+
+
+def test_a_worker_of_the_daemon_freezes_its_heap_once_and_collections_walk_little() -> None:
+    out = _run("daemon")
+    first, second = out["tasks"]
+    assert out["prepared"]
+    assert first["frozen"] > 50_000, first  # pyarrow's, numba's kernels', the client's objects
+    assert first["young"] < 5_000, first  # what a collection after the task walks
+    assert second["frozen"] > first["frozen"] + 10_000, second  # frozen again: pandas came in
+    assert second["young"] < 5_000, second
+
+
+def test_anywhere_else_nothing_is_frozen() -> None:
+    out = _run("plain")
+    first, second = out["tasks"]
+    assert not out["prepared"]
+    assert first["frozen"] == second["frozen"] == 0
+    assert second["young"] > 50_000, second  # the heap a collection walks without it
