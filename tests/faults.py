@@ -12,6 +12,7 @@ from typing import Any
 
 from segmentstore import SegmentStore
 from segmentstore.client import RemoteClient
+from segmentstore.errors import SegmentStoreError
 from segmentstore.net.protocol import PROTOCOL_VERSION, REPLY, encode_frame
 from segmentstore.net.server import SegmentStoreServer
 
@@ -175,3 +176,24 @@ def replies_lost_once(
             proxy.close()
             for m, fn in originals.items():
                 setattr(target, m, fn)
+
+
+@contextlib.contextmanager
+def writes_cut_after_first(log_owner: Any) -> Iterator[None]:
+    """Within the block, ``log_owner._write`` (a system log's append of one record) writes its first
+    record and then fails as a store refusing writes would: a crash between two records of one
+    operation, such as the parts of a snapshot. Restored after."""
+    write = log_owner._write
+    calls = [0]
+
+    def once(rec: dict[str, Any]) -> None:
+        calls[0] += 1
+        if calls[0] > 1:
+            raise SegmentStoreError("refused (the test's crash between two records)")
+        write(rec)
+
+    log_owner._write = once
+    try:
+        yield
+    finally:
+        log_owner._write = write

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faults import writes_cut_after_first
 
 from segmentstore import ManualClock, SegmentStore, StoreConfig, StreamController, TickingClock
 from segmentstore.client import EmbeddedClient, RemoteClient
@@ -17,7 +18,7 @@ from segmentstore.controller import controller as controller_module
 from segmentstore.controller.controller import STREAMS_SEGMENT, controller_of
 from segmentstore.controller.model import StreamMetadata
 from segmentstore.controller.stream_config import StreamConfig
-from segmentstore.errors import SegmentStoreError, StreamSealedError
+from segmentstore.errors import StreamSealedError
 from segmentstore.net.server import SegmentStoreServer
 
 
@@ -150,18 +151,8 @@ def test_a_snapshot_cut_short_is_ignored_and_compaction_waits_between_changes(
         for i in range(6):
             c.create_stream(f"sc/s{i}", 2)
         ctl = controller_of(store)
-        write = ctl._write
-        calls = [0]
-
-        def once(rec: dict[str, Any]) -> None:  # the first part lands, then the store refuses
-            calls[0] += 1
-            if calls[0] > 1:
-                raise SegmentStoreError("refused (the test's crash between two parts)")
-            write(rec)
-
-        ctl._write = once  # type: ignore[method-assign]
-        assert ctl.compact() == 0
-        ctl._write = write  # type: ignore[method-assign]
+        with writes_cut_after_first(ctl):  # the first part lands, then the store refuses
+            assert ctl.compact() == 0
         c.create_stream("sc/after")  # a record after the parts: the snapshot was cut short
         before = _answers(store)
     with _durable(tmp_path, clock) as store:

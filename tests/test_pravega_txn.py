@@ -12,11 +12,12 @@ from typing import Any
 
 import grpc
 import pytest
+from faults import writes_cut_after_first
 from pravega_helpers import WireClient, frame_events, parse_events
 
 from segmentstore import ManualClock, SegmentStore
 from segmentstore.controller.controller import controller_of
-from segmentstore.errors import SegmentNotFoundError, SegmentStoreError
+from segmentstore.errors import SegmentNotFoundError
 from segmentstore.pravega import transactions as pravega_txns
 from segmentstore.pravega import wire_replies as rep
 from segmentstore.pravega import wire_requests as req
@@ -336,14 +337,7 @@ def test_transactions_stress_keeps_the_registry_consistent(
         monkeypatch.setattr(pravega_txns, "COMPACT_MIN_BYTES", 600)
         monkeypatch.setattr(pravega_txns, "SNAPSHOT_PART_BYTES", 400)
     rng = random.Random(7)
-    clock = ManualClock(1_000_000)
-    store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
-    txns = transactions_of(store)
-    ctl = controller_of(store)
-    ctl.create_scope("st")
-    from segmentstore.stream_metadata import FRAMING_PRAVEGA
-
-    ctl.create_stream_in_scope("st/s", _fixed(2), FRAMING_PRAVEGA)
+    clock, store, txns, ctl = _pravega_stream(tmp_path, "st/s", 2)
     committed: list[bytes] = []
     written: dict[int, list[bytes]] = {}
     n = 0
@@ -411,14 +405,7 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
     ids never given twice; a snapshot a crash cut short is ignored."""
     monkeypatch.setattr(pravega_txns, "COMPACT_MIN_BYTES", 8_000)
     monkeypatch.setattr(pravega_txns, "SNAPSHOT_PART_BYTES", 2_000)
-    clock = ManualClock(1_000_000)
-    store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
-    txns = transactions_of(store)
-    ctl = controller_of(store)
-    ctl.create_scope("cp")
-    from segmentstore.stream_metadata import FRAMING_PRAVEGA
-
-    ctl.create_stream_in_scope("cp/s", _fixed(3), FRAMING_PRAVEGA)
+    clock, store, txns, _ = _pravega_stream(tmp_path, "cp/s", 3)
     kept, _ = txns.create("cp/s", 30_000)
     for i in range(600):  # 1,800 records uncompacted
         t, _ = txns.create("cp/s", 30_000)
@@ -441,9 +428,8 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
         assert txns.create("cp/s", 30_000)[0].txn_id & 0xFFFF == (last & 0xFFFF) + 1  # the counter goes on
         # a snapshot cut short (its first part of two, then a crash) changes nothing at the next start
         before = _remembered(txns)
-        txns._write = _first_record_only(txns._write)  # type: ignore[method-assign]
-        assert txns.compact() == 0  # the second part's write fails: not truncated
-        txns._write = type(txns)._write.__get__(txns)  # type: ignore[method-assign]
+        with writes_cut_after_first(txns):
+            assert txns.compact() == 0  # the second part's write fails: not truncated
         txns._check()
         store.close()
         store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
@@ -454,17 +440,19 @@ def test_the_transactions_log_is_compacted_and_a_restart_reads_its_snapshot(
         store.close()
 
 
-def _first_record_only(write: Any) -> Any:
-    """``_write`` that writes its first record, then fails as a store refusing writes would."""
-    calls = [0]
+def _pravega_stream(
+    tmp_path: Path, stream: str, segments: int
+) -> tuple[ManualClock, SegmentStore, PravegaTransactions, Any]:
+    """A durable store under ``tmp_path/d`` on a manual clock, with a Pravega-framed ``stream`` of
+    ``segments`` fixed segments: the clock, the store, its Pravega transactions and its controller."""
+    from segmentstore.stream_metadata import FRAMING_PRAVEGA
 
-    def once(rec: dict[str, Any]) -> None:
-        calls[0] += 1
-        if calls[0] > 1:
-            raise SegmentStoreError("refused (the test's crash between two parts)")
-        write(rec)
-
-    return once
+    clock = ManualClock(1_000_000)
+    store = SegmentStore(clock=clock, data_dir=tmp_path / "d")
+    ctl = controller_of(store)
+    ctl.create_scope(stream.split("/", 1)[0])
+    ctl.create_stream_in_scope(stream, _fixed(segments), FRAMING_PRAVEGA)
+    return clock, store, transactions_of(store), ctl
 
 
 def _fixed(n: int) -> Any:
