@@ -92,7 +92,10 @@ def test_several_readers_read_every_event_once_and_the_group_is_kept_got_and_del
     m = _manager(server)
     m.create_scope("rg")
     m.create_stream("rg", "s", 3)
-    events = [(b"keyed-%03d" % i, f"key-{i % 8}") for i in range(60)] + [
+    # every segment holds far more events (58 or more) than r1 reads before the client's first rebalance (its
+    # REBALANCE_INTERVAL, 10 s, at one event a second below): the segment r1 gives up still has
+    # events for r2 to read
+    events = [(b"keyed-%03d" % i, f"key-{i % 30}") for i in range(300)] + [
         (b"free-%02d" % i, None) for i in range(20)
     ]
     _write(m, "rg", "s", events)
@@ -104,12 +107,12 @@ def test_several_readers_read_every_event_once_and_the_group_is_kept_got_and_del
     # event per slice until r2 has been handed a segment and read from it, then both read the rest
     r2_read = lambda g: any(n == "r2" for n, _ in g)  # noqa: E731
     got += _read(readers, len(events) - len(got), per_slice=1, deadline_s=60.0, until=r2_read)
-    got += _read(readers, len(events) - len(got), per_slice=4)
+    got += _read(readers, len(events) - len(got))
     assert {name for name, _ in got} == {"r1", "r2"}  # r1 gave a segment up, r2 took it
     assert collections.Counter(e for _, e in got) == collections.Counter(e for e, _ in events)  # each once
     keyed = [e for _, e in got if e.startswith(b"keyed-")]
-    for k in range(8):  # one routing key, one segment: in the order written
-        mine = [e for e in keyed if int(e[6:]) % 8 == k]
+    for k in range(30):  # one routing key, one segment: in the order written
+        mine = [e for e in keyed if int(e[6:]) % 30 == k]
         assert mine == sorted(mine)
     for r in readers.values():
         r.reader_offline()  # its segments go back to the group at the positions it reached
