@@ -248,6 +248,14 @@ class SegmentStore:
         """The last timestamp the operation processor handed out."""
         return self._container.processor.last_timestamp
 
+    @property
+    def change_count(self) -> int:
+        """The last sequence number the operation processor handed out: it moves with every change a
+        read could see (every create, append, seal, truncation, merge, delete and attribute update,
+        the advancer's too, is a stamped operation), so while it stands still every read answers as
+        before. O(1)."""
+        return self._container.processor.last_seq
+
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Stop the advancer, fail waiting reads and release resources. Idempotent."""

@@ -47,7 +47,7 @@ import pyarrow as pa
 
 from segmentstore import Clock, SegmentNotFoundError
 from segmentstore.checks import checked
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.limits import INT64_MAX, INT64_MIN
 
@@ -137,6 +137,10 @@ class EventReader(ReaderMembership, ReaderBlocks):
         self._state_moved = True  # the state log may hold batches this replica has not applied
         self._quiet = None  # the replica, its layout and the positions after a sync that left nothing to do
         self._looked: tuple[int, tuple[int, ...]] = _NOT_LOOKED  # the last look at the tails in this call
+        # the store's change count, where the client knows it (embedded), and its value and the segments
+        # looked at by the last look that found the group's state log read to its end (``_ready_tails``)
+        self._changes = client.change_count if isinstance(client, EmbeddedClient) else None
+        self._clear_at: tuple[int, tuple[int, ...]] | None = None
         self._empty: EventBatch | None = None  # the empty read of this epoch (returned again)
         self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
         self._closed = False

@@ -40,6 +40,8 @@ class ReaderBlocks:
     _need_sync: bool
     _state_moved: bool
     _looked: tuple[int, tuple[int, ...]]
+    _changes: Callable[[], int] | None
+    _clear_at: tuple[int, tuple[int, ...]] | None
     _now: Callable[[], int]
 
     batched_reads = True
@@ -140,11 +142,25 @@ class ReaderBlocks:
             ids = tuple(map(id, live))
             if looked[0] == now and (ids == looked[1] or set(looked[1]).issuperset(ids)):
                 return []
+            changes = None if self._changes is None else self._changes()
+            clear = self._clear_at
+            if (
+                clear is not None
+                and clear[0] == changes
+                and (ids == clear[1] or set(clear[1]).issuperset(ids))
+                and all(s.at_tail for s in live)
+            ):
+                # nothing a read sees changed since a look at each of these found it at its tail (or
+                # read it to there) and the group's state log read to its end: it would answer the same
+                self._looked = (now, ids)
+                return []
             self._looked = (now, ids)
             for s in live:
                 s.at_tail = False
-            if self._fetch_all(live, look=True):
+            moved = self._fetch_all(live, look=True)
+            if moved:
                 self._state_moved = True
+            self._clear_at = None if moved or changes is None else (changes, ids)
             return []
         requests = [(s.name, s.fetch, s.base_wm) for s in live]
         requests.append((st.segment, st.revision, INT64_MAX))

@@ -36,6 +36,11 @@ class EmbeddedClient(SegmentStoreClient):
     def __init__(self, store: SegmentStore) -> None:
         self.store = store
 
+    def change_count(self) -> int:
+        """The store's ``SegmentStore.change_count``: equal at two moments, nothing a read sees changed
+        between them (a reader skips a look at tails it found unchanged). Embedded only. O(1)."""
+        return self.store.change_count
+
     def _controller(self) -> StreamController:
         return controller_of(self.store)
 
