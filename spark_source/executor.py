@@ -121,8 +121,9 @@ def task_client(endpoint: str, timeout_ms: int, security: ClientSecurity) -> Ite
         if isinstance(client, RemoteClient):
             client.drop_read_ahead()  # (a task that stopped early leaves a read asked for ahead)
         with _lock:
+            old = [c for c in (_clients.pop(key, None),) if c is not None]  # (one kept per key)
             _clients[key] = client
-            old = [_clients.popitem(last=False)[1] for _ in range(len(_clients) - KEPT_CLIENTS)]
+            old += [_clients.popitem(last=False)[1] for _ in range(len(_clients) - KEPT_CLIENTS)]
         for c in old:
             c.close()
 
