@@ -11,7 +11,7 @@ its round trip overlaps the decoding on the connection's reader thread; not a ra
 read, which may end at the tail (a read there asks again for a fresh watermark). ``fetched_ahead``
 runs such a generator on a thread up to ``ahead`` items ahead of its consumer: socket
 reads release the GIL and the numba kernels run with ``nogil``, so decoding overlaps
-what the consumer does with the reads before (a Spark task has none: ``executor``).
+what the consumer does with the reads before (a Spark task's thread writes them to the JVM).
 
 With ``runs``, each read also brings the ingestion runs of its whole frames, so that
 the decoder never waits for the store: they are asked for ``RUNS_AHEAD_READS`` reads'
