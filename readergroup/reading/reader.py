@@ -7,7 +7,8 @@ time and the watermark after it. The segments that need a block are read in one
 ``read_many`` call (the blocks and the watermarks at their records together: one round
 trip over ``RemoteClient``), and a look at the tails without waiting is one
 ``read_many`` too (each tail with the watermark known there: only what is new comes
-back), not repeated within one call at one instant of the reader's clock; ``batched_reads`` off
+back), not repeated within one call at one instant of the reader's clock, nor, over an embedded
+store, while its change count stands where a look at the same segments left it; ``batched_reads`` off
 reads each segment alone (a ``read`` and a ``watermarks_at``) as before, with the same
 results.
 

@@ -5,7 +5,9 @@ whose block is delivered are read again together (``read_many``: the blocks and 
 watermarks at their events in one call, one round trip over ``RemoteClient``), a look
 at the caught-up tails without waiting is one ``read_many`` too (each with the
 watermark known there, so only what is new comes back, and the group's state log
-probed in the same call), not repeated within one read call at one instant of the reader's clock; a
+probed in the same call), not repeated within one read call at one instant of the reader's clock
+nor, over an embedded store, while ``EmbeddedClient.change_count`` stands where a look at the same
+segments that found the state log read to its end left it (nothing a read sees changed since); a
 waiting look is one ``wait_any``. ``batched_reads`` off reads a segment at a time (a
 ``read`` and a ``watermarks_at``) as before issue 36, with the same results.
 """
