@@ -1,5 +1,5 @@
 """What a Spark Python worker keeps across the tasks it runs: the decoding kernels, loaded once, out of
-the garbage collector's way, and its clients of the store.
+the garbage collector's way.
 
 PySpark reuses a Python worker for task after task (``spark.python.worker.reuse``) and runs
 a full ``gc.collect()`` in it after each one (``pyspark.daemon``). A full collection walks
@@ -13,12 +13,6 @@ A module imported later (pandas, at a first conversion of Python values by pyarr
 UDF's) would be walked again after every task: a task that finds more modules than at
 the last freeze freezes again (``gc.freeze`` is O(1)), before it makes its own objects.
 
-A task's first batch waited ~12 ms here for a new client: its connections and hellos, and
-the reply buffer growing to a read's size (the JVM has nothing to do meanwhile).
-``task_client`` keeps the client of a worker's last task for the next ones (by endpoint,
-timeout and credentials; at most ``KEPT_CLIENTS``, the oldest closed), with nothing read
-ahead left in it. Only under the daemon too: anywhere else a task's client is its own.
-
 Frozen objects are never collected as cycles: those of the task being started when the
 heap is frozen (its partition, its reader) that form cycles stay for the worker's life,
 once per freeze, i.e. once, and once more per burst of imports; objects of other tasks,
@@ -30,46 +24,27 @@ from __future__ import annotations
 import gc
 import sys
 import threading
-from collections import OrderedDict
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 
-from segmentstore.client import RemoteClient, SegmentStoreClient
-from segmentstore.client.security import ClientSecurity
+__all__ = ["TASK_FETCH_AHEAD", "prepare_worker", "worker_prepared", "under_pyspark_daemon"]
 
-from .reading import FETCH_AHEAD, connect
+TASK_FETCH_AHEAD = 0
+"""Reads a task fetches ahead on a thread of its own (``read_range``'s ``ahead``): none.
 
-__all__ = [
-    "TASK_FETCH_AHEAD",
-    "KEPT_CLIENTS",
-    "prepare_worker",
-    "worker_prepared",
-    "under_pyspark_daemon",
-    "task_client",
-]
-
-KEPT_CLIENTS = 4
-"""Clients of the store a worker keeps between tasks (one per endpoint, timeout and credentials)."""
-
-TASK_FETCH_AHEAD = FETCH_AHEAD
-"""Reads a task fetches and decodes ahead on a thread of its own (``read_range``'s ``ahead``).
-
-While the task's thread hands a batch to the JVM (PySpark writes it to the worker's socket
-and waits there for the JVM to take it), the fetch thread decodes the next ones, so the
-JVM finds the next batch ready. Without it the worker decodes only between two writes,
-and the JVM waited meanwhile: over a served store, 10^6-row micro-batches ran at 0.83-0.86
-of the ceiling's rate with none or one ahead, 0.89-0.98 with two or four (medians of six
-rounds each, side by side, load average 1.5-2.3), though three threads passing the GIL
-cost ~10 ns of CPU per row more than two. The next read is asked for ahead too
-(``RemoteClient.prefetch``), so the fetch thread seldom waits for the store.
+A task's batches go to the JVM, which takes ~0.6 us of CPU per row here against the read
+path's ~0.05 on one thread: while the JVM works through one record batch, the task has
+long fetched and decoded the next (Arrow's stream over the worker's socket pipelines
+them). The next read's round trip still overlaps the decoding: it is asked for ahead
+(``RemoteClient.prefetch``) and received on the connection's reader thread. A fetch
+thread, decoding ahead too, hides nothing more and costs CPU the JVM needs: three
+threads passing the GIL (the task's, the fetch thread, the connection's reader) took
+~10 ns per row more than two here (EventWriter data from ``ingestwm serve``).
 """
 
 _lock = threading.Lock()
 _prepared = False
 _modules = 0  # len(sys.modules) at the last freeze
-_clients: OrderedDict[tuple[str, int, ClientSecurity], SegmentStoreClient] = OrderedDict()
 
 
 def prepare_worker() -> bool:
@@ -97,35 +72,6 @@ def prepare_worker() -> bool:
             _modules = len(sys.modules)
             _prepared = True
     return True
-
-
-@contextmanager
-def task_client(endpoint: str, timeout_ms: int, security: ClientSecurity) -> Iterator[SegmentStoreClient]:
-    """The client a task reads with (``reading.connect`` without read-ahead): in a prepared worker
-    (``prepare_worker``), the one its last task with these settings used, kept for the next; else a
-    new one, closed after. One task at a time uses a kept client. O(1)."""
-    if not _prepared:
-        client = connect(endpoint, timeout_ms, read_ahead=False, security=security)
-        try:
-            yield client
-        finally:
-            client.close()
-        return
-    key = (endpoint, timeout_ms, security)
-    with _lock:
-        kept = _clients.pop(key, None)
-    client = kept if kept is not None else connect(endpoint, timeout_ms, read_ahead=False, security=security)
-    try:
-        yield client
-    finally:
-        if isinstance(client, RemoteClient):
-            client.drop_read_ahead()  # (a task that stopped early leaves a read asked for ahead)
-        with _lock:
-            old = [c for c in (_clients.pop(key, None),) if c is not None]  # (one kept per key)
-            _clients[key] = client
-            old += [_clients.popitem(last=False)[1] for _ in range(len(_clients) - KEPT_CLIENTS)]
-        for c in old:
-            c.close()
 
 
 def under_pyspark_daemon() -> bool:

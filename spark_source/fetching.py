@@ -11,16 +11,14 @@ its round trip overlaps the decoding on the connection's reader thread; not a ra
 read, which may end at the tail (a read there asks again for a fresh watermark). ``fetched_ahead``
 runs such a generator on a thread up to ``ahead`` items ahead of its consumer: socket
 reads release the GIL and the numba kernels run with ``nogil``, so decoding overlaps
-what the consumer does with the reads before (a Spark task's thread writes them to the JVM).
+what the consumer does with the reads before (a Spark task has none: ``executor``).
 
 With ``runs``, each read also brings the ingestion runs of its whole frames, so that
 the decoder never waits for the store: they are asked for ``RUNS_AHEAD_READS`` reads'
 worth of bytes at a time (``runs_of``: one ``ingestion_runs`` call, more for over
 65,536 runs) and cut to each read's frames, so that a range takes one round trip per
 read, not two (a call costs the client ~0.2 ms of CPU here, ~5 ns per event of a
-2 MiB read). A range's first read is small (``FIRST_READ_BYTES``) and brings its runs in
-the same round trip (``read_ranges``), so the consumer's first batch comes after one round
-trip and a few thousand events. A read that returns nothing below the planned end, or bytes at the end
+2 MiB read). A read that returns nothing below the planned end, or bytes at the end
 that are not a whole frame, raise ``DataLossError``; the store's errors pass through
 in order.
 """
@@ -47,7 +45,6 @@ __all__ = [
     "READ_CHUNK_BYTES",
     "FETCH_AHEAD",
     "RUNS_AHEAD_READS",
-    "FIRST_READ_BYTES",
     "FrameChunk",
     "whole_frame_reads",
     "fetched_ahead",
@@ -60,9 +57,6 @@ FETCH_AHEAD = 2
 """Reads a range's fetch thread keeps ready ahead of the decoder."""
 RUNS_AHEAD_READS = 4
 """Reads' worth of bytes whose ingestion runs ``whole_frame_reads(runs=True)`` asks for at once."""
-FIRST_READ_BYTES = 256 << 10
-"""A range's first read with its runs (``whole_frame_reads(runs=True)``): one round trip, and a few
-thousand events decoded, before the consumer has its first batch (a Spark task's JVM waits for it)."""
 
 _T = TypeVar("_T")
 
@@ -106,17 +100,9 @@ def whole_frame_reads(
     carry = b""  # the start of a frame longer than the reads so far
     need = 0  # that frame's full length, when known
     window = _RunsWindow(client, segment, end, RUNS_AHEAD_READS * chunk_bytes)
-    first = runs
     while pos < end:
         want = min(max(chunk_bytes, need - len(carry)), end - pos)
-        if first:  # a small read and its runs in one round trip: the consumer starts sooner
-            first = False
-            want = min(want, FIRST_READ_BYTES)
-            (got,) = client.read_ranges([(segment, pos, want)])
-            r = got.read if got.read is not None else client.read(segment, pos, want)  # (raises its error)
-            window.seed(pos, got.runs)
-        else:
-            r = client.read(segment, pos, want)  # the reply asked for ahead, if it was
+        r = client.read(segment, pos, want)  # the reply asked for ahead, if it was
         if not r.data:
             raise DataLossError(
                 f"segment {segment!r} of stream {stream!r}: no data at offset {pos}, below the planned "
@@ -179,14 +165,6 @@ class _RunsWindow:
         self._span = span
         self._runs: np.ndarray | None = None
         self._from = 0  # the first byte self._runs covers
-
-    def seed(self, begin: int, runs: np.ndarray | None) -> None:
-        """Hold ``runs`` of bytes from ``begin`` (``read_ranges``'s answer) if they are well formed."""
-        if runs is None:
-            return
-        r = np.asarray(runs, dtype=np.int64)
-        if r.ndim == 2 and r.shape[0] == 2 and r.shape[1] > 0 and int(r[0, 0]) >= begin:
-            self._runs, self._from = r, begin
 
     def runs(self, begin: int, end: int) -> np.ndarray:
         """The runs of bytes ``[begin, end)`` (``begin < end``); the last one ends at or after ``end - 1``."""

@@ -169,7 +169,7 @@ def read_ranges(
             ):
                 total += ranges[k].end - ranges[k].begin
                 k += 1
-            yield from _read_group(client, ranges[i:k], meta, warn, ahead)
+            yield from _read_group(client, ranges[i:k], meta, warn)
             i = k
 
 
@@ -178,7 +178,6 @@ def _read_group(
     group: Sequence[SegmentRange],
     meta: BatchMeta,
     warn: Callable[[str], None] | None,
-    ahead: int,
 ) -> Iterator[pa.RecordBatch]:
     got = client.read_ranges([(r.segment, r.begin, r.end - r.begin) for r in group])
     held: list[pa.RecordBatch] = []
@@ -191,9 +190,7 @@ def _read_group(
         if held:  # in order: what came before this range first
             yield _combined(held)
             held = []
-        yield from read_range(
-            client, r.stream, r.segment, r.begin, r.end, meta, warn, ahead, pravega=r.pravega
-        )
+        yield from read_range(client, r.stream, r.segment, r.begin, r.end, meta, warn, pravega=r.pravega)
     if held:
         yield _combined(held)
 

@@ -192,34 +192,6 @@ def test_a_range_asks_for_ingestion_runs_once_per_few_reads() -> None:
             )
 
 
-def test_a_ranges_first_batch_takes_one_call_of_the_store() -> None:
-    """The first read is small and brings its ingestion runs (``read_ranges``): the consumer has
-    its first batch after one round trip; the rows are the decoder's, as with any read size."""
-    from spark_source.fetching import FIRST_READ_BYTES
-
-    clock = ManualClock(1_000_000)
-    with SegmentStore(clock=clock) as store:
-        c = EmbeddedClient(store)
-        c.create_segment("s/a/0")
-        for i in range(30):
-            clock.advance(1)
-            c.append("s/a/0", b"".join(encode_event(f"k{j}", bytes(j % 40), i) for j in range(1000)))
-        length = c.get_info("s/a/0").length
-        calls: list[str] = []
-        for name in ("read", "read_ranges", "ingestion_runs"):
-            real = getattr(c, name)
-            setattr(c, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
-        batches = read_range(c, "s/a", "s/a/0", 0, length, META, ahead=0, chunk_bytes=300_000)
-        first = next(batches)
-        assert calls == ["read_ranges"]
-        assert first.num_rows > 0 and first.column("offset")[-1].as_py() < FIRST_READ_BYTES
-        rest = list(batches)
-        assert len(rest) >= 2 and calls.count("read_ranges") == 1
-        ints = [pa.field(f.name, pa.int64()) if pa.types.is_timestamp(f.type) else f for f in ARROW_SCHEMA]
-        got = pa.Table.from_batches([first, *rest], ARROW_SCHEMA).cast(pa.schema(ints)).to_pylist()
-        assert got == expected_rows(c, "s/a", "s/a/0", 0, length)
-
-
 def test_read_range_over_the_wire() -> None:
     clock = ManualClock(1_000_000)
     with SegmentStore(clock=clock) as store, SegmentStoreServer(store) as server:

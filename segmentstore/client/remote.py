@@ -392,11 +392,6 @@ class RemoteClient(WireCalls, SegmentStoreClient):
             self._after_fork()
             self._prefetch(name, offset, max_length)
 
-    def drop_read_ahead(self) -> None:
-        """Forget the reads fetched ahead and not taken (``prefetch``, ``read_ahead``): for a caller
-        that will not make them, so that their bytes are freed and no later read takes them."""
-        self._ahead.clear()
-
     def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
         reqs = check_wait_requests(requests)
         check_wait_ms("wait_any", wait_ms)
