@@ -19,15 +19,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench.perf.call_counts import count_calls, uncount
 from readergroup.config import ReaderGroupConfig, TimeDomain
 from readergroup.format.events import NO_EVENT_TIME
 from readergroup.reading.block_merge import merge_kernel
 from readergroup.reading.group import ReaderGroup
-from readergroup.reading.reader import EventBatch, EventReader
+from readergroup.reading.reader import EventBatch, EventReader, ReadKind
 from readergroup.writing.writer import EventWriter
-from segmentstore import ManualClock, SegmentStore
+from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 START_MS = 1_000_000
@@ -218,6 +220,73 @@ def test_a_segment_looked_at_before_a_write_is_looked_at_again_once_its_block_is
     a.close()
     b.close()
     reader.close()
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(0, 1), st.integers(0, 7), st.integers(1, 6)),
+        st.tuples(st.just("tick"), st.sampled_from([0, 1, 5, 25, 60])),  # (reports every 20 ms)
+        st.tuples(st.just("advance")),
+        st.tuples(st.just("batch"), st.integers(1, 3)),
+        st.tuples(st.just("event")),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS, st.sampled_from([64, 200, 1 << 20]), st.sampled_from(list(TimeDomain)))
+def test_an_empty_read_means_every_event_written_before_it_was_delivered(
+    ops: list[tuple[Any, ...]], buffer: int, domain: TimeDomain
+) -> None:
+    """Writes (flushed) at the same instant or later, clock steps, advancer passes, batch and single
+    reads in any order: whenever the group's one reader answers "nothing", it has delivered every
+    event written so far; the looks it skips (the embedded store's change count stood still) never
+    hide one. Small read buffers leave blocks short of the tail; in each time domain (a batch with
+    a watermark alone says nothing of what is left). The case such a skip once hid, a segment that
+    was delivering a block while the look after a write passed it by, is
+    ``test_a_segment_looked_at_before_a_write_is_looked_at_again_once_its_block_is_delivered``
+    (this property found it in one run of 3,000 examples, none of 600)."""
+    clock = ManualClock(START_MS)
+    with SegmentStore(
+        clock=clock, config=StoreConfig(max_watermark_lag_ms=40, advancer_thread=False)
+    ) as store:
+        c = EmbeddedClient(store)
+        streams = ("test/one", "test/three")
+        c.create_stream(streams[0], 1)
+        c.create_stream(streams[1], 3)
+        cfg = ReaderGroupConfig(
+            streams, time_domain=domain, position_report_interval_ms=20, read_buffer_bytes=buffer
+        )
+        reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+        writers = [EventWriter(c, s, clock=clock) for s in streams]
+        written: list[bytes] = []
+        got: list[bytes] = []
+        for op in ops:
+            if op[0] == "write":
+                _, i, key, k = op
+                for _ in range(k):
+                    written.append(b"e%d" % len(written))
+                    writers[i].write_event(f"k{key}", written[-1])
+                writers[i].flush()
+            elif op[0] == "tick":
+                clock.advance(op[1])
+            elif op[0] == "advance":
+                store.advance_idle_watermarks()
+            elif op[0] == "batch":
+                b = reader.read_batch(op[1])
+                got += _payloads(b)
+                if not len(b) and b.watermark is None and b.checkpoint_name is None:
+                    assert sorted(got) == sorted(written)
+            else:
+                r = reader.read_next_event(0)
+                if r.is_event:
+                    assert r.payload is not None
+                    got.append(r.payload)
+                elif r.kind is ReadKind.EMPTY:
+                    assert sorted(got) == sorted(written)
+            reader._check()
+        assert len(got) == len(set(got))  # none twice
 
 
 def _payloads(batch: EventBatch) -> list[bytes]:
