@@ -4,7 +4,8 @@ Areas: ``index`` (the watermark index), ``store``, ``append_cost`` (what one app
 ``durable`` (sync policies, recovery), ``server`` (loopback vs raw sockets), ``writer``
 (``EventWriter`` and transactions at wire speed), ``reader``, ``remote_reader`` (calls and
 bytes per poll over ``RemoteClient``), ``group`` (reader-group state), ``waiting`` (idle
-calls, latency), ``sim`` (the simulator), ``spark``, ``spark_io`` and ``spark_wide`` (the
+calls, latency), ``sim`` (the simulator), ``poll`` (a simulated reader's poll, call by call),
+``spark``, ``spark_io`` and ``spark_wide`` (the
 Spark source and sink; thousands of segments), ``pravega`` (the real Pravega client's writes
 beside ``EventWriter``'s into one served store; Pravega-framed reads beside ingestwm-framed).
 The module protocol (``run(size)``, ``test_*`` functions, ``SLOW``) is in ``suite``;

@@ -1,0 +1,160 @@
+"""Where a simulated reader's poll goes at Pravega's scale (issue 46), call by call.
+
+Runs ``bench/perf/pravega-scale.yaml`` (4,096 segments, 1,000 readers polling every 100 ms,
+1 M events/s, every other field at its default; ``bench_sim.PRAVEGA_SCALE``) for a while of
+simulated time with a timer around each of the calls a poll is made of, and prints the
+wall time per call and each one's share of the run:
+
+- a reader's ``read_batch`` that returns events (its sync, its look at the tails, the merge);
+- its next ``read_batch`` of the poll, which returns nothing (the caught-up report);
+- of those, the look at the tails (``_fetch_all``: one ``read_many``, the blocks decoded
+  together, taken by their segments), its ``read_many`` alone, and the report
+  (``ReaderGroupState.sync_report``: framed, appended to the group's state log, applied);
+- the recorder and pipeline per batch (``ReaderActor.on_batch``), and the writers' ticks
+  (``WriterActor.step``).
+
+The look and the report are parts of ``read_batch`` calls (their shares overlap). The
+timers cost a little each (measured on an empty function and printed: compare the
+calls with it in mind). The run is checked first: every event written was delivered once.
+Run ``python -m bench.perf.bench_poll [--quick | --tiny]``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from readergroup.group_state.state import ReaderGroupState
+from readergroup.reading.reader import EventReader
+from readergroup.reading.reader_blocks import ReaderBlocks
+
+from ..sim.actors import WriterActor
+from ..sim.engine import run_scenario
+from ..sim.readers import ReaderActor
+from ..spec.scenario import load_scenario
+from .bench_sim import PRAVEGA_SCALE
+from .suite import Row, Size, module_main, row, sized
+
+__all__ = ["run", "main"]
+
+_TIMED: tuple[tuple[type, str, str], ...] = (
+    (ReaderBlocks, "_fetch_all", "look at the tails (_fetch_all: read_many, decode, take)"),
+    (ReaderGroupState, "sync_report", "report (sync_report: frame, append, apply)"),
+    (ReaderActor, "on_batch", "recorder and pipeline per batch (on_batch)"),
+    (WriterActor, "step", "writers' ticks (WriterActor.step)"),
+)
+
+
+@contextlib.contextmanager
+def _timers(seconds: dict[str, float], calls: Counter[str]) -> Iterator[None]:
+    """Time ``_TIMED``'s methods, the embedded ``read_many`` and ``read_batch`` (split by what it
+    returned) while the block runs; the originals are back after it."""
+    saved: list[tuple[type, str, Any]] = []
+
+    def timed(cls: type, name: str, key: Callable[[Any], str]) -> None:
+        orig = cls.__dict__[name]
+        saved.append((cls, name, orig))
+
+        @functools.wraps(orig)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            out = orig(*args, **kwargs)
+            k = key(out)
+            seconds[k] = seconds.get(k, 0.0) + time.perf_counter() - t0
+            calls[k] += 1
+            return out
+
+        setattr(cls, name, wrapper)
+
+    from segmentstore.client.embedded import EmbeddedClient
+
+    def named(label: str) -> Callable[[Any], str]:
+        return lambda _out: label
+
+    for cls, name, label in _TIMED:
+        timed(cls, name, named(label))
+    timed(EmbeddedClient, "read_many", named("  of the look: read_many"))
+    timed(
+        EventReader,
+        "read_batch",
+        lambda b: (
+            "read_batch that returns events"
+            if len(b)
+            else "read_batch that returns nothing (the caught-up report)"
+            if b.watermark is None and b.checkpoint_name is None
+            else "read_batch that returns a watermark or a checkpoint"
+        ),
+    )
+    try:
+        yield
+    finally:
+        for cls, name, orig in saved:
+            setattr(cls, name, orig)
+
+
+def _timer_cost() -> float:
+    """Seconds one wrapper adds around a call (an empty one's, timed alike)."""
+    spent = [0.0]
+
+    class Empty:
+        def f(self) -> None:
+            return None
+
+    e = Empty()
+    plain = time.perf_counter()
+    for _ in range(100_000):
+        e.f()
+    plain = time.perf_counter() - plain
+    orig = Empty.f
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any) -> Any:
+        t0 = time.perf_counter()
+        out = orig(*args)
+        spent[0] += time.perf_counter() - t0
+        return out
+
+    setattr(Empty, "f", wrapper)  # noqa: B010 (the timers patch methods so)
+    t = time.perf_counter()
+    for _ in range(100_000):
+        e.f()
+    return max(0.0, (time.perf_counter() - t - plain) / 100_000)
+
+
+def run(size: Size = "full") -> list[Row]:
+    """One timed run of the Pravega-scale scenario; a row per call, per call and as a share."""
+    ms = sized(size, tiny=200, quick=1_000, full=3_000)
+    scenario = load_scenario(PRAVEGA_SCALE, [f"duration_ms={ms}"])
+    seconds: dict[str, float] = {}
+    calls: Counter[str] = Counter()
+    with _timers(seconds, calls):
+        result = run_scenario(scenario)
+    ev = result.summary["events"]
+    if not (ev["written"] == ev["delivered"] == ev["unique"] and ev["missing"] == ev["duplicates"] == 0):
+        raise AssertionError(f"bench_poll: the run did not deliver every event once: {ev}")
+    wall = result.wall_s - result.setup_wall_s
+    rows = [
+        row(
+            f"pravega-scale, {ms / 1000:g} s simulated: {ev['delivered']:,} events, "
+            f"{calls['read_batch that returns events']:,} busy polls (timers on)",
+            round(wall, 2),
+            "s",
+        )
+    ]
+    for key in sorted(seconds, key=lambda k: -seconds[k]):
+        rows.append(row(key, round(seconds[key] / calls[key] * 1e6, 1), "us/call", "share of the run",
+                        round(seconds[key] / wall, 3)))  # fmt: skip
+    rows.append(row("a timer around a call adds", round(_timer_cost() * 1e6, 2), "us/call"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    return module_main(run, argv, __doc__, "1 s simulated, not 3")
+
+
+if __name__ == "__main__":
+    main()
