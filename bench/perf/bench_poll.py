@@ -7,8 +7,9 @@ wall time per call and each one's share of the run:
 
 - a reader's ``read_batch`` that returns events (its sync, its look at the tails, the merge);
 - its next ``read_batch`` of the poll, which returns nothing (the caught-up report);
-- of those, the look at the tails (``_fetch_all``: one ``read_many``, the blocks decoded
-  together, taken by their segments), its ``read_many`` alone, and the report
+- of those, the segments' block reads and looks at the tails (``_fetch_all``: one
+  ``read_many``, the blocks decoded together, taken by their segments; at this scale nearly
+  all of them looks), their ``read_many`` alone, and the report
   (``ReaderGroupState.sync_report``: framed, appended to the group's state log, applied);
 - the recorder and pipeline per batch (``ReaderActor.on_batch``), and the writers' ticks
   (``WriterActor.step``).
@@ -31,6 +32,7 @@ from typing import Any
 from readergroup.group_state.state import ReaderGroupState
 from readergroup.reading.reader import EventReader
 from readergroup.reading.reader_blocks import ReaderBlocks
+from segmentstore.client import EmbeddedClient
 
 from ..sim.actors import WriterActor
 from ..sim.engine import run_scenario
@@ -42,7 +44,7 @@ from .suite import Row, Size, module_main, row, sized
 __all__ = ["run", "main"]
 
 _TIMED: tuple[tuple[type, str, str], ...] = (
-    (ReaderBlocks, "_fetch_all", "look at the tails (_fetch_all: read_many, decode, take)"),
+    (ReaderBlocks, "_fetch_all", "block reads and looks at the tails (_fetch_all: read_many, decode, take)"),
     (ReaderGroupState, "sync_report", "report (sync_report: frame, append, apply)"),
     (ReaderActor, "on_batch", "recorder and pipeline per batch (on_batch)"),
     (WriterActor, "step", "writers' ticks (WriterActor.step)"),
@@ -70,14 +72,12 @@ def _timers(seconds: dict[str, float], calls: Counter[str]) -> Iterator[None]:
 
         setattr(cls, name, wrapper)
 
-    from segmentstore.client.embedded import EmbeddedClient
-
     def named(label: str) -> Callable[[Any], str]:
         return lambda _out: label
 
     for cls, name, label in _TIMED:
         timed(cls, name, named(label))
-    timed(EmbeddedClient, "read_many", named("  of the look: read_many"))
+    timed(EmbeddedClient, "read_many", named("  of them: read_many"))
     timed(
         EventReader,
         "read_batch",
