@@ -51,45 +51,51 @@ _TIMED: tuple[tuple[type, str, str], ...] = (
 )
 
 
+def _timed(
+    cls: type, name: str, key: Callable[[Any], str], seconds: dict[str, float], calls: Counter[str]
+) -> Any:
+    """Put a timer around ``cls.name`` (each call's seconds and count under ``key(its result)``);
+    returns the original, for the caller to put back."""
+    orig = cls.__dict__[name]
+
+    @functools.wraps(orig)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        out = orig(*args, **kwargs)
+        k = key(out)
+        seconds[k] = seconds.get(k, 0.0) + time.perf_counter() - t0
+        calls[k] += 1
+        return out
+
+    setattr(cls, name, wrapper)
+    return orig
+
+
+def _named(label: str) -> Callable[[Any], str]:
+    return lambda _out: label
+
+
+def _batch_kind(b: Any) -> str:
+    if len(b):
+        return "read_batch that returns events"
+    if b.watermark is None and b.checkpoint_name is None:
+        return "read_batch that returns nothing (the caught-up report)"
+    return "read_batch that returns a watermark or a checkpoint"
+
+
 @contextlib.contextmanager
 def _timers(seconds: dict[str, float], calls: Counter[str]) -> Iterator[None]:
     """Time ``_TIMED``'s methods, the embedded ``read_many`` and ``read_batch`` (split by what it
     returned) while the block runs; the originals are back after it."""
+    timed = [
+        *((cls, name, _named(label)) for cls, name, label in _TIMED),
+        (EmbeddedClient, "read_many", _named("  of them: read_many")),
+        (EventReader, "read_batch", _batch_kind),
+    ]
     saved: list[tuple[type, str, Any]] = []
-
-    def timed(cls: type, name: str, key: Callable[[Any], str]) -> None:
-        orig = cls.__dict__[name]
-        saved.append((cls, name, orig))
-
-        @functools.wraps(orig)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            out = orig(*args, **kwargs)
-            k = key(out)
-            seconds[k] = seconds.get(k, 0.0) + time.perf_counter() - t0
-            calls[k] += 1
-            return out
-
-        setattr(cls, name, wrapper)
-
-    def named(label: str) -> Callable[[Any], str]:
-        return lambda _out: label
-
-    for cls, name, label in _TIMED:
-        timed(cls, name, named(label))
-    timed(EmbeddedClient, "read_many", named("  of them: read_many"))
-    timed(
-        EventReader,
-        "read_batch",
-        lambda b: (
-            "read_batch that returns events"
-            if len(b)
-            else "read_batch that returns nothing (the caught-up report)"
-            if b.watermark is None and b.checkpoint_name is None
-            else "read_batch that returns a watermark or a checkpoint"
-        ),
-    )
     try:
+        for cls, name, key in timed:
+            saved.append((cls, name, _timed(cls, name, key, seconds, calls)))
         yield
     finally:
         for cls, name, orig in saved:
@@ -97,8 +103,7 @@ def _timers(seconds: dict[str, float], calls: Counter[str]) -> Iterator[None]:
 
 
 def _timer_cost() -> float:
-    """Seconds one wrapper adds around a call (an empty one's, timed alike)."""
-    spent = [0.0]
+    """Seconds the timer (``_timed``) adds around a call: an empty method's, with and without it."""
 
     class Empty:
         def f(self) -> None:
@@ -109,16 +114,7 @@ def _timer_cost() -> float:
     for _ in range(100_000):
         e.f()
     plain = time.perf_counter() - plain
-    orig = Empty.f
-
-    @functools.wraps(orig)
-    def wrapper(*args: Any) -> Any:
-        t0 = time.perf_counter()
-        out = orig(*args)
-        spent[0] += time.perf_counter() - t0
-        return out
-
-    setattr(Empty, "f", wrapper)  # noqa: B010 (the timers patch methods so)
+    _timed(Empty, "f", _named("x"), {}, Counter())
     t = time.perf_counter()
     for _ in range(100_000):
         e.f()
