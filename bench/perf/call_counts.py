@@ -8,15 +8,17 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client import EmbeddedClient, SegmentStoreClient
 
 __all__ = ["count_calls", "uncount"]
 
 
 def count_calls(client: SegmentStoreClient) -> Counter[str]:
-    """Count every public call made on ``client`` from now on (by method name)."""
+    """Count every public call made on ``client`` from now on (by method name): the interface's, and an
+    embedded client's bulk ``append_many``."""
     calls: Counter[str] = Counter()
-    for name in dir(SegmentStoreClient):
+    extra = ("append_many",) if isinstance(client, EmbeddedClient) else ()
+    for name in (*dir(SegmentStoreClient), *extra):
         if name.startswith("_") or name in ("close",):
             continue
         method = getattr(client, name)
