@@ -11,7 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["SegmentInfo", "AppendResult", "SegmentRead", "MergeResult", "RecordScan", "RecordsRead"]
+import numpy as np
+
+__all__ = [
+    "SegmentInfo",
+    "AppendResult",
+    "SegmentRead",
+    "MergeResult",
+    "RecordScan",
+    "RecordsRead",
+    "PackedReads",
+    "NOTHING_NEW",
+    "READ",
+    "FAILED",
+    "UNREAD",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +119,67 @@ class RecordsRead:
     watermarks: Any
     error: str | None = None
     message: str = ""
+
+
+# ---------------------------------------------------------------------- read_many, packed (embedded)
+NOTHING_NEW, READ, FAILED, UNREAD = 0, 1, 2, 3
+"""``PackedReads.kinds``: ``read_many``'s answer ``None``; a read; a failed read; not read (ask again)."""
+
+_NO_OFFSETS = np.empty(0, np.int64)
+_NO_OFFSETS.flags.writeable = False
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PackedReads:
+    """``read_many``'s answers in columns, for a decoder of many blocks at once (``EmbeddedClient``).
+
+    Per request, in order: ``kinds`` (``NOTHING_NEW``, ``READ``, ``FAILED``, ``UNREAD``) and, for a
+    read, ``reads``: its ``SegmentRead``'s ``(offset, length of data, watermark, end_of_segment,
+    at_tail)`` (else ``None``). The reads' bytes one after the other in ``data``; for the reads with
+    data, in order, one row each of ``meta`` (int64: where its bytes start in ``data``, how many, its
+    offset, its watermark, where its records' starts begin in ``starts``, how many), the starts of
+    their whole records in ``starts``, and in ``values`` the watermarks at each and at the end of the
+    last (one more per read than its starts). ``errors``: a failed request's class name and message.
+    ``answers()`` are ``read_many``'s.
+    """
+
+    kinds: list[int]
+    reads: list[tuple[int, int, int, bool, bool] | None]
+    data: bytes
+    meta: Any
+    starts: Any
+    values: Any
+    errors: dict[int, tuple[str, str]]
+
+    def read(self, i: int) -> SegmentRead:
+        """The ``i``-th request's ``SegmentRead`` (a ``READ``). O(requests + its bytes)."""
+        at = sum(r[1] for r in self.reads[:i] if r is not None)
+        r = self.reads[i]
+        assert r is not None, f"request {i} was not read"
+        offset, n, watermark, eos, tail = r
+        return SegmentRead(offset, self.data[at : at + n], watermark, eos, tail)
+
+    def answers(self) -> tuple[RecordsRead | None, ...]:
+        """Every answer as ``read_many`` gives it. O(bytes + records)."""
+        out: list[RecordsRead | None] = []
+        at = row = 0
+        meta, data = self.meta, self.data
+        for i, kind in enumerate(self.kinds):
+            r = self.reads[i]
+            if kind == NOTHING_NEW:
+                out.append(None)
+            elif r is None:
+                cls, message = self.errors[i] if kind == FAILED else (None, "")
+                out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, cls, message))
+            else:
+                offset, n, watermark, eos, tail = r
+                read = SegmentRead(offset, data[at : at + n] if n else b"", watermark, eos, tail)
+                at += n
+                if n:
+                    s0, k = int(meta[row, 4]), int(meta[row, 5])
+                    starts, values = self.starts[s0 : s0 + k], self.values[s0 + row : s0 + row + k + 1]
+                    row += 1
+                else:
+                    starts, values = _NO_OFFSETS, np.array([watermark], np.int64)
+                out.append(RecordsRead(read, starts, values))
+        return tuple(out)

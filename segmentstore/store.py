@@ -24,6 +24,7 @@ from .future_read import FutureRead
 from .results import (
     AppendResult,
     MergeResult,
+    PackedReads,
     RecordScan,
     RecordsRead,
     SegmentInfo,
@@ -219,7 +220,11 @@ class SegmentStore:
 
     def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         """See ``SegmentClient.read_many`` (``segmentstore.core.batched_reads``)."""
-        return tuple(self._reads.read_many(check_read_requests(requests), READ_MANY_REPLY_BYTES))
+        return self._reads.read_many(check_read_requests(requests), READ_MANY_REPLY_BYTES)
+
+    def read_packed(self, requests: Sequence[tuple[Any, ...]]) -> PackedReads:
+        """``read_many``'s answers in columns (``PackedReads``), for a decoder of many blocks at once."""
+        return self._reads.read_packed(check_read_requests(requests), READ_MANY_REPLY_BYTES)
 
     # ------------------------------------------------------------------ advancer
     def advance_idle_watermarks(self) -> list[str]:

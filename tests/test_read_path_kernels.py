@@ -22,8 +22,10 @@ from readergroup.reading.block_merge import merge_blocks, merge_kernel
 from readergroup.reading.segment_input import SegmentInput, decode_together
 from segmentstore import ManualClock, SegmentStore, StreamSegment
 from segmentstore.client import EmbeddedClient
+from segmentstore.core.batched_reads import check_read_requests
 from segmentstore.core.records import record_bounds
 from segmentstore.core.warmup import warm_kernels
+from segmentstore.results import FAILED, NOTHING_NEW, READ, UNREAD
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -198,3 +200,45 @@ def test_records_that_are_not_the_frames_fall_back_to_the_step_by_step_decode() 
     assert block[0][3].tolist() == [11, 12] and after.tolist() == [[len(frames[0]), len(data)], [11, 12]]
     whole = decode_event_block(data, 0)[0]
     assert block[0][:3].tolist() == whole[0][:3].tolist()
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_packed_answers_hold_in_columns_what_read_many_answers(seed: int) -> None:
+    """``read_packed``: per request its kind and read; for the reads with data a row of ``meta`` with
+    where their bytes are in ``data``, their offset and watermark, and where their records' starts and
+    the watermarks there are in ``starts`` and ``values`` -- each what ``read_many`` answers; requests
+    past the reply's size come back unread, a failed one with its error."""
+    store, _, name, rng = _segment(seed, truncate=True)
+    info = store.get_info(name)
+    reqs: list[tuple[str, int, int, int | None]] = [
+        (name, rng.randrange(info.start_offset, info.length + 1), rng.choice([0, 7, 64, 300, 1 << 20]), None)
+        for _ in range(6)
+    ]
+    reqs.insert(rng.randrange(len(reqs)), (name, info.length, 100, info.last_write_time - 1))  # nothing new
+    reqs.insert(rng.randrange(len(reqs)), ("no/such/segment", 0, 100, None))
+    if info.start_offset:
+        reqs.insert(rng.randrange(len(reqs)), (name, info.start_offset - 1, 100, None))  # truncated
+    p = store.read_packed(reqs)
+    answers = store.read_many(reqs)
+    row = 0
+    for i, a in enumerate(answers):
+        if a is None:
+            assert p.kinds[i] == NOTHING_NEW and p.reads[i] is None
+            continue
+        if a.read is None:
+            assert p.kinds[i] == FAILED and p.errors[i] == (a.error, a.message)
+            continue
+        assert p.kinds[i] == READ and p.read(i) == a.read
+        if not a.read.data:
+            continue
+        at, size, offset, watermark, s0, k = p.meta[row].tolist()
+        assert p.data[at : at + size] == a.read.data
+        assert (offset, watermark) == (a.read.offset, a.read.watermark)
+        assert p.starts[s0 : s0 + k].tolist() == a.starts.tolist()
+        assert p.values[s0 + row : s0 + row + k + 1].tolist() == a.watermarks.tolist()
+        row += 1
+    assert row == len(p.meta)
+    # a small reply: the first request is read whatever its size, the ones after it wait for another call
+    first = next(i for i, a in enumerate(answers) if a is not None and a.read is not None and a.read.data)
+    small = store._reads.read_packed(check_read_requests(reqs[first:]), 1)
+    assert small.kinds[0] == READ and set(small.kinds[1:]) <= {UNREAD}

@@ -48,6 +48,7 @@ __all__ = [
     "decode_event_block",
     "decode_event_block_at",
     "decode_event_blocks_at",
+    "decode_packed_blocks",
     "EventBlocks",
     "block_arrays",
     "EventBlock",
@@ -373,12 +374,7 @@ def decode_event_blocks_at(
     the kernels are not loaded or one buffer would not decode there (a bad frame, no whole event, or
     records that do not match): ``decode_event_block_at`` of each in turn raises or answers as ever.
     O(total bytes)."""
-    nb = len(bufs)
-    if _loaded:
-        k = _loaded[0]
-    elif _KERNELS_MODULE in sys.modules:
-        k = _kernels()
-    else:
+    if not _loaded and _KERNELS_MODULE not in sys.modules:
         return None
     rows = []
     at = s0 = 0
@@ -387,10 +383,30 @@ def decode_event_blocks_at(
         rows.append((at, size, base, last, s0, n))
         at += size
         s0 += n
-    if at >= 2**31:
+    nb = len(bufs)
+    st = np.concatenate(starts) if nb > 1 else starts[0]
+    vs = np.concatenate(values) if nb > 1 else values[0]
+    return decode_packed_blocks(b"".join(bufs), np.array(rows, np.int64), st, vs, add)
+
+
+def decode_packed_blocks(
+    data: bytes, meta: np.ndarray, starts: np.ndarray, values: np.ndarray, add: int
+) -> EventBlocks | None:
+    """``decode_event_blocks_at`` of blocks given side by side: their bytes one after the other in
+    ``data``, a row of ``meta`` each (int64: where its bytes start in ``data``, how many, its base
+    offset, its ``last``, where its records' starts begin in ``starts``, how many), their records'
+    starts one after the other in ``starts`` and their values in ``values`` (one more per block than
+    its starts), as ``read_many``'s packed answer (``PackedReads``) holds them. O(total bytes)."""
+    if _loaded:
+        k = _loaded[0]
+    elif _KERNELS_MODULE in sys.modules:
+        k = _kernels()
+    else:
         return None
-    meta = np.array(rows, np.int64)
-    arr = np.frombuffer(b"".join(bufs), dtype=np.uint8)
+    if len(data) >= 2**31:
+        return None
+    nb = len(meta)
+    arr = np.frombuffer(data, dtype=np.uint8)
     sizes = np.empty((nb, 5), np.int64)
     places = np.empty((nb, 6), np.int64)
     bad, events, nbytes = k.decode_sizes_many(arr, meta, sizes, places)
@@ -400,9 +416,7 @@ def decode_event_blocks_at(
     offs = np.empty((2, events + nb), np.int32)
     raw = np.empty(nbytes, np.uint8)
     cols, after = ints[:4], ints[4:]
-    st = np.concatenate(starts) if nb > 1 else starts[0]
-    vs = np.concatenate(values) if nb > 1 else values[0]
-    if k.decode_events_at_many(arr, meta, sizes, st, vs, add, cols, after, offs, raw) >= 0:
+    if k.decode_events_at_many(arr, meta, sizes, starts, values, add, cols, after, offs, raw) >= 0:
         return None
     out = []
     key_bytes = 0

@@ -8,7 +8,12 @@ watermark known there, so only what is new comes back, and the group's state log
 probed in the same call), not repeated within one read call at one instant of the reader's clock
 nor, over an embedded store, while ``EmbeddedClient.change_count`` stands where a look at the same
 segments that found the state log read to its end left it (nothing a read sees changed since); a
-waiting look is one ``wait_any``. ``batched_reads`` off reads a segment at a time (a
+waiting look is one ``wait_any``. Over an embedded store whose ``read_many`` is
+``EmbeddedClient``'s, the answers come in columns (``read_packed``) and the blocks with data are
+decoded side by side from them (``decode_packed_blocks``), no answer object made per segment;
+where that declines (a reply left some unread, a block that does not decode there, one block only,
+a Pravega-framed segment) they are taken from ``read_many``'s answers as before. ``batched_reads``
+off reads a segment at a time (a
 ``read`` and a ``watermarks_at``) as before issue 36, with the same results.
 """
 
@@ -17,10 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from segmentstore import SegmentRead
 from segmentstore.client import SegmentStoreClient
-from segmentstore.core.batched_reads import MAX_READ_MANY_LENGTH
+from segmentstore.core.batched_reads import MAX_READ_MANY, MAX_READ_MANY_LENGTH
 from segmentstore.limits import INT64_MAX
+from segmentstore.results import NOTHING_NEW, UNREAD, PackedReads
 
+from ..format.events import EventBlocks, decode_packed_blocks
 from .segment_input import SegmentInput, decode_together, read_blocks
 
 if TYPE_CHECKING:
@@ -43,6 +51,7 @@ class ReaderBlocks:
     _state_moved: bool
     _looked: tuple[int, tuple[int, ...]]
     _changes: Callable[[], int] | None
+    _packed: bool  # the client is embedded and reads as ``EmbeddedClient.read_many`` (``read_packed``)
     _clear_at: tuple[int, tuple[int, ...]] | None
     _now: Callable[[], int]
 
@@ -97,7 +106,16 @@ class ReaderBlocks:
             reqs.append((st.segment, st.revision, 0, INT64_MAX))
         else:
             reqs = [(s.name, s.fetch, buf) for s in todo]
-        answers = read_blocks(self._client, reqs)
+        if self._packed and len(reqs) <= MAX_READ_MANY and not any(s.pravega for s in todo):
+            p: PackedReads = self._client.read_packed(reqs)  # type: ignore[attr-defined]
+            if UNREAD not in p.kinds and len(p.meta) > 1 and self._state.epoch == self._epoch:
+                eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1)
+                if eb is not None:
+                    self._take_all(todo, p, eb)
+                    return look and p.kinds[-1] != NOTHING_NEW
+            answers = read_blocks(self._client, reqs, p.answers())  # (as below, from its answers)
+        else:
+            answers = read_blocks(self._client, reqs)
         valid = self._state.epoch == self._epoch
         # (Pravega-framed blocks are decoded each on its own: ``read_many``'s records are not their frames)
         mine = [None if s.pravega else a for s, a in zip(todo, answers, strict=False)]
@@ -121,6 +139,31 @@ class ReaderBlocks:
                 if s.end_of_segment:
                     self._need_sync = True
         return look and answers[-1] is not None
+
+    def _take_all(self, todo: list[SegmentInput], p: PackedReads, eb: EventBlocks) -> None:
+        """``_fetch_all``'s taking of ``p``, ``read_packed``'s answers to ``todo`` in the epoch they were
+        asked in, whose blocks with data ``eb`` are (decoded side by side): as from ``read_many``'s
+        answers, without an answer object each. O(segments)."""
+        kinds, reads, blocks = p.kinds, p.reads, eb.blocks
+        j = 0
+        for i, s in enumerate(todo):
+            if kinds[i] == NOTHING_NEW:  # known to be at its tail
+                s.at_tail = True
+                continue
+            self._news += 1
+            r = reads[i]
+            if r is None:  # failed: fetched alone (which handles or raises its error as ever)
+                self._fetch(s, 0)
+                continue
+            length = r[1]
+            if length:
+                s.take_packed(*r, *blocks[j], (eb, j))
+                self._bytes += length
+                j += 1
+            else:  # the watermark at the tail, or the seal
+                s.take_block(self._client, SegmentRead(r[0], b"", r[2], r[3], r[4]), None)
+            if s.end_of_segment:
+                self._need_sync = True
 
     def _ready_tails(self, wait_ms: int) -> list[SegmentInput]:
         """Which caught-up segments have something new: one ``wait_any`` (up to ``wait_ms``).

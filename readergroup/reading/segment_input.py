@@ -255,17 +255,35 @@ class SegmentInput:
         """``take_block`` of ``r`` decoded already (``decode_event_block_at`` of its data with the
         watermarks ``read_many`` answered, ``add`` 1 and ``last`` ``r.watermark``; some event whole);
         ``group``: the blocks it was decoded with (``decode_event_blocks_at``) and its place there."""
-        whole = consumed == len(r.data)
-        self.fetch = r.offset + consumed
-        self.at_tail = r.at_tail and whole
+        self.take_packed(
+            r.offset, len(r.data), r.watermark, r.end_of_segment, r.at_tail, block, after, consumed, group
+        )
+
+    def take_packed(
+        self,
+        offset: int,
+        length: int,
+        watermark: int,
+        end_of_segment: bool,
+        at_tail: bool,
+        block: EventBlock,
+        after: np.ndarray,
+        consumed: int,
+        group: tuple[EventBlocks, int] | None,
+    ) -> None:
+        """``take_decoded`` of the read ``(offset, length of data, watermark, end_of_segment, at_tail)``
+        (a ``PackedReads`` read): the same fields, without its ``SegmentRead``."""
+        whole = consumed == length
+        self.fetch = offset + consumed
+        self.at_tail = at_tail and whole
         self.off, self.lengths, self.et, self.it = block[0]
         self.nxt_pos, self.nxt_wm = after
         self.block, self._keys, self._pays = block, None, None
         self.n, self.idx, self.lists = after.shape[1], 0, None
         self.group = group
-        if r.end_of_segment and whole:
+        if end_of_segment and whole:
             self.end_of_segment = True
-            self.final_wm = max(self.base_wm, r.watermark)
+            self.final_wm = max(self.base_wm, watermark)
 
     @checked
     def _check(self) -> None:
@@ -314,10 +332,18 @@ def _at_records(rec: RecordsRead | None, offs: np.ndarray, whole: bool) -> np.nd
     return w if whole else np.append(w, wms[-1])
 
 
-def read_blocks(client: SegmentStoreClient, requests: list[tuple[Any, ...]]) -> list[RecordsRead | None]:
-    """``read_many`` until every request is answered (a full reply leaves some for another call)."""
-    if len(requests) <= MAX_READ_MANY:
-        out: list[RecordsRead | None] = list(client.read_many(requests))
+def read_blocks(
+    client: SegmentStoreClient,
+    requests: list[tuple[Any, ...]],
+    first: Sequence[RecordsRead | None] | None = None,
+) -> list[RecordsRead | None]:
+    """``read_many`` until every request is answered (a full reply leaves some for another call);
+    ``first``: the answers of a first call already made."""
+    out: list[RecordsRead | None]
+    if first is not None:
+        out = list(first)
+    elif len(requests) <= MAX_READ_MANY:
+        out = list(client.read_many(requests))
     else:
         out = []
         for i in range(0, len(requests), MAX_READ_MANY):

@@ -18,7 +18,7 @@ from ..core.batched_reads import (
     segment_states,
 )
 from ..errors import SegmentStoreError
-from ..results import AppendResult, RecordScan, RecordsRead, SegmentInfo, SegmentRead
+from ..results import AppendResult, PackedReads, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
 from ..wait_any import check_wait_ms
@@ -134,6 +134,12 @@ class EmbeddedClient(SegmentStoreClient):
     # -------------------------------------------------- batched reads (segmentstore.core.batched_reads)
     def read_many(self, requests: Sequence[tuple[Any, ...]]) -> tuple[RecordsRead | None, ...]:
         return self.store.read_many(requests)
+
+    def read_packed(self, requests: Sequence[tuple[Any, ...]]) -> PackedReads:
+        """``read_many``'s answers in columns (``PackedReads``): the blocks' bytes joined, their records'
+        starts and watermarks in two arrays, as a decoder of many blocks takes them (a reader's look
+        skips making an answer object per segment). Embedded only."""
+        return self.store.read_packed(requests)
 
     # ------------------------------------------------------------------ streams (controller)
     def create_stream(self, stream: str, initial_segments: int = 1) -> StreamInfo:

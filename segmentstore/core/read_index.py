@@ -27,7 +27,7 @@ from ..errors import (
 )
 from ..future_read import FutureRead
 from ..limits import INT64_MAX
-from ..results import RecordScan, RecordsRead, SegmentRead
+from ..results import FAILED, NOTHING_NEW, READ, UNREAD, PackedReads, RecordScan, RecordsRead, SegmentRead
 from ..wait_any import ReadyFuture, WaitRequest, check_wait_requests
 from .processor import checked_now
 from .records import RECORD_PREFIX_BYTES, SCAN_CHUNK_BYTES, SCAN_MAX_BYTES, prepare
@@ -38,6 +38,17 @@ from .watermark_index import load_kernels
 __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
 
 _NO_OFFSETS = np.empty(0, np.int64)
+_NO_ROWS = np.empty((0, 6), np.int64)
+_PACKED_START = 1024
+"""Record starts (and watermarks) ``read_packed`` makes room for at first (it grows past them)."""
+
+
+def _grown(a: np.ndarray, need: int) -> np.ndarray:
+    """``a`` copied into an array of at least ``need`` items (doubling). O(len(a))."""
+    out = np.empty(max(need, 2 * len(a)), a.dtype)
+    out[: len(a)] = a
+    return out
+
 
 Wakeup = tuple[FutureRead, SegmentRead | BaseException]
 """A waiting read and what completes it: a read, or the error it fails with."""
@@ -210,27 +221,39 @@ class ReadIndex:
 
     def read_many(
         self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int
-    ) -> list[RecordsRead | None]:
+    ) -> tuple[RecordsRead | None, ...]:
         """``SegmentClient.read_many`` of checked requests under one hold of the lock (see
         ``segmentstore.core.batched_reads``): each a read, its records' starts and the watermarks
         there, or its error, or ``None`` (nothing new above its known watermark); unread past
-        ``reply_bytes``.
-        O(bytes + records)."""
-        load_kernels()  # the records' watermarks are one kernel call: never loaded under the lock
-        out: list[RecordsRead | None] = []
-        used = 0
+        ``reply_bytes``. ``read_packed``'s answers. O(bytes + records)."""
+        return self.read_packed(reqs, reply_bytes).answers()
+
+    def read_packed(self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int) -> PackedReads:
+        """``read_many``'s answers in columns (``PackedReads``): the reads' bytes joined, their records'
+        starts and watermarks in two arrays, as a decoder of many blocks takes them. O(bytes + records)."""
+        load_kernels()  # the records' watermarks are one kernel call each: never loaded under the lock
+        kinds: list[int] = []
+        reads: list[tuple[int, int, int, bool, bool] | None] = []
+        pieces: list[bytes] = []
+        rows: list[tuple[int, int, int, int, int, int]] = []
+        errors: dict[int, tuple[str, str]] = {}
+        bounds = np.empty(_PACKED_START, np.int64)
+        values = np.empty(_PACKED_START, np.int64)
+        used = at = nb = nv = 0
         with self._lock:
             segment = self._table.segment
-            for name, offset, max_length, known in reqs:
+            for i, (name, offset, max_length, known) in enumerate(reqs):
                 if used >= reply_bytes:
-                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS))
+                    kinds.append(UNREAD)
+                    reads.append(None)
                     continue
                 try:
                     seg = segment(name)
                     length = seg.length
                     if offset >= length:  # at (or beyond) the tail
                         if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
-                            out.append(None)  # not ready, as ``wait_any`` says (``_ready``)
+                            kinds.append(NOTHING_NEW)  # not ready, as ``wait_any`` says (``_ready``)
+                            reads.append(None)
                             continue
                         if offset > length:
                             self._check_position(seg, offset, "read offset")  # raises
@@ -240,32 +263,33 @@ class ReadIndex:
                     # ``watermarks_at_ascending`` of the bounds) in one kernel call
                     end = offset + max_length
                     if end >= length:
-                        r = SegmentRead(
-                            offset,
-                            seg.data.read(offset, length - offset) if length > offset else b"",
-                            seg.last_write_time - 1,
-                            seg.sealed,
-                            True,
-                        )
+                        data = seg.data.read(offset, length - offset) if length > offset else b""
+                        read = (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
                     else:
-                        r = SegmentRead(
-                            offset,
-                            seg.data.read(offset, max_length) if max_length else b"",
-                            seg.windex.watermark_at(end),
-                            False,
-                            False,
-                        )
-                    data = r.data
+                        data = seg.data.read(offset, max_length) if max_length else b""
+                        read = (offset, len(data), seg.windex.watermark_at(end), False, False)
                     if data:
-                        starts, wms = seg.windex.watermarks_at_records(data, offset)
-                    else:
-                        starts, wms = _NO_OFFSETS, np.array([r.watermark], np.int64)
+                        need = len(data) // 4 + 2
+                        if nb + need > len(bounds) or nv + need > len(values):
+                            bounds, values = _grown(bounds, nb + need), _grown(values, nv + need)
+                        n = seg.windex.records_into(data, offset, bounds[nb:], values[nv:])
                 except SegmentStoreError as e:
-                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(e).__name__, str(e)))
+                    kinds.append(FAILED)
+                    reads.append(None)
+                    errors[i] = (type(e).__name__, str(e))
                     continue
-                used += len(data) + 16 * len(starts)
-                out.append(RecordsRead(r, starts, wms))
-        return out
+                kinds.append(READ)
+                reads.append(read)
+                if data:
+                    pieces.append(data)
+                    rows.append((at, len(data), offset, read[2], nb, n))
+                    at += len(data)
+                    nb += n
+                    nv += n + 1
+                    used += len(data) + 16 * n
+        meta = np.array(rows, np.int64) if rows else _NO_ROWS
+        joined = pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        return PackedReads(kinds, reads, joined, meta, bounds[:nb], values[:nv], errors)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None

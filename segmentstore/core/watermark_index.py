@@ -405,11 +405,17 @@ class WatermarkIndex:
         cap = len(data) // 4 + 2
         out = np.empty(2 * cap, np.int64)
         bounds, wms = out[:cap], out[cap:]
-        n = (_record_wms or _kernels().record_watermarks)(
+        n = self.records_into(data, base, bounds, wms)
+        return bounds[:n], wms[: n + 1]
+
+    def records_into(self, data: bytes, base: int, bounds: np.ndarray, wms: np.ndarray) -> int:
+        """``watermarks_at_records`` into ``bounds`` and ``wms`` (int64, room for ``len(data) // 4 + 2``
+        each): the records' starts, then the end of the last; the watermark at each. Returns how many
+        records. O(records)."""
+        return (_record_wms or _kernels().record_watermarks)(  # type: ignore[no-any-return]
             np.frombuffer(data, np.uint8), base, self._offs, self._wms, self._h, self._n, self._tail - 1,
             bounds, wms,
         )  # fmt: skip
-        return bounds[:n], wms[: n + 1]
 
     def ingestion_times_at(
         self,
