@@ -145,25 +145,31 @@ class PackedReads:
 
     kinds: list[int]
     reads: list[tuple[int, int, int, bool, bool] | None]
-    data: bytes
+    pieces: list[bytes]
+    """The bytes of each read with data, in order (``data`` joins them)."""
     meta: Any
     starts: Any
     values: Any
     errors: dict[int, tuple[str, str]]
 
+    @property
+    def data(self) -> bytes:
+        """The reads' bytes one after the other (joined on each use: take it once). O(bytes)."""
+        return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+
     def read(self, i: int) -> SegmentRead:
-        """The ``i``-th request's ``SegmentRead`` (a ``READ``). O(requests + its bytes)."""
-        at = sum(r[1] for r in self.reads[:i] if r is not None)
+        """The ``i``-th request's ``SegmentRead`` (a ``READ``). O(requests)."""
         r = self.reads[i]
         assert r is not None, f"request {i} was not read"
         offset, n, watermark, eos, tail = r
-        return SegmentRead(offset, self.data[at : at + n], watermark, eos, tail)
+        piece = sum(1 for q in self.reads[:i] if q is not None and q[1])
+        return SegmentRead(offset, self.pieces[piece] if n else b"", watermark, eos, tail)
 
     def answers(self) -> tuple[RecordsRead | None, ...]:
         """Every answer as ``read_many`` gives it. O(bytes + records)."""
         out: list[RecordsRead | None] = []
-        at = row = 0
-        meta, data = self.meta, self.data
+        row = 0
+        meta, pieces = self.meta, self.pieces
         for i, kind in enumerate(self.kinds):
             r = self.reads[i]
             if kind == NOTHING_NEW:
@@ -173,8 +179,7 @@ class PackedReads:
                 out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, cls, message))
             else:
                 offset, n, watermark, eos, tail = r
-                read = SegmentRead(offset, data[at : at + n] if n else b"", watermark, eos, tail)
-                at += n
+                read = SegmentRead(offset, pieces[row] if n else b"", watermark, eos, tail)
                 if n:
                     s0, k = int(meta[row, 4]), int(meta[row, 5])
                     starts, values = self.starts[s0 : s0 + k], self.values[s0 + row : s0 + row + k + 1]

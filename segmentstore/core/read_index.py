@@ -288,8 +288,7 @@ class ReadIndex:
                     nv += n + 1
                     used += len(data) + 16 * n
         meta = np.array(rows, np.int64) if rows else _NO_ROWS
-        joined = pieces[0] if len(pieces) == 1 else b"".join(pieces)
-        return PackedReads(kinds, reads, joined, meta, bounds[:nb], values[:nv], errors)
+        return PackedReads(kinds, reads, pieces, meta, bounds[:nb], values[:nv], errors)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
