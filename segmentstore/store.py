@@ -123,12 +123,10 @@ class SegmentStore:
         it never did (durable like the appends, sealed segments included). O(1)."""
         return self._container.get_writer_event_number(name, writer_uuid)
 
-    def append_to_segments(
-        self, appends: Sequence[tuple[str, bytes]]
-    ) -> list[AppendResult | SegmentStoreError]:
-        """Many plain appends to many segments in one call (``SegmentContainer.append_to_segments``):
-        each answered by its ``AppendResult`` or the error its ``append`` would raise. Embedded only."""
-        return self._container.append_to_segments(appends)
+    def append_many(self, appends: Sequence[tuple[str, bytes]]) -> list[AppendResult | SegmentStoreError]:
+        """Many plain appends to many segments in one call (``SegmentContainer.append_many``): each
+        answered by its ``AppendResult`` or the error its ``append`` would raise. Embedded only."""
+        return self._container.append_many(appends)
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None

@@ -384,8 +384,8 @@ class WriterActor:
     def _append(
         self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None = None
     ) -> None:
-        """One append per segment (all in one ``append_to_segments``); events of a segment sealed
-        meanwhile are re-routed, in order.
+        """One append per segment (all in one ``append_many``); events of a segment sealed meanwhile are
+        re-routed, in order.
 
         Counts the events per key range for the auto scaler (only it reads them, as ``_count``)."""
         client = self.world.client
@@ -429,7 +429,7 @@ class WriterActor:
                     part = None if sz is None else sz[chunk]
                     appends.append((names[si], build(key_idx[chunk], et[chunk], seqs[chunk], part)))
             # one call for the tick's appends (each as ``append`` would be, in the same order)
-            for (a, b, si), answer in zip(runs, client.append_to_segments(appends), strict=True):
+            for (a, b, si), answer in zip(runs, client.append_many(appends), strict=True):
                 if isinstance(answer, SegmentSealedError):
                     retry.append((a, b))
                 elif isinstance(answer, Exception):

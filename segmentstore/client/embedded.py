@@ -67,14 +67,11 @@ class EmbeddedClient(SegmentStoreClient):
     ) -> AppendResult:
         return self.store.append_batch(name, events, expected_offset)
 
-    def append_to_segments(
-        self, appends: Sequence[tuple[str, bytes]]
-    ) -> list[AppendResult | SegmentStoreError]:
+    def append_many(self, appends: Sequence[tuple[str, bytes]]) -> list[AppendResult | SegmentStoreError]:
         """``append(name, data)`` of each ``(name, data)`` in order, in one call: each answered by its
-        ``AppendResult`` or the ``SegmentStoreError`` it would raise
-        (``SegmentStore.append_to_segments``; not ``RemoteClient.append_many``, many to one segment).
+        ``AppendResult`` or the ``SegmentStoreError`` it would raise (``SegmentStore.append_many``).
         Embedded only: a writer of many segments at one instant (the simulator's) saves a call each."""
-        return self.store.append_to_segments(appends)
+        return self.store.append_many(appends)
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
         return self.store.merge_transaction(txn_name, parent)

@@ -148,9 +148,7 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
             complete(wakeups)
         return _result(AppendResult, (offset, n, ts, False))
 
-    def append_to_segments(
-        self, appends: Sequence[tuple[str, bytes]]
-    ) -> list[AppendResult | SegmentStoreError]:
+    def append_many(self, appends: Sequence[tuple[str, bytes]]) -> list[AppendResult | SegmentStoreError]:
         """``append(name, data)`` of each ``(name, data)`` in order, under one hold of the lock: the
         answers in order, each the ``AppendResult`` that call returns or the ``SegmentStoreError`` it
         raises (a missing or sealed segment; the others are appended). Each append is stamped and
@@ -189,19 +187,18 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
         return out
 
     def _check_appends(self, appends: object) -> list[tuple[str, bytes]]:
-        """``append_to_segments``'s pairs as ``(str, bytes)``, each payload of 1 to ``max_append_bytes``
-        bytes; ``InvalidArgumentError`` (``AppendTooLargeError``) naming the first bad one."""
+        """``append_many``'s pairs as ``(str, bytes)``, each payload of 1 to ``max_append_bytes`` bytes;
+        ``InvalidArgumentError`` (``AppendTooLargeError``) naming the first bad one."""
         if isinstance(appends, (str, bytes, bytearray, memoryview)) or not isinstance(appends, Sequence):
             raise InvalidArgumentError(
-                f"append_to_segments takes a sequence of (segment, bytes) pairs, got {type(appends).__name__}"
+                f"append_many takes a sequence of (segment, bytes) pairs, got {type(appends).__name__}"
             )
         out: list[tuple[str, bytes]] = []
         limit = self._max_append_bytes
         for i, pair in enumerate(appends):
             if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
                 raise InvalidArgumentError(
-                    f"append_to_segments: item {i} must be a (segment: str, data: bytes) pair, "
-                    f"got {pair!r:.80}"
+                    f"append_many: item {i} must be a (segment: str, data: bytes) pair, got {pair!r:.80}"
                 )
             name, data = pair
             if type(data) is not bytes:

@@ -1,7 +1,7 @@
-"""``append_to_segments``: many plain appends to many segments in one call, as the same appends one by one.
+"""``append_many``: many plain appends to many segments in one call, as the same appends one by one.
 
 The simulator's writers append a tick's events to every segment they route to in one call
-(``EmbeddedClient.append_to_segments``); a store must end exactly as after the single appends,
+(``EmbeddedClient.append_many``); a store must end exactly as after the single appends,
 on a clock that stands and one that ticks at every reading, durable or not, and refuse bad
 input whole.
 """
@@ -63,13 +63,13 @@ _appends = st.lists(
 
 @settings(max_examples=150, deadline=None)
 @given(rounds=st.lists(_appends, min_size=1, max_size=4), ticking=st.booleans())
-def test_append_to_segments_ends_as_the_appends_one_by_one(
+def test_append_many_ends_as_the_appends_one_by_one(
     rounds: list[list[tuple[str, bytes]]], ticking: bool
 ) -> None:
     many, single = _store(ticking), _store(ticking)
     try:
         for appends in rounds:
-            got = [_answer(a) for a in EmbeddedClient(many).append_to_segments(appends)]
+            got = [_answer(a) for a in EmbeddedClient(many).append_many(appends)]
             want: list[object] = []
             for name, data in appends:
                 try:
@@ -85,9 +85,9 @@ def test_append_to_segments_ends_as_the_appends_one_by_one(
         single.close()
 
 
-def test_append_to_segments_is_durable_as_single_appends(tmp_path: Path) -> None:
+def test_append_many_is_durable_as_single_appends(tmp_path: Path) -> None:
     s = _store(True, tmp_path / "d")
-    answers = s.append_to_segments([("a", b"one"), ("sealed", b"no"), ("b", b"two"), ("a", b"three")])
+    answers = s.append_many([("a", b"one"), ("sealed", b"no"), ("b", b"two"), ("a", b"three")])
     kinds = [type(a).__name__ for a in answers]
     assert kinds == ["AppendResult", "SegmentSealedError", "AppendResult", "AppendResult"]
     before = _state(s)
@@ -121,7 +121,7 @@ def test_bad_input_refuses_the_whole_call_and_appends_nothing(appends: Any, erro
         s.create_segment("b")
         before, count = _state(s), s.change_count
         with pytest.raises(error, match=re.escape(says)):
-            s.append_to_segments(appends)
+            s.append_many(appends)
         assert _state(s) == before and s.change_count == count
     finally:
         s.close()
@@ -132,7 +132,7 @@ def test_bytes_like_payloads_are_taken_and_waiting_reads_complete() -> None:
     try:
         fut = s.read_future("b", 0, 100, timeout_ms=None)
         assert not fut.done()
-        s.append_to_segments([("a", bytearray(b"xy")), ("b", memoryview(b"z"))])  # type: ignore[list-item]
+        s.append_many([("a", bytearray(b"xy")), ("b", memoryview(b"z"))])  # type: ignore[list-item]
         assert fut.done() and fut.result().data == b"z"
         assert s.read("a", 0, 10).data == b"xy"
     finally:
@@ -143,4 +143,4 @@ def test_a_closed_store_refuses_the_call() -> None:
     s = _store(False)
     s.close()
     with pytest.raises(StoreClosedError):
-        s.append_to_segments([("a", b"x")])
+        s.append_many([("a", b"x")])
