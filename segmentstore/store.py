@@ -19,7 +19,7 @@ from .core.advancer import AdvancerStats, WatermarkAdvancer
 from .core.batched_reads import READ_MANY_REPLY_BYTES, check_read_requests
 from .core.container import SegmentContainer
 from .core.eviction import EvictionStats, Evictor, MemoryColdStore
-from .errors import InvalidArgumentError, SegmentStoreError, StorageError
+from .errors import InvalidArgumentError, StorageError
 from .future_read import FutureRead
 from .results import (
     AppendResult,
@@ -122,11 +122,6 @@ class SegmentStore:
         """The last event number the 128-bit writer ``writer_uuid`` appended to ``name``, ``None`` if
         it never did (durable like the appends, sealed segments included). O(1)."""
         return self._container.get_writer_event_number(name, writer_uuid)
-
-    def append_many(self, appends: Sequence[tuple[str, bytes]]) -> list[AppendResult | SegmentStoreError]:
-        """Many plain appends to many segments in one call (``SegmentContainer.append_many``): each
-        answered by its ``AppendResult`` or the error its ``append`` would raise. Embedded only."""
-        return self._container.append_many(appends)
 
     def append_batch(
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None

@@ -15,9 +15,9 @@ __all__ = ["count_calls", "uncount"]
 
 def count_calls(client: SegmentStoreClient) -> Counter[str]:
     """Count every public call made on ``client`` from now on (by method name): the interface's, and an
-    embedded client's bulk calls (``read_packed``, ``append_many``)."""
+    embedded client's bulk read (``read_packed``)."""
     calls: Counter[str] = Counter()
-    extra = ("read_packed", "append_many") if isinstance(client, EmbeddedClient) else ()
+    extra = ("read_packed",) if isinstance(client, EmbeddedClient) else ()
     for name in (*dir(SegmentStoreClient), *extra):
         if name.startswith("_") or name in ("close",):
             continue

@@ -384,8 +384,7 @@ class WriterActor:
     def _append(
         self, key_idx: np.ndarray, et: np.ndarray, seqs: np.ndarray, sizes: np.ndarray | None = None
     ) -> None:
-        """One append per segment (all in one ``append_many``); events of a segment sealed meanwhile are
-        re-routed, in order.
+        """One append per segment; events of a segment sealed meanwhile are re-routed, in order.
 
         Counts the events per key range for the auto scaler (only it reads them, as ``_count``)."""
         client = self.world.client
@@ -416,27 +415,24 @@ class WriterActor:
                 seg_of = sorted_seg[starts].tolist()  # the segment of each run
                 blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[tuple[int, int]] = []
-            names, ranges, get = self._seg_names, self._seg_ranges, counts.get
-            runs = list(zip(starts, ends, seg_of, strict=True))
-            if size:  # (views of the builder's scratch: copied)
-                appends = [(names[si], bytes(blob[a * size : b * size])) for a, b, si in runs]
-            else:
-                assert order is not None
-                build, o, sz = self.builder.build, order, sizes
-                appends = []
-                for a, b, si in runs:
-                    chunk = o[a:b]
-                    part = None if sz is None else sz[chunk]
-                    appends.append((names[si], build(key_idx[chunk], et[chunk], seqs[chunk], part)))
-            # one call for the tick's appends (each as ``append`` would be, in the same order)
-            for (a, b, si), answer in zip(runs, client.append_many(appends), strict=True):
-                if isinstance(answer, SegmentSealedError):
+            names, ranges, append, get = self._seg_names, self._seg_ranges, client.append, counts.get
+            for a, b, si in zip(starts, ends, seg_of, strict=True):
+                if size:
+                    data = bytes(blob[a * size : b * size])  # (a view of the builder's scratch: copied)
+                else:
+                    assert order is not None
+                    chunk = order[a:b]
+                    data = self.builder.build(
+                        key_idx[chunk], et[chunk], seqs[chunk], None if sizes is None else sizes[chunk]
+                    )
+                try:
+                    append(names[si], data)
+                except SegmentSealedError:
                     retry.append((a, b))
-                elif isinstance(answer, Exception):
-                    raise answer
-                elif auto:
-                    r = ranges[si]
-                    counts[r] = get(r, 0) + (b - a)
+                else:
+                    if auto:
+                        r = ranges[si]
+                        counts[r] = get(r, 0) + (b - a)
             if not retry:
                 return
             if order is None:  # the kernel's grouping, as numpy's stable sort gives it

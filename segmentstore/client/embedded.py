@@ -17,7 +17,6 @@ from ..core.batched_reads import (
     read_ranges,
     segment_states,
 )
-from ..errors import SegmentStoreError
 from ..results import AppendResult, PackedReads, RecordScan, RecordsRead, SegmentInfo, SegmentRead
 from ..store import SegmentStore
 from ..stream_metadata import StreamCut, StreamInfo, StreamSegment, SuccessorInfo, TransactionInfo
@@ -66,12 +65,6 @@ class EmbeddedClient(SegmentStoreClient):
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
     ) -> AppendResult:
         return self.store.append_batch(name, events, expected_offset)
-
-    def append_many(self, appends: Sequence[tuple[str, bytes]]) -> list[AppendResult | SegmentStoreError]:
-        """``append(name, data)`` of each ``(name, data)`` in order, in one call: each answered by its
-        ``AppendResult`` or the ``SegmentStoreError`` it would raise (``SegmentStore.append_many``).
-        Embedded only: a writer of many segments at one instant (the simulator's) saves a call each."""
-        return self.store.append_many(appends)
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
         return self.store.merge_transaction(txn_name, parent)

@@ -148,66 +148,6 @@ class SegmentContainer(ContainerTransactions, ContainerStateAPI):
             complete(wakeups)
         return _result(AppendResult, (offset, n, ts, False))
 
-    def append_many(self, appends: Sequence[tuple[str, bytes]]) -> list[AppendResult | SegmentStoreError]:
-        """``append(name, data)`` of each ``(name, data)`` in order, under one hold of the lock: the
-        answers in order, each the ``AppendResult`` that call returns or the ``SegmentStoreError`` it
-        raises (a missing or sealed segment; the others are appended). Each append is stamped and
-        logged as a single one is, so the store ends as after the calls one by one; waiting reads are
-        completed once all are applied. Bad input (not a sequence of ``(str, bytes)`` pairs, an empty or
-        too large payload) refuses the whole call, naming the pair, and appends nothing; so does a
-        closed container. O(bytes + appends)."""
-        checked = self._check_appends(appends)
-        out: list[AppendResult | SegmentStoreError] = []
-        wakeups: list[Wakeup] = []
-        processor = self._processor
-        stamp, log, segments = processor.stamp, processor.log, self._segments
-        with self._lock:
-            self.check_open()
-            for name, data in checked:
-                seg = segments.get(name)
-                if seg is None or seg.sealed:
-                    try:
-                        seg = self._writable(name)  # raises, or reactivates an evicted segment
-                    except SegmentStoreError as e:
-                        out.append(e)
-                        continue
-                offset = seg.length
-                seq, ts = stamp()
-                if log is not None:
-                    log.write(Append(seq, ts, name, offset, data, None, None, None))
-                seg.data.append(data)
-                seg.length = end = offset + len(data)
-                seg.windex.record_write_trusted(end, ts)
-                seg.last_write_time = seg.last_used = ts
-                if seg.futures:
-                    wakeups.extend(take_wakeups(seg))
-                out.append(_result(AppendResult, (offset, len(data), ts, False)))
-        if wakeups:
-            complete(wakeups)
-        return out
-
-    def _check_appends(self, appends: object) -> list[tuple[str, bytes]]:
-        """``append_many``'s pairs as ``(str, bytes)``, each payload of 1 to ``max_append_bytes`` bytes;
-        ``InvalidArgumentError`` (``AppendTooLargeError``) naming the first bad one."""
-        if isinstance(appends, (str, bytes, bytearray, memoryview)) or not isinstance(appends, Sequence):
-            raise InvalidArgumentError(
-                f"append_many takes a sequence of (segment, bytes) pairs, got {type(appends).__name__}"
-            )
-        out: list[tuple[str, bytes]] = []
-        limit = self._max_append_bytes
-        for i, pair in enumerate(appends):
-            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str:
-                raise InvalidArgumentError(
-                    f"append_many: item {i} must be a (segment: str, data: bytes) pair, got {pair!r:.80}"
-                )
-            name, data = pair
-            if type(data) is not bytes:
-                data = as_bytes(name, data)
-            if not 0 < len(data) <= limit:
-                self._refuse_length(name, len(data))
-            out.append((name, data))
-        return out
-
     def get_writer_event_number(self, name: str, writer_uuid: int) -> int | None:
         """The last event number the 128-bit writer ``writer_uuid`` appended to ``name``; ``None`` if it
         never did. Sealed segments answer too (a writer reconnecting learns what was stored). O(1)."""
