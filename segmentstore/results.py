@@ -147,10 +147,16 @@ class PackedReads:
     reads: list[tuple[int, int, int, bool, bool] | None]
     pieces: list[bytes]
     """The bytes of each read with data, in order (``data`` joins them)."""
-    meta: Any
+    rows: list[tuple[int, int, int, int, int, int]]
+    """``meta``'s rows."""
     starts: Any
     values: Any
     errors: dict[int, tuple[str, str]]
+
+    @property
+    def meta(self) -> Any:
+        """``rows`` as an int64 array (made on each use: take it once). O(reads)."""
+        return np.array(self.rows, np.int64) if self.rows else np.empty((0, 6), np.int64)
 
     @property
     def data(self) -> bytes:
@@ -169,7 +175,7 @@ class PackedReads:
         """Every answer as ``read_many`` gives it. O(bytes + records)."""
         out: list[RecordsRead | None] = []
         row = 0
-        meta, pieces = self.meta, self.pieces
+        rows, pieces, starts, values = self.rows, self.pieces, self.starts, self.values
         for i, kind in enumerate(self.kinds):
             r = self.reads[i]
             if kind == NOTHING_NEW:
@@ -181,10 +187,9 @@ class PackedReads:
                 offset, n, watermark, eos, tail = r
                 read = SegmentRead(offset, pieces[row] if n else b"", watermark, eos, tail)
                 if n:
-                    s0, k = int(meta[row, 4]), int(meta[row, 5])
-                    starts, values = self.starts[s0 : s0 + k], self.values[s0 + row : s0 + row + k + 1]
+                    s0, k = rows[row][4], rows[row][5]
+                    out.append(RecordsRead(read, starts[s0 : s0 + k], values[s0 + row : s0 + row + k + 1]))
                     row += 1
                 else:
-                    starts, values = _NO_OFFSETS, np.array([watermark], np.int64)
-                out.append(RecordsRead(read, starts, values))
+                    out.append(RecordsRead(read, _NO_OFFSETS, np.array([watermark], np.int64)))
         return tuple(out)

@@ -108,7 +108,7 @@ class ReaderBlocks:
             reqs = [(s.name, s.fetch, buf) for s in todo]
         if self._packed and len(reqs) <= MAX_READ_MANY and not any(s.pravega for s in todo):
             p: PackedReads = self._client.read_packed(reqs)  # type: ignore[attr-defined]
-            if UNREAD not in p.kinds and len(p.meta) > 1 and self._state.epoch == self._epoch:
+            if UNREAD not in p.kinds and len(p.rows) > 1 and self._state.epoch == self._epoch:
                 eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1)
                 if eb is not None:
                     self._take_all(todo, p, eb)

@@ -38,7 +38,6 @@ from .watermark_index import load_kernels
 __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "tail_read", "take_wakeups"]
 
 _NO_OFFSETS = np.empty(0, np.int64)
-_NO_ROWS = np.empty((0, 6), np.int64)
 _PACKED_START = 1024
 """Record starts (and watermarks) ``read_packed`` makes room for at first (it grows past them)."""
 
@@ -219,18 +218,66 @@ class ReadIndex:
             pos += used
         return RecordScan(offset, pos, count)
 
+    def _read_request(
+        self, name: str, offset: int, max_length: int, known: int | None
+    ) -> tuple[Segment, bytes, tuple[int, int, int, bool, bool]] | None:
+        """One ``read_many`` request, lock held: ``None`` if nothing is new above ``known`` (not ready,
+        as ``wait_any`` says: ``_ready``), else the segment, the bytes read and the ``SegmentRead``'s
+        ``(offset, length, watermark, end_of_segment, at_tail)`` (``read_locked``'s). Raises the
+        ``SegmentStoreError`` a ``read`` raises. O(bytes)."""
+        seg = self._table.segment(name)
+        length = seg.length
+        if offset >= length:  # at (or beyond) the tail
+            if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
+                return None
+            if offset > length:
+                self._check_position(seg, offset, "read offset")  # raises
+        if offset < seg.data.start_offset:
+            self._check_position(seg, offset, "read offset")  # raises
+        end = offset + max_length
+        if end >= length:
+            data = seg.data.read(offset, length - offset) if length > offset else b""
+            return seg, data, (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
+        data = seg.data.read(offset, max_length) if max_length else b""
+        return seg, data, (offset, len(data), seg.windex.watermark_at(end), False, False)
+
     def read_many(
         self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int
     ) -> tuple[RecordsRead | None, ...]:
         """``SegmentClient.read_many`` of checked requests under one hold of the lock (see
         ``segmentstore.core.batched_reads``): each a read, its records' starts and the watermarks
-        there, or its error, or ``None`` (nothing new above its known watermark); unread past
-        ``reply_bytes``. ``read_packed``'s answers. O(bytes + records)."""
-        return self.read_packed(reqs, reply_bytes).answers()
+        there (``record_bounds`` and ``watermarks_at_ascending`` of the bounds, in one kernel call),
+        or its error, or ``None`` (nothing new above its known watermark); unread past
+        ``reply_bytes``. O(bytes + records)."""
+        load_kernels()  # the records' watermarks are one kernel call: never loaded under the lock
+        out: list[RecordsRead | None] = []
+        used = 0
+        with self._lock:
+            for name, offset, max_length, known in reqs:
+                if used >= reply_bytes:
+                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS))
+                    continue
+                try:
+                    got = self._read_request(name, offset, max_length, known)
+                    if got is None:
+                        out.append(None)
+                        continue
+                    seg, data, (_, _, watermark, eos, tail) = got
+                    if data:
+                        starts, wms = seg.windex.watermarks_at_records(data, offset)
+                    else:
+                        starts, wms = _NO_OFFSETS, np.array([watermark], np.int64)
+                except SegmentStoreError as e:
+                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(e).__name__, str(e)))
+                    continue
+                used += len(data) + 16 * len(starts)
+                out.append(RecordsRead(SegmentRead(offset, data, watermark, eos, tail), starts, wms))
+        return tuple(out)
 
     def read_packed(self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int) -> PackedReads:
-        """``read_many``'s answers in columns (``PackedReads``): the reads' bytes joined, their records'
-        starts and watermarks in two arrays, as a decoder of many blocks takes them. O(bytes + records)."""
+        """``read_many``'s answers in columns (``PackedReads``): each read's bytes, and for those with
+        data their records' starts and the watermarks there in two arrays, as a decoder of many blocks
+        takes them; ``PackedReads.answers()`` are ``read_many``'s. O(bytes + records)."""
         load_kernels()  # the records' watermarks are one kernel call each: never loaded under the lock
         kinds: list[int] = []
         reads: list[tuple[int, int, int, bool, bool] | None] = []
@@ -241,33 +288,18 @@ class ReadIndex:
         values = np.empty(_PACKED_START, np.int64)
         used = at = nb = nv = 0
         with self._lock:
-            segment = self._table.segment
             for i, (name, offset, max_length, known) in enumerate(reqs):
                 if used >= reply_bytes:
                     kinds.append(UNREAD)
                     reads.append(None)
                     continue
                 try:
-                    seg = segment(name)
-                    length = seg.length
-                    if offset >= length:  # at (or beyond) the tail
-                        if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
-                            kinds.append(NOTHING_NEW)  # not ready, as ``wait_any`` says (``_ready``)
-                            reads.append(None)
-                            continue
-                        if offset > length:
-                            self._check_position(seg, offset, "read offset")  # raises
-                    if offset < seg.data.start_offset:
-                        self._check_position(seg, offset, "read offset")  # raises
-                    # ``read_locked``, and the records' starts and watermarks (``record_bounds`` and
-                    # ``watermarks_at_ascending`` of the bounds) in one kernel call
-                    end = offset + max_length
-                    if end >= length:
-                        data = seg.data.read(offset, length - offset) if length > offset else b""
-                        read = (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
-                    else:
-                        data = seg.data.read(offset, max_length) if max_length else b""
-                        read = (offset, len(data), seg.windex.watermark_at(end), False, False)
+                    got = self._read_request(name, offset, max_length, known)
+                    if got is None:
+                        kinds.append(NOTHING_NEW)
+                        reads.append(None)
+                        continue
+                    seg, data, read = got
                     if data:
                         need = len(data) // 4 + 2
                         if nb + need > len(bounds) or nv + need > len(values):
@@ -287,8 +319,7 @@ class ReadIndex:
                     nb += n
                     nv += n + 1
                     used += len(data) + 16 * n
-        meta = np.array(rows, np.int64) if rows else _NO_ROWS
-        return PackedReads(kinds, reads, pieces, meta, bounds[:nb], values[:nv], errors)
+        return PackedReads(kinds, reads, pieces, rows, bounds[:nb], values[:nv], errors)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
