@@ -135,7 +135,7 @@ class PackedReads:
 
     Per request, in order: ``kinds`` (``NOTHING_NEW``, ``READ``, ``FAILED``, ``UNREAD``) and, for a
     read, ``reads``: its ``SegmentRead``'s ``(offset, length of data, watermark, end_of_segment,
-    at_tail)`` (else ``None``). The reads' bytes one after the other in ``data``; for the reads with
+    at_tail)`` (else ``None``). Each read's bytes in ``pieces`` (joined in ``data``); for the reads with
     data, in order, one row each of ``meta`` (int64: where its bytes start in ``data``, how many, its
     offset, its watermark, where its records' starts begin in ``starts``, how many), the starts of
     their whole records in ``starts``, and in ``values`` the watermarks at each and at the end of the

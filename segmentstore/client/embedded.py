@@ -129,7 +129,7 @@ class EmbeddedClient(SegmentStoreClient):
         return self.store.read_many(requests)
 
     def read_packed(self, requests: Sequence[tuple[Any, ...]]) -> PackedReads:
-        """``read_many``'s answers in columns (``PackedReads``): the blocks' bytes joined, their records'
+        """``read_many``'s answers in columns (``PackedReads``): each block's bytes, their records'
         starts and watermarks in two arrays, as a decoder of many blocks takes them (a reader's look
         skips making an answer object per segment). Embedded only."""
         return self.store.read_packed(requests)

@@ -41,9 +41,9 @@ so a reply stays far below a frame's limit. ``max_length`` is at most
 ``MAX_READ_MANY_LENGTH`` and a call has at most ``MAX_READ_MANY`` requests (bad input is
 refused whole, naming the request). Reads never wait. One hold of the store's lock
 (``ReadIndex.read_many``); O(bytes + records). In process, ``read_packed`` answers the same in
-columns (``PackedReads``: the reads' bytes joined, a row per read with data, the records' starts
-and watermarks in two arrays), as a decoder of many blocks takes them; ``read_many``'s answers
-are made from it.
+columns (``PackedReads``: each read's bytes, a row per read with data, the records' starts and
+watermarks in two arrays), as a decoder of many blocks takes them; its ``answers()`` are
+``read_many``'s.
 
 ## segment_states and read_ranges
 A reader or a query planner holding k segments used to make k ``get_info`` and k
