@@ -204,10 +204,11 @@ def test_records_that_are_not_the_frames_fall_back_to_the_step_by_step_decode() 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_packed_answers_hold_in_columns_what_read_many_answers(seed: int) -> None:
-    """``read_packed``: per request its kind and read; for the reads with data a row of ``meta`` with
-    where their bytes are in ``data``, their offset and watermark, and where their records' starts and
-    the watermarks there are in ``starts`` and ``values`` -- each what ``read_many`` answers; requests
-    past the reply's size come back unread, a failed one with its error."""
+    """``read_packed``: its answers are ``read_many``'s; per request its kind and read; for the reads
+    with data a row of ``meta`` with where their bytes are in ``data``, their offset and watermark,
+    and where their records' starts and the watermarks there are in ``starts`` and ``values`` --
+    each what ``read_many`` answers; requests past the reply's size come back unread, a failed one
+    with its error."""
     store, _, name, rng = _segment(seed, truncate=True)
     info = store.get_info(name)
     reqs: list[tuple[str, int, int, int | None]] = [
@@ -220,6 +221,11 @@ def test_packed_answers_hold_in_columns_what_read_many_answers(seed: int) -> Non
         reqs.insert(rng.randrange(len(reqs)), (name, info.start_offset - 1, 100, None))  # truncated
     p = store.read_packed(reqs)
     answers = store.read_many(reqs)
+    for a, b in zip(p.answers(), answers, strict=True):  # (a reader falls back on them)
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert (a.read, a.error, a.message) == (b.read, b.error, b.message)
+            assert a.starts.tolist() == b.starts.tolist() and a.watermarks.tolist() == b.watermarks.tolist()
     row = 0
     for i, a in enumerate(answers):
         if a is None:
