@@ -13,7 +13,9 @@ wall time per call and each one's share of the run:
   in columns), and the report
   (``ReaderGroupState.sync_report``: framed, appended to the group's state log, applied);
 - the recorder and pipeline per batch (``ReaderActor.on_batch``), and the writers' ticks
-  (``WriterActor.step``).
+  (``WriterActor.step``);
+- then, side by side in turns (shorter runs), the look taking its answers in columns
+  (``read_packed``) and from ``read_many``'s answers (``ReaderBlocks.packed_reads`` off).
 
 The look and the report are parts of ``read_batch`` calls (their shares overlap). The
 timers cost a little each (measured on an empty function and printed: compare the
@@ -151,7 +153,43 @@ def run(size: Size = "full") -> list[Row]:
         rows.append(row(key, round(seconds[key] / calls[key] * 1e6, 1), "us/call", "share of the run",
                         round(seconds[key] / wall, 3)))  # fmt: skip
     rows.append(row("a timer around a call adds", round(_timer_cost() * 1e6, 2), "us/call"))
+    side_ms, rounds = sized(size, tiny=100, quick=300, full=1_000), sized(size, tiny=1, quick=2, full=4)
+    rows += _packed_side_by_side(side_ms, rounds)
     return rows
+
+
+def _packed_side_by_side(ms: int, rounds: int) -> list[Row]:
+    """The look (``_fetch_all``) taking its answers in columns (``read_packed``) and from
+    ``read_many``'s answers (``ReaderBlocks.packed_reads`` off): runs of ``ms`` simulated in turns,
+    each checked to deliver what the other does; the best round of each."""
+    scenario = load_scenario(PRAVEGA_SCALE, [f"duration_ms={ms}"])
+    best: dict[bool, float] = {}
+    delivered: set[int] = set()
+    try:
+        for _ in range(rounds):
+            for packed in (True, False):
+                ReaderBlocks.packed_reads = packed
+                seconds: dict[str, float] = {}
+                calls: Counter[str] = Counter()
+                orig = _timed(ReaderBlocks, "_fetch_all", _named("look"), seconds, calls)
+                try:
+                    result = run_scenario(scenario)
+                finally:
+                    ReaderBlocks._fetch_all = orig  # type: ignore[method-assign]
+                delivered.add(result.summary["events"]["delivered"])
+                per_call = seconds["look"] / calls["look"]
+                best[packed] = min(best.get(packed, per_call), per_call)
+    finally:
+        ReaderBlocks.packed_reads = True
+    if len(delivered) != 1:
+        raise AssertionError(f"bench_poll: packed and read_many's answers delivered differently: {delivered}")
+    label = f"pravega-scale {ms / 1000:g} s, best of {rounds} round{'s' if rounds > 1 else ''} each, in turns"
+    return [
+        row(f"look (_fetch_all), answers in columns (read_packed); {label}", round(best[True] * 1e6, 1),
+            "us/call", "from read_many's answers", round(best[True] / best[False], 3)),
+        row("look (_fetch_all), from read_many's answers (packed_reads off)", round(best[False] * 1e6, 1),
+            "us/call"),
+    ]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> list[Row]:

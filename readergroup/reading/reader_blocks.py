@@ -60,6 +60,11 @@ class ReaderBlocks:
     ``watermarks_at`` per segment and a ``wait_any`` over the tails, as before issue 36). The same
     blocks, events and watermarks either way; kept for the benchmarks' before/after rows."""
 
+    packed_reads = True
+    """Over an embedded store, take a pass's answers in columns (``read_packed``; off: ``read_many``'s
+    answers, as before). The same blocks, events and watermarks either way; kept for the
+    benchmarks' side-by-side rows (``bench_poll``)."""
+
     def _refill_all(self) -> None:
         """Read the next block of every exhausted segment not at its tail: one ``read_many`` for all.
 
@@ -106,7 +111,12 @@ class ReaderBlocks:
             reqs.append((st.segment, st.revision, 0, INT64_MAX))
         else:
             reqs = [(s.name, s.fetch, buf) for s in todo]
-        if self._packed and len(reqs) <= MAX_READ_MANY and not any(s.pravega for s in todo):
+        if (
+            self._packed
+            and self.packed_reads
+            and len(reqs) <= MAX_READ_MANY
+            and not any(s.pravega for s in todo)
+        ):
             p: PackedReads = self._client.read_packed(reqs)  # type: ignore[attr-defined]
             if UNREAD not in p.kinds and len(p.rows) > 1 and self._state.epoch == self._epoch:
                 eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1)
