@@ -1,7 +1,7 @@
 """The read path's one-pass kernels answer what the step-by-step path does (issue 46).
 
 ``read_many`` finds a block's records and the watermarks there in one kernel call
-(``WatermarkIndex.watermarks_at_records``); a reader decodes a block with its events'
+(``WatermarkIndex.records_into``); a reader decodes a block with its events'
 ingestion times in one pass (``decode_event_block_at``), the blocks of one look side by
 side (``decode_event_blocks_at``), and merges blocks decoded together without copying
 them into one array first. Each is compared here with the path it replaces, on segments

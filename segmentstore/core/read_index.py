@@ -264,7 +264,10 @@ class ReadIndex:
                         continue
                     seg, data, (_, _, watermark, eos, tail) = got
                     if data:
-                        starts, wms = seg.windex.watermarks_at_records(data, offset)
+                        cap = len(data) // 4 + 2
+                        both = np.empty(2 * cap, np.int64)
+                        n = seg.windex.records_into(data, offset, both[:cap], both[cap:])
+                        starts, wms = both[:n], both[cap : cap + n + 1]
                     else:
                         starts, wms = _NO_OFFSETS, np.array([watermark], np.int64)
                 except SegmentStoreError as e:

@@ -397,25 +397,13 @@ class WatermarkIndex:
             self._raise_range(int(offsets[r]), int(r), False)
         return out
 
-    def watermarks_at_records(
-        self, data: bytes, base: int
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """``record_bounds(data, base)``'s record starts and ``watermarks_at_ascending`` of its bounds
-        (``data`` read at ``base``, in ``[start_offset, length]``) in one kernel call. O(records)."""
-        cap = len(data) // 4 + 2
-        out = np.empty(2 * cap, np.int64)
-        bounds, wms = out[:cap], out[cap:]
-        n = self.records_into(data, base, bounds, wms)
-        return bounds[:n], wms[: n + 1]
-
     def records_into(self, data: bytes, base: int, bounds: np.ndarray, wms: np.ndarray) -> int:
-        """``watermarks_at_records`` into ``bounds`` and ``wms`` (int64, room for ``len(data) // 4 + 2``
-        each): the records' starts, then the end of the last; the watermark at each. Returns how many
+        """``record_bounds(data, base)`` (``data`` read at ``base``, in ``[start_offset, length]``) into
+        ``bounds`` and ``watermarks_at_ascending`` of them into ``wms`` (room for ``len(data) // 4 + 2``
+        each), in one kernel call: the records' starts and the end of the last; returns how many
         records. O(records)."""
-        return (_record_wms or _kernels().record_watermarks)(  # type: ignore[no-any-return]
-            np.frombuffer(data, np.uint8), base, self._offs, self._wms, self._h, self._n, self._tail - 1,
-            bounds, wms,
-        )  # fmt: skip
+        k, arr = _record_wms or _kernels().record_watermarks, np.frombuffer(data, np.uint8)
+        return int(k(arr, base, self._offs, self._wms, self._h, self._n, self._tail - 1, bounds, wms))
 
     def ingestion_times_at(
         self,
