@@ -13,8 +13,8 @@ waiting look is one ``wait_any``. Over an embedded store whose ``read_many`` is
 decoded side by side from them (``decode_packed_blocks``), no answer object made per segment;
 where that declines (a reply left some unread, a block that does not decode there, one block only,
 a Pravega-framed segment) they are taken from ``read_many``'s answers as before. ``batched_reads``
-off reads a segment at a time (a
-``read`` and a ``watermarks_at``) as before issue 36, with the same results.
+off reads a segment at a time (a ``read`` and a ``watermarks_at``) as before issue 36, with the
+same results.
 """
 
 from __future__ import annotations
