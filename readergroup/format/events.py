@@ -314,11 +314,8 @@ def decode_event_block_at(
     """
     if not 0 < len(buf) < 2**31:
         return None
-    if _loaded:
-        k = _loaded[0]
-    elif _KERNELS_MODULE in sys.modules:
-        k = _kernels()
-    else:
+    k = _loaded_kernels()
+    if k is None:
         return None
     arr = np.frombuffer(buf, dtype=np.uint8)
     count, key_bytes, pay_bytes, consumed, bad = k.decode_sizes(arr, True)
@@ -374,7 +371,7 @@ def decode_event_blocks_at(
     the kernels are not loaded or one buffer would not decode there (a bad frame, no whole event, or
     records that do not match): ``decode_event_block_at`` of each in turn raises or answers as ever.
     O(total bytes)."""
-    if not _loaded and _KERNELS_MODULE not in sys.modules:
+    if _loaded_kernels() is None:
         return None
     rows = []
     at = s0 = 0
@@ -397,11 +394,8 @@ def decode_packed_blocks(
     offset, its ``last``, where its records' starts begin in ``starts``, how many), their records'
     starts one after the other in ``starts`` and their values in ``values`` (one more per block than
     its starts), as ``read_many``'s packed answer (``PackedReads``) holds them. O(total bytes)."""
-    if _loaded:
-        k = _loaded[0]
-    elif _KERNELS_MODULE in sys.modules:
-        k = _kernels()
-    else:
+    k = _loaded_kernels()
+    if k is None:
         return None
     if len(data) >= 2**31:
         return None
@@ -555,6 +549,14 @@ def _kernels() -> ModuleType:
     if not _loaded:
         _loaded.append(_frame_kernels)
     return _frame_kernels
+
+
+def _loaded_kernels() -> ModuleType | None:
+    """The numba kernels if numba's frame kernels are imported already (by anyone), else ``None``:
+    the fused decodes never load them themselves."""
+    if _loaded:
+        return _loaded[0]
+    return _kernels() if _KERNELS_MODULE in sys.modules else None
 
 
 _loaded: list[ModuleType] = []
