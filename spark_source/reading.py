@@ -34,7 +34,7 @@ from readergroup.format.events import NO_EVENT_TIME, frame_ends_of
 from readergroup.format.frame_batch import EventColumns, decode_events
 from readergroup.format.pravega_frames import decode_pravega_events, pravega_frame_ends_of
 from readergroup.reading.frontier import END_OF_TIME, NO_WATERMARK, event_time_watermark
-from segmentstore.client import SegmentStoreClient
+from segmentstore.client import RemoteClient, SegmentStoreClient
 from segmentstore.client.security import ClientSecurity
 from segmentstore.errors import SegmentNotFoundError, SegmentTruncatedError
 from segmentstore.results import RecordScan
@@ -110,7 +110,7 @@ def connect(
     read_ahead: bool = True,
     security: ClientSecurity | None = None,
     probe: bool = False,
-) -> SegmentStoreClient:
+) -> RemoteClient:
     """A client of the server at ``endpoint`` (options endpoint, timeoutMs, token and tls*).
 
     ``read_ahead=False`` for ``read_range``, which fetches ahead itself and never past the range.

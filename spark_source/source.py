@@ -48,7 +48,7 @@ from segmentstore.client import SegmentStoreClient
 from segmentstore.errors import SegmentExistsError, SegmentNotFoundError
 
 from .errors import InvalidOptionError
-from .executor import TASK_FETCH_AHEAD, prepare_worker
+from .executor import TASK_FETCH_AHEAD, prepare_worker, task_client
 from .offsets import SourceOffset
 from .options import EVENT, SourceOptions, parse_source_options
 from .partitioning import pack_ranges, read_ranges, split_range
@@ -93,13 +93,10 @@ def _read_partition(options: SourceOptions, partition: InputPartition) -> Iterat
     prepare_worker()
     events = 0
     if partition.ranges:
-        client = connect(options.endpoint, options.timeout_ms, read_ahead=False, security=options.security)
-        try:
+        with task_client(options.endpoint, options.timeout_ms, options.security) as client:
             for batch in read_ranges(client, partition.ranges, partition.meta, ahead=TASK_FETCH_AHEAD):
                 events += batch.num_rows
                 yield batch
-        finally:
-            client.close()
     if partition.watermark_row and events == 0:
         yield watermark_batch(partition.meta)
 

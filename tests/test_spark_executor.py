@@ -1,10 +1,12 @@
 """A Spark task's Python worker: the heap frozen once under PySpark's daemon, so that the full
-collection the daemon runs after every task walks only what the tasks made (``spark_source.executor``).
+collection the daemon runs after every task walks only what the tasks made, and the client of a
+task kept for the next one (``spark_source.executor``).
 
 Each case runs in a fresh interpreter (freezing is for the whole process, not for the test's):
 one that stands where PySpark's daemon forks its workers (``__main__`` is ``pyspark.daemon``)
-reads two tasks' partitions from a served store, importing pandas between them; one that
-does not does the same.
+reads two tasks' partitions from a served store, importing pandas between them, then one task
+after the server restarted on the same port and one that Spark stops after its first batch;
+one that does not does the same.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig
 from segmentstore.client import EmbeddedClient
 from segmentstore.net.server import SegmentStoreServer
-from spark_source.executor import worker_prepared
+from spark_source.executor import kept_clients, worker_prepared
 from spark_source.options import parse_source_options
 from spark_source.planner import SegmentRange
 from spark_source.reading import BatchMeta
@@ -55,8 +57,22 @@ for begin, end in ((0, half), (half, length)):
     part = IngestPartition([SegmentRange("s/t", seg, begin, end)], meta)
     got.append(pa.Table.from_batches(list(_read_partition(options, part))))
     gc.collect()  # what the daemon does after each task
-    out["tasks"].append({"frozen": gc.get_freeze_count(), "young": len(gc.get_objects())})
+    out["tasks"].append({
+        "frozen": gc.get_freeze_count(), "young": len(gc.get_objects()),
+        "accepted": server.accepted, "kept": kept_clients(),
+    })
 table = pa.concat_tables(got)
+port = server.port
+server.stop()  # restarted on the same port: a kept client's connections are gone
+server = SegmentStoreServer(store, port=port)
+server.start()
+part = IngestPartition([SegmentRange("s/t", seg, 0, half)], meta)
+again = pa.Table.from_batches(list(_read_partition(options, part)))
+out["restarted"] = {"same": again.equals(got[0]), "accepted": server.accepted, "kept": kept_clients()}
+stopped = _read_partition(options, IngestPartition([SegmentRange("s/t", seg, 0, length)], meta))
+first = next(stopped)
+stopped.close()  # Spark stopped reading the task (a limit reached, the task killed)
+out["stopped"] = {"rows": first.num_rows, "kept": kept_clients()}
 out["delivered"] = table.select(["offset", "routing_key", "payload"]).equals(
     pa.table({
         "offset": pa.array([f.offset for f in frames], pa.int64()),
@@ -83,6 +99,27 @@ def _run(where: str) -> dict:
     out: dict = json.loads(p.stdout.splitlines()[-1])
     assert out["delivered"]  # every event once, in order, as written
     return out
+
+
+def test_a_worker_of_the_daemon_keeps_its_client_for_the_next_task() -> None:
+    out = _run("daemon")
+    first, second = out["tasks"]
+    assert first["kept"] == second["kept"] == 1
+    assert first["accepted"] >= 1
+    assert second["accepted"] == first["accepted"]  # the second task made no connection
+    restarted = out["restarted"]
+    assert restarted["same"]  # the kept client reconnected to the new server and read the same events
+    assert restarted["accepted"] >= 1 and restarted["kept"] == 1
+    assert out["stopped"]["rows"] > 0
+    assert out["stopped"]["kept"] == 0  # a task not read to its end closes its client
+
+
+def test_anywhere_else_each_task_connects_and_closes() -> None:
+    out = _run("plain")
+    first, second = out["tasks"]
+    assert first["kept"] == second["kept"] == 0
+    assert second["accepted"] > first["accepted"]
+    assert out["restarted"]["same"] and out["stopped"]["kept"] == 0
 
 
 def test_a_worker_of_the_daemon_freezes_its_heap_once_and_collections_walk_little() -> None:

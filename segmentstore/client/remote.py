@@ -392,6 +392,12 @@ class RemoteClient(WireCalls, SegmentStoreClient):
             self._after_fork()
             self._prefetch(name, offset, max_length)
 
+    def drop_prefetched(self) -> None:
+        """Forget the reads asked for ahead (``read_ahead``, ``prefetch``) and not yet taken: a later read
+        asks the store again. For a client kept for later work, whose next reads may come after
+        other clients truncated or deleted what was fetched. O(reads kept)."""
+        self._ahead.clear()
+
     def wait_any(self, requests: Sequence[tuple[str, int, int]], wait_ms: int = 0) -> tuple[int, ...]:
         reqs = check_wait_requests(requests)
         check_wait_ms("wait_any", wait_ms)

@@ -136,6 +136,7 @@ class SegmentStoreServer:
         self.handshake_timeout_s = float(handshake_timeout_s)
         self.frame_timeout_s = float(frame_timeout_s)
         self.refused = 0  # connections refused over max_connections
+        self.accepted = 0  # connections accepted (and not refused) since the server started
         self.max_buffered_bytes = max_buffered_bytes
         self._held = 0  # receive-buffer bytes of every connection
         self._starved: collections.deque[_Connection] = collections.deque()  # paused for memory
@@ -331,6 +332,7 @@ class _Connection(asyncio.BufferedProtocol):
             self.fatal(0, _closing(f"the server has max_connections={server.max_connections} open", "busy"))
             return
         server._connections.add(self)
+        server.accepted += 1
         server._account(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
