@@ -19,7 +19,7 @@ from segmentstore.client import EmbeddedClient, RemoteClient
 from segmentstore.errors import InvalidArgumentError, SegmentNotFoundError
 from segmentstore.net.server import SegmentStoreServer
 from spark_source.errors import DataLossError
-from spark_source.fetching import fetched_ahead, whole_frame_reads
+from spark_source.fetching import FIRST_READ_BYTES, READ_CHUNK_BYTES, fetched_ahead, whole_frame_reads
 from spark_source.reading import (
     ARROW_SCHEMA,
     COLUMNS,
@@ -276,6 +276,45 @@ def test_over_the_wire_each_read_is_asked_for_before_the_one_in_hand_is_decoded(
         got = pa.Table.from_batches(batches, ARROW_SCHEMA).cast(pa.schema(ints)).to_pylist()
         assert got == want
         assert len(asked) == len(set(asked)) == len(batches) > 10  # each read once
+
+
+def test_over_the_wire_a_large_range_starts_with_a_small_read_and_asks_the_next_at_once() -> None:
+    """A range of more than a read and ``FIRST_READ_BYTES`` over ``RemoteClient``: its first batch comes
+    from a read of at most those bytes (a Spark task's JVM thread waits for it), the next, a whole
+    read, is asked for before that batch is handed on, and every event comes once, in order."""
+    clock = ManualClock(1_000_000)
+    with SegmentStore(clock=clock) as store, SegmentStoreServer(store) as server:
+        c = EmbeddedClient(store)
+        c.create_segment("s/a/0")
+        chunk = b"".join(encode_event(f"k{j % 64}", bytes(32), j) for j in range(4096))
+        while c.get_info("s/a/0").length < 2 * READ_CHUNK_BYTES + FIRST_READ_BYTES:
+            clock.advance(1)
+            c.append("s/a/0", chunk)
+        length = c.get_info("s/a/0").length
+        frames = [f.offset for f in decode_frames(c.read("s/a/0", 0, length).data, 0)[0] if f.is_event]
+        asked: list[tuple[int, int]] = []
+        real = store.read
+
+        def counted(name: str, offset: int, max_length: int) -> Any:
+            asked.append((offset, max_length))
+            return real(name, offset, max_length)
+
+        store.read = counted  # type: ignore[method-assign]
+        with RemoteClient(("127.0.0.1", server.port), read_ahead=False) as remote:
+            batches = read_range(remote, "s/a", "s/a/0", 0, length, META, ahead=0)
+            first = next(batches)
+            for _ in range(500):  # the second read reaches the server while the first batch is in hand
+                if len(asked) > 1:
+                    break
+                threading.Event().wait(0.01)
+            rest = list(batches)
+        n = first.num_rows
+        assert asked[0] == (0, FIRST_READ_BYTES) and 0 < n < len(frames) // 8
+        assert frames[n] <= FIRST_READ_BYTES  # the first batch: the whole frames of the first read
+        assert len(asked) > 1 and asked[1] == (frames[n], READ_CHUNK_BYTES)  # asked for at once
+        assert all(size == READ_CHUNK_BYTES for _, size in asked[1:-1]), asked
+        offsets = pa.concat_arrays([b["offset"] for b in [first, *rest]]).to_numpy()
+        assert offsets.tolist() == frames
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
