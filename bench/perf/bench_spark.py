@@ -44,7 +44,11 @@ goes: per micro-batch, running the tasks (Spark's ``addBatch``) and the rest of 
 trigger on the driver, beside (b)'s; driver planning (``latestOffset`` + ``queryPlanning``); and,
 measured on one thread in this process over the same ranges (``read_range`` with no
 fetch thread, its calls timed), fetching the bytes, decoding the frames, looking up
-ingestion times and building Arrow; then the same read path with its fetch thread.
+ingestion times and building Arrow; then the same read path with its fetch thread; and the
+CPU per row that (b)'s and (d)'s whole queries cost each kind of process (from ``/proc``, on
+Linux): the JVM, PySpark's Python workers, (d)'s ``ingestwm serve``. With both cores busy,
+(d)/(b) comes to about (b)'s CPU per row over (d)'s: the JVM's share is the same on both
+sides, the rest is what the source adds.
 (a)'s server runs in this process too, so its figures include the server's work; (d)'s
 fetch is the wait for the other process. Before timing, (a) and (d) are each checked on
 a small stream written as theirs (``spark_data.check_delivery``), through the same
@@ -58,10 +62,12 @@ Run ``python -m bench.perf.bench_spark [--quick | --tiny]``.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from readergroup.format.frame_batch import decode_events
@@ -124,8 +130,11 @@ def _planning(progress: list[dict[str, Any]]) -> float:
     return float(total) / len(progress)
 
 
-def _run_batches(df: Any, rows_per_batch: int, batches: int) -> list[dict[str, Any]]:
-    """Run ``df`` into ``noop`` until ``batches`` full micro-batches after the warm-up; their progress.
+def _run_batches(
+    df: Any, rows_per_batch: int, batches: int, rows_read: list[int] | None = None
+) -> list[dict[str, Any]]:
+    """Run ``df`` into ``noop`` until ``batches`` full micro-batches after the warm-up; their progress
+    (``rows_read``, if given, gets the rows of every micro-batch the query ran).
 
     ``df`` reads a source that runs dry (``ingestwm`` over a preloaded stream, the capped
     ceiling): once the batches are in, the query reads what is left
@@ -146,7 +155,10 @@ def _run_batches(df: Any, rows_per_batch: int, batches: int) -> list[dict[str, A
                     raise TimeoutError(f"fewer than {batches} full micro-batches in 600 s")
                 q.awaitTermination(0.1)
             q.processAllAvailable()
-            return _measured(list(q.recentProgress), rows_per_batch)[:batches]
+            progress = list(q.recentProgress)
+            if rows_read is not None:
+                rows_read.append(sum(p["numInputRows"] for p in progress))
+            return _measured(progress, rows_per_batch)[:batches]
         finally:
             q.stop()
 
@@ -175,7 +187,14 @@ def available_now_batches(start: Callable[[str], Any], batches: int) -> list[dic
     return progress
 
 
-def _ingestwm(spark: Any, endpoint: str, stream: str, rows_per_batch: int, batches: int) -> Any:
+def _ingestwm(
+    spark: Any,
+    endpoint: str,
+    stream: str,
+    rows_per_batch: int,
+    batches: int,
+    rows_read: list[int] | None = None,
+) -> Any:
     df = (
         spark.readStream.format("ingestwm")
         .option("endpoint", endpoint)
@@ -184,7 +203,7 @@ def _ingestwm(spark: Any, endpoint: str, stream: str, rows_per_batch: int, batch
         .option("maxEventsPerTrigger", str(rows_per_batch))
         .load()
     )
-    return _run_batches(df, rows_per_batch, batches)
+    return _run_batches(df, rows_per_batch, batches, rows_read)
 
 
 def _rate_micro_batch(spark: Any, rows_per_batch: int, batches: int) -> Any:
@@ -202,9 +221,49 @@ def _rate_micro_batch(spark: Any, rows_per_batch: int, batches: int) -> Any:
     return _measured(available_now_batches(start, batches + 1), rows_per_batch)[:batches]
 
 
-def _ceiling(spark: Any, rows_per_batch: int, batches: int) -> Any:
+def _ceiling(spark: Any, rows_per_batch: int, batches: int, rows_read: list[int] | None = None) -> Any:
     df = spark.readStream.format("ingestwm_bench_ceiling").option("batches", str(batches + 1)).load()
-    return _run_batches(df, rows_per_batch, batches)
+    return _run_batches(df, rows_per_batch, batches, rows_read)
+
+
+_ROLES = ("the JVM", "Python workers", "`ingestwm serve`")
+
+
+def _cpu_by_role(serve_pid: int) -> dict[str, float] | None:
+    """CPU seconds so far of the JVM (Spark), PySpark's Python workers and the served store's process,
+    from ``/proc`` (``None`` where there is none). O(processes)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    out = dict.fromkeys(_ROLES, 0.0)
+    for d in proc.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:  # (gone meanwhile)
+            continue
+        if int(d.name) == serve_pid:
+            role = _ROLES[2]
+        elif b"pyspark.daemon" in cmd:
+            role = _ROLES[1]
+        elif b"java" in cmd and b"org.apache.spark" in cmd:
+            role = _ROLES[0]
+        else:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        out[role] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
+def _cpu_added(
+    before: dict[str, float] | None, after: dict[str, float] | None, into: dict[str, float]
+) -> None:
+    if before is not None and after is not None:
+        for k in _ROLES:
+            into[k] = into.get(k, 0.0) + after[k] - before[k]
 
 
 def _read_split(endpoint: str, client: SegmentStoreClient, stream: str) -> dict[str, float]:
@@ -300,25 +359,34 @@ def run(size: Size = "full") -> list[Row]:
         check_ceiling(client, "bench/main", segments)
         spark.dataSource.register(ceiling_source(rows_per_batch, "bench/main", segments))
 
-        def queries(n: int) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+        def queries(
+            n: int, rows_read: list[int] | None = None
+        ) -> dict[str, Callable[[], list[dict[str, Any]]]]:
             return {
                 "a": lambda: _ingestwm(spark, endpoint, "bench/main", rows_per_batch, n),
-                "b": lambda: _ceiling(spark, rows_per_batch, n),
+                "b": lambda: _ceiling(spark, rows_per_batch, n, rows_read),
                 "c": lambda: _rate_micro_batch(spark, rows_per_batch, rate_batches),
-                "d": lambda: _ingestwm(spark, served, _SERVED, rows_per_batch, n),
+                "d": lambda: _ingestwm(spark, served, _SERVED, rows_per_batch, n, rows_read),
             }
 
         if size != "tiny":  # a whole round unmeasured: the JVM's and the workers' warm-up
             for k in "abd":  # would land on the first round (its (a)/(b) and (d)/(b) were the lowest)
                 retried(queries(rate_batches)[k])
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
+        # CPU of (b)'s and (d)'s whole queries (their warm-up and last micro-batches too) by process, per row
+        cpu: dict[str, dict[str, float]] = {"b": {}, "d": {}}
+        rows_read: dict[str, list[int]] = {"b": [], "d": []}
         with RemoteClient(served, timeout_s=120) as remote:
             half = max(1, batches // 2)
             for i in range(rounds_n):  # (b) in two halves, just before and just after (d); (a) next to (b)
                 ran: dict[str, list[dict[str, Any]]] = {"b": []}
                 for k in "ab-d-c" if i % 2 == 0 else "cb-d-a":
-                    if k == "-":
-                        ran["b"] += retried(queries(half)["b"])
+                    if k in "-d":
+                        q = "b" if k == "-" else "d"
+                        before = _cpu_by_role(serve_process.pid)
+                        got = retried(queries(half if q == "b" else batches, rows_read[q])[q])
+                        _cpu_added(before, _cpu_by_role(serve_process.pid), cpu[q])
+                        ran[q] = ran.get(q, []) + got if q == "b" else got
                     else:
                         ran[k] = retried(queries(batches)[k])
                 rounds.append(tuple(ran[k] for k in "abcd"))
@@ -348,6 +416,22 @@ def run(size: Size = "full") -> list[Row]:
     )
     batch_ms = [[p["durationMs"]["triggerExecution"] for one in rounds for p in one[i]] for i in range(4)]
     phases = ("fetch", "decode", "ingestion", "arrow")
+    cpu_rows: list[Row] = []
+    if all(cpu[q] and sum(rows_read[q]) for q in "bd"):  # (Linux's /proc)
+        per = {q: {k: v / sum(rows_read[q]) * 1e6 for k, v in cpu[q].items()} for q in "bd"}
+        total = {q: sum(per[q].values()) for q in "bd"}
+        cpu_rows = [
+            *(row(f"(b) CPU per row over its queries: {k}", per["b"][k], "us/row") for k in _ROLES[:2]),
+            *(row(f"(d) CPU per row over its queries: {k}", per["d"][k], "us/row") for k in _ROLES),
+            row("(b) CPU per row, all its processes", total["b"], "us/row"),
+            row(
+                "(d) CPU per row, all its processes",
+                total["d"],
+                "us/row",
+                "(b) CPU per row",
+                total["d"] / total["b"],
+            ),
+        ]
     per_row_us = {k: split[k] * 1e6 for k in phases}
     one_thread = 1e6 / sum(per_row_us.values())
     pipelined = 1 / split["pipelined"]
@@ -439,6 +523,7 @@ def run(size: Size = "full") -> list[Row]:
             "(a) read path, fetch thread ahead",
             split["pipelined"] / split_served["pipelined"],
         ),
+        *cpu_rows,
     ]
 
 
