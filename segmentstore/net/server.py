@@ -1,14 +1,13 @@
 """The segment store server: the wire protocol (``segmentstore.net.protocol``) over a ``SegmentStore``.
 
-One asyncio event loop on a background thread serves every connection; store calls
-are fast and run inline on it (the numba kernels are made ready before the first
-connection, so no request compiles one: ``core.warmup``), so appends on a connection execute and are
-acknowledged in arrival order. A read with ``wait_ms`` registers a future read and
-answers when it completes (data, a tail watermark increase, seal) or when its timer
-fires (a zero-length read), never holding up the connection's other requests.
-Dispatch is table-driven: ``commands.COMMANDS`` names every command and
-``handlers.handlers()`` maps each to its handler (most call the ``EmbeddedClient``
-method of the same name).
+One asyncio event loop on a background thread serves every connection; store calls are fast
+and run inline on it (the numba kernels are made ready before the first connection, so no
+request compiles one: ``core.warmup``), so appends on a connection execute and are acknowledged
+in arrival order. A read with ``wait_ms`` registers a future read and answers when it completes
+(data, a tail watermark increase, seal) or when its timer fires (a zero-length read), never
+holding up the connection's other requests. Dispatch is table-driven: ``commands.COMMANDS``
+names every command and ``handlers.handlers()`` maps each to its handler (most call the
+``EmbeddedClient`` method of the same name).
 
 A misbehaving connection (malformed or oversized frame, unknown command, bad version or
 token, too many waiting reads, idle too long) gets a fatal error frame and is closed;
@@ -135,8 +134,7 @@ class SegmentStoreServer:
         self.max_connections = max_connections
         self.handshake_timeout_s = float(handshake_timeout_s)
         self.frame_timeout_s = float(frame_timeout_s)
-        self.refused = 0  # connections refused over max_connections
-        self.accepted = 0  # connections accepted (and not refused) since the server started
+        self.refused = self.accepted = 0  # connections refused over max_connections; accepted since start
         self.max_buffered_bytes = max_buffered_bytes
         self._held = 0  # receive-buffer bytes of every connection
         self._starved: collections.deque[_Connection] = collections.deque()  # paused for memory
