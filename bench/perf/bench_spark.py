@@ -374,6 +374,7 @@ def run(size: Size = "full") -> list[Row]:
                 retried(queries(rate_batches)[k])
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
         # CPU of (b)'s and (d)'s whole queries (their warm-up and last micro-batches too) by process, per row
+        # (a query ``retried`` after a failure: its failed attempt's CPU counts, its rows do not; rare)
         cpu: dict[str, dict[str, float]] = {"b": {}, "d": {}}
         rows_read: dict[str, list[int]] = {"b": [], "d": []}
         with RemoteClient(served, timeout_s=120) as remote:
