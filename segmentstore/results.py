@@ -163,14 +163,6 @@ class PackedReads:
         """The reads' bytes one after the other (joined on each use: take it once). O(bytes)."""
         return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
 
-    def read(self, i: int) -> SegmentRead:
-        """The ``i``-th request's ``SegmentRead`` (a ``READ``). O(requests)."""
-        r = self.reads[i]
-        assert r is not None, f"request {i} was not read"
-        offset, n, watermark, eos, tail = r
-        piece = sum(1 for q in self.reads[:i] if q is not None and q[1])
-        return SegmentRead(offset, self.pieces[piece] if n else b"", watermark, eos, tail)
-
     def answers(self) -> tuple[RecordsRead | None, ...]:
         """Every answer as ``read_many`` gives it. O(bytes + records)."""
         out: list[RecordsRead | None] = []

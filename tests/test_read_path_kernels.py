@@ -234,7 +234,9 @@ def test_packed_answers_hold_in_columns_what_read_many_answers(seed: int) -> Non
         if a.read is None:
             assert p.kinds[i] == FAILED and p.errors[i] == (a.error, a.message)
             continue
-        assert p.kinds[i] == READ and p.read(i) == a.read
+        r = a.read
+        assert p.kinds[i] == READ
+        assert p.reads[i] == (r.offset, len(r.data), r.watermark, r.end_of_segment, r.at_tail)
         if not a.read.data:
             continue
         at, size, offset, watermark, s0, k = p.meta[row].tolist()

@@ -49,6 +49,7 @@ from segmentstore.controller.controller import controller_of
 from segmentstore.controller.stream_config import StreamConfig
 
 from .errors import BenchmarkError
+from .serving import process_cpu_s
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main"]
@@ -83,15 +84,6 @@ def _served(data_dir: Path) -> Iterator[tuple[int, int, int]]:
     finally:
         p.terminate()
         p.wait(60)
-
-
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux ``/proc``; 0.0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
 
 
 def _load() -> float:
@@ -166,13 +158,13 @@ def _measure(pid: int, port: int, controller_port: int, size: Size) -> list[Row]
             stream = "bp/s" if pravega else "bi/s"
             if not pravega:
                 c.create_stream(stream, SEGMENTS)
-            srv0, load0, t0 = _cpu_s(pid), _load(), monotonic_s()
+            srv0, load0, t0 = process_cpu_s(pid), _load(), monotonic_s()
             if pravega:
                 _write_pravega(controller_port, "bp", events)
             else:
                 _write_ingestwm(c, stream, events)
             elapsed = monotonic_s() - t0
-            server_us = (_cpu_s(pid) - srv0) / n * 1e6
+            server_us = (process_cpu_s(pid) - srv0) / n * 1e6
             load = max(load0, _load())
             if _stored(c, stream, pravega) != Counter(p.encode() for _, p in events):
                 raise BenchmarkError(f"{label}: {stream} does not hold exactly the {n} events written")

@@ -32,6 +32,7 @@ from segmentstore.client import RemoteClient
 from segmentstore.clock import monotonic_s
 
 from .errors import BenchmarkError
+from .serving import process_cpu_s
 from .suite import Row, Size, module_main, row, sized
 
 __all__ = ["run", "main"]
@@ -141,15 +142,6 @@ def _start(args: list[str]) -> tuple[subprocess.Popen[str], int]:
     return p, int(line.rsplit(":", 1)[-1])
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` (Linux ``/proc``; 0.0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
 def _check(c: RemoteClient) -> None:
     """Appends land at the offsets returned, reads return the bytes appended (before timing)."""
     events = [i.to_bytes(4, "big") * (EVENT_BYTES // 4) for i in range(1_000)]
@@ -174,11 +166,11 @@ def _measure(server_pid: int, port: int, raw_port: int, size: Size) -> list[Row]
         _check(c)
         c.create_segment("bench/append")
         c.append_many("bench/append", [event] * 20_000)  # warm up
-        cpu0, srv0, t0 = _cpu_s(os.getpid()), _cpu_s(server_pid), monotonic_s()
+        cpu0, srv0, t0 = process_cpu_s(os.getpid()), process_cpu_s(server_pid), monotonic_s()
         c.append_many("bench/append", [event] * n)
         appends = n / (monotonic_s() - t0)
-        client_us = (_cpu_s(os.getpid()) - cpu0) / n * 1e6
-        server_us = (_cpu_s(server_pid) - srv0) / n * 1e6
+        client_us = (process_cpu_s(os.getpid()) - cpu0) / n * 1e6
+        server_us = (process_cpu_s(server_pid) - srv0) / n * 1e6
         raw_events = _raw_echo_events_per_s(raw_port, n)
         rows.append(row("server append_many 100 B", appends, "appends/s", "raw echo", appends / raw_events))
         t0 = monotonic_s()

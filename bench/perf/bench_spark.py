@@ -62,7 +62,6 @@ Run ``python -m bench.perf.bench_spark [--quick | --tiny]``.
 
 from __future__ import annotations
 
-import os
 import statistics
 import subprocess
 import tempfile
@@ -76,7 +75,7 @@ from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .serving import serve_in_process
+from .serving import process_cpu_s, serve_in_process
 from .spark_data import (
     PARTITIONS,
     ceiling_source,
@@ -235,17 +234,16 @@ def _cpu_by_role(serve_pid: int) -> dict[str, float] | None:
     proc = Path("/proc")
     if not proc.is_dir():
         return None
-    tick = os.sysconf("SC_CLK_TCK")
     out = dict.fromkeys(_ROLES, 0.0)
     for d in proc.iterdir():
         if not d.name.isdigit():
             continue
         try:
-            stat = (d / "stat").read_text()
-            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ")
+            cmd = (d / "cmdline").read_bytes()
         except OSError:  # (gone meanwhile)
             continue
-        if int(d.name) == serve_pid:
+        pid = int(d.name)
+        if pid == serve_pid:
             role = _ROLES[2]
         elif b"pyspark.daemon" in cmd:
             role = _ROLES[1]
@@ -253,8 +251,7 @@ def _cpu_by_role(serve_pid: int) -> dict[str, float] | None:
             role = _ROLES[0]
         else:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        out[role] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        out[role] += process_cpu_s(pid)
     return out
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["serve_in_process"]
+__all__ = ["serve_in_process", "process_cpu_s"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +32,13 @@ def serve_in_process(
         p.kill()
         raise RuntimeError("ingestwm serve did not start")
     return p, int(line.rsplit(":", 1)[-1])
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0.0 elsewhere or once it
+    is gone). O(1)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0

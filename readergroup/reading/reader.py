@@ -142,8 +142,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         # looked at by the last look that found the group's state log read to its end (``_ready_tails``)
         self._changes = client.change_count if isinstance(client, EmbeddedClient) else None
         # the reads' answers in columns, where the client gives them as its ``read_many`` would (embedded)
-        embedded = isinstance(client, EmbeddedClient)
-        self._packed = embedded and type(client).read_many is EmbeddedClient.read_many
+        self._packed = self._changes is not None and type(client).read_many is EmbeddedClient.read_many
         self._clear_at: tuple[int, tuple[int, ...]] | None = None
         self._empty: EventBatch | None = None  # the empty read of this epoch (returned again)
         self._news = 0  # reads that may have brought something (a look's "nothing new" answers do not count)
