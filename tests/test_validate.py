@@ -507,8 +507,9 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     it a successor segment, none ending when a segment is sealed. It runs at 200 ms per emit, not
     100 ms: at load 3-4 (about what the suite makes) the 100 ms run left the regime every time,
     so the 400 ms one followed (docs/engines.md). A run a loaded machine pushed out of the
-    regime is repeated once at twice the pace; out of it again, the test fails in CI and is
-    skipped with the reasons elsewhere.
+    regime is repeated at twice the pace, up to 800 ms (in CI at 400 ms a 440 ms stall once
+    left it too); out of it three times, the test fails in CI and is skipped with the reasons
+    elsewhere.
     (The shipped scenarios, hundreds of ticks each: ``ingestwm validate --engine flink``.)
     """
     python, why = flink_venv.wait()
@@ -517,14 +518,14 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("no Java runtime (java on PATH or JAVA_HOME) for Flink")
     results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling(), READER_SPLIT)]
-    for pace in (200, 400):
+    for pace in (200, 400, 800):
         replays = replay_flink_many(results, FlinkTiming(pace_ms=pace), python)
         # the regime is the verdict's: the replay's slips and every move's margin to the next release
         verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
         if all(v.verdict != "out of regime" for v in verdicts):
             break
     else:  # a machine too loaded to keep the regime: nothing exact can be asserted (CI must)
-        _unavailable(f"out of the regime twice: {[(v.scenario, v.note) for v in verdicts]}")
+        _unavailable(f"out of the regime three times: {[(v.scenario, v.note) for v in verdicts]}")
     for v, r in zip(verdicts, results, strict=True):
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
         assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
