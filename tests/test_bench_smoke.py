@@ -135,3 +135,31 @@ def test_spark_bench_round_check_counts_each_timed_batch_and_refuses_wrong_or_re
     ]
     with pytest.raises(AssertionError, match=r"read .* from 0 again"):
         check_batch_counts(client, "b/s", again)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="Linux's /proc")
+def test_process_times_count_a_process_cpu_in_user_space_and_the_kernel_and_its_page_faults() -> None:
+    """What the benchmarks' CPU rows read (``bench_spark``'s per kind of process): a process that computes
+    and touches fresh memory moves its user seconds and its page faults; a process gone reads zeros."""
+    import os
+
+    from bench.perf.serving import ProcessTimes, process_cpu_s, process_times
+
+    done = subprocess.run(
+        [sys.executable, "-c", "import os, time; print(os.getpid()); time.sleep(0.2)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert process_times(int(done.stdout)) == ProcessTimes(0.0, 0.0, 0)  # (gone: reaped)
+    before = process_times(os.getpid())
+    assert sum(i * i for i in range(3_000_000)) > 0  # CPU in user space (~0.2 s), no system call
+    touched = bytearray(16 << 20)  # fresh pages (calloc'd by the kernel on first touch)
+    touched[::4096] = b"x" * len(range(0, len(touched), 4096))
+    after = process_times(os.getpid())
+    assert after.user_s - before.user_s >= 0.05
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    huge = thp.exists() and "[always]" in thp.read_text()  # (then 2 MiB pages: 8 faults)
+    assert after.minor_faults - before.minor_faults >= (8 if huge else 1_000)  # 4,096 pages touched
+    assert after.system_s >= before.system_s
+    assert process_cpu_s(os.getpid()) >= after.user_s + after.system_s

@@ -46,9 +46,11 @@ measured on one thread in this process over the same ranges (``read_range`` with
 fetch thread, its calls timed), fetching the bytes, decoding the frames, looking up
 ingestion times and building Arrow; then the same read path with its fetch thread; and the
 CPU per row that (b)'s and (d)'s whole queries cost each kind of process (from ``/proc``, on
-Linux): the JVM, PySpark's Python workers, (d)'s ``ingestwm serve``. With both cores busy,
-(d)/(b) comes to about (b)'s CPU per row over (d)'s: the JVM's share is the same on both
-sides, the rest is what the source adds.
+Linux): the JVM, PySpark's Python workers, (d)'s ``ingestwm serve``; of the workers' CPU, the
+time in the kernel, and their page faults per 1,000 rows (workers that gave the memory of a
+read back to the kernel faulted it in again at the next: ~6 per 1,000 rows, an eighth of
+their CPU). With both cores busy, (d)/(b) comes to about (b)'s CPU per row over (d)'s: the
+JVM's share is the same on both sides, the rest is what the source adds.
 (a)'s server runs in this process too, so its figures include the server's work; (d)'s
 fetch is the wait for the other process. Before timing, (a) and (d) are each checked on
 a small stream written as theirs (``spark_data.check_delivery``), through the same
@@ -75,7 +77,7 @@ from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .serving import process_cpu_s, serve_in_process
+from .serving import process_times, serve_in_process
 from .spark_data import (
     PARTITIONS,
     ceiling_source,
@@ -226,15 +228,17 @@ def _ceiling(spark: Any, rows_per_batch: int, batches: int, rows_read: list[int]
 
 
 _ROLES = ("the JVM", "Python workers", "`ingestwm serve`")
+_MEASURES = ("cpu", "system", "faults")
 
 
-def _cpu_by_role(serve_pid: int) -> dict[str, float] | None:
-    """CPU seconds so far of the JVM (Spark), PySpark's Python workers and the served store's process,
-    from ``/proc`` (``None`` where there is none). O(processes)."""
+def _cpu_by_role(serve_pid: int) -> dict[tuple[str, str], float] | None:
+    """So far, per kind of process (the JVM, PySpark's Python workers, the served store's process): CPU
+    seconds (``cpu``), of them in the kernel (``system``), and minor page faults (``faults``), from
+    ``/proc`` (``None`` where there is none). O(processes)."""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
-    out = dict.fromkeys(_ROLES, 0.0)
+    out = {(role, what): 0.0 for role in _ROLES for what in _MEASURES}
     for d in proc.iterdir():
         if not d.name.isdigit():
             continue
@@ -251,15 +255,20 @@ def _cpu_by_role(serve_pid: int) -> dict[str, float] | None:
             role = _ROLES[0]
         else:
             continue
-        out[role] += process_cpu_s(pid)
+        t = process_times(pid)
+        out[role, "cpu"] += t.user_s + t.system_s
+        out[role, "system"] += t.system_s
+        out[role, "faults"] += t.minor_faults
     return out
 
 
 def _cpu_added(
-    before: dict[str, float] | None, after: dict[str, float] | None, into: dict[str, float]
+    before: dict[tuple[str, str], float] | None,
+    after: dict[tuple[str, str], float] | None,
+    into: dict[tuple[str, str], float],
 ) -> None:
     if before is not None and after is not None:
-        for k in _ROLES:
+        for k in before:
             into[k] = into.get(k, 0.0) + after[k] - before[k]
 
 
@@ -372,7 +381,7 @@ def run(size: Size = "full") -> list[Row]:
         rounds: list[tuple[list[dict[str, Any]], ...]] = []
         # CPU of (b)'s and (d)'s whole queries (their warm-up and last micro-batches too) by process, per row
         # (a query ``retried`` after a failure: its failed attempt's CPU counts, its rows do not; rare)
-        cpu: dict[str, dict[str, float]] = {"b": {}, "d": {}}
+        cpu: dict[str, dict[tuple[str, str], float]] = {"b": {}, "d": {}}
         rows_read: dict[str, list[int]] = {"b": [], "d": []}
         with RemoteClient(served, timeout_s=120) as remote:
             half = max(1, batches // 2)
@@ -416,11 +425,31 @@ def run(size: Size = "full") -> list[Row]:
     phases = ("fetch", "decode", "ingestion", "arrow")
     cpu_rows: list[Row] = []
     if all(cpu[q] and sum(rows_read[q]) for q in "bd"):  # (Linux's /proc)
-        per = {q: {k: v / sum(rows_read[q]) * 1e6 for k, v in cpu[q].items()} for q in "bd"}
-        total = {q: sum(per[q].values()) for q in "bd"}
+        per = {q: {k: v / sum(rows_read[q]) for k, v in cpu[q].items()} for q in "bd"}
+        total = {q: sum(per[q][r, "cpu"] for r in _ROLES) * 1e6 for q in "bd"}
+        workers = _ROLES[1]
         cpu_rows = [
-            *(row(f"(b) CPU per row over its queries: {k}", per["b"][k], "us/row") for k in _ROLES[:2]),
-            *(row(f"(d) CPU per row over its queries: {k}", per["d"][k], "us/row") for k in _ROLES),
+            *(
+                row(f"({q}) CPU per row over its queries: {r}", per[q][r, "cpu"] * 1e6, "us/row")
+                for q in "bd"
+                for r in (_ROLES if q == "d" else _ROLES[:2])
+            ),
+            *(
+                row(
+                    f"({q}) of the Python workers' CPU per row: in the kernel",
+                    per[q][workers, "system"] * 1e6,
+                    "us/row",
+                )
+                for q in "bd"
+            ),
+            *(
+                row(
+                    f"({q}) Python workers' page faults per 1,000 rows",
+                    per[q][workers, "faults"] * 1e3,
+                    "faults",
+                )
+                for q in "bd"
+            ),
             row("(b) CPU per row, all its processes", total["b"], "us/row"),
             row(
                 "(d) CPU per row, all its processes",

@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["serve_in_process", "process_cpu_s"]
+__all__ = ["serve_in_process", "process_cpu_s", "process_times", "ProcessTimes"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,11 +35,29 @@ def serve_in_process(
     return p, int(line.rsplit(":", 1)[-1])
 
 
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0.0 elsewhere or once it
-    is gone). O(1)."""
+class ProcessTimes(NamedTuple):
+    """What a process has used so far (``process_times``)."""
+
+    user_s: float
+    """CPU seconds in user space."""
+    system_s: float
+    """CPU seconds in the kernel on its behalf (system calls, page faults)."""
+    minor_faults: int
+    """Pages it touched that the kernel had to map in (without reading a disk)."""
+
+
+def process_times(pid: int) -> ProcessTimes:
+    """User and system CPU seconds and minor page faults of process ``pid`` so far, all its threads
+    (Linux ``/proc``; zeros elsewhere or once it is gone). O(1)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return ProcessTimes(int(fields[11]) / tick, int(fields[12]) / tick, int(fields[7]))
     except (OSError, ValueError, IndexError):
-        return 0.0
+        return ProcessTimes(0.0, 0.0, 0)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (``process_times``). O(1)."""
+    t = process_times(pid)
+    return t.user_s + t.system_s
