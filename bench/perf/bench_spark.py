@@ -77,7 +77,7 @@ from segmentstore.client import EmbeddedClient, RemoteClient, SegmentStoreClient
 from segmentstore.clock import monotonic_s
 from segmentstore.net.server import SegmentStoreServer
 
-from .serving import process_times, serve_in_process
+from .serving import ProcessTimes, process_times, serve_in_process
 from .spark_data import (
     PARTITIONS,
     ceiling_source,
@@ -228,17 +228,15 @@ def _ceiling(spark: Any, rows_per_batch: int, batches: int, rows_read: list[int]
 
 
 _ROLES = ("the JVM", "Python workers", "`ingestwm serve`")
-_MEASURES = ("cpu", "system", "faults")
 
 
-def _cpu_by_role(serve_pid: int) -> dict[tuple[str, str], float] | None:
-    """So far, per kind of process (the JVM, PySpark's Python workers, the served store's process): CPU
-    seconds (``cpu``), of them in the kernel (``system``), and minor page faults (``faults``), from
-    ``/proc`` (``None`` where there is none). O(processes)."""
+def _cpu_by_role(serve_pid: int) -> dict[int, tuple[str, ProcessTimes]] | None:
+    """Each process of the JVM (Spark), PySpark's Python workers and the served store, by pid: its
+    role and what it used so far, from ``/proc`` (``None`` where there is none). O(processes)."""
     proc = Path("/proc")
     if not proc.is_dir():
         return None
-    out = {(role, what): 0.0 for role in _ROLES for what in _MEASURES}
+    out: dict[int, tuple[str, ProcessTimes]] = {}
     for d in proc.iterdir():
         if not d.name.isdigit():
             continue
@@ -255,21 +253,30 @@ def _cpu_by_role(serve_pid: int) -> dict[tuple[str, str], float] | None:
             role = _ROLES[0]
         else:
             continue
-        t = process_times(pid)
-        out[role, "cpu"] += t.user_s + t.system_s
-        out[role, "system"] += t.system_s
-        out[role, "faults"] += t.minor_faults
+        out[pid] = (role, process_times(pid))
     return out
 
 
 def _cpu_added(
-    before: dict[tuple[str, str], float] | None,
-    after: dict[tuple[str, str], float] | None,
+    before: dict[int, tuple[str, ProcessTimes]] | None,
+    after: dict[int, tuple[str, ProcessTimes]] | None,
     into: dict[tuple[str, str], float],
 ) -> None:
-    if before is not None and after is not None:
-        for k in before:
-            into[k] = into.get(k, 0.0) + after[k] - before[k]
+    """Add to ``into`` what each role's processes used between two ``_cpu_by_role``: CPU seconds
+    (``cpu``), of them in the kernel (``system``), minor page faults (``faults``). A process that
+    started meanwhile counts from zero; one that ended meanwhile is not counted (its last figures
+    are gone with it: a worker PySpark replaced)."""
+    if before is None or after is None:
+        return
+    zero = ProcessTimes(0.0, 0.0, 0)
+    for pid, (role, now) in after.items():
+        then = before.get(pid, (role, zero))[1]
+        for what, v in (
+            ("cpu", now.user_s + now.system_s - then.user_s - then.system_s),
+            ("system", now.system_s - then.system_s),
+            ("faults", now.minor_faults - then.minor_faults),
+        ):
+            into[role, what] = into.get((role, what), 0.0) + v
 
 
 def _read_split(endpoint: str, client: SegmentStoreClient, stream: str) -> dict[str, float]:
@@ -426,18 +433,18 @@ def run(size: Size = "full") -> list[Row]:
     cpu_rows: list[Row] = []
     if all(cpu[q] and sum(rows_read[q]) for q in "bd"):  # (Linux's /proc)
         per = {q: {k: v / sum(rows_read[q]) for k, v in cpu[q].items()} for q in "bd"}
-        total = {q: sum(per[q][r, "cpu"] for r in _ROLES) * 1e6 for q in "bd"}
+        total = {q: sum(per[q].get((r, "cpu"), 0.0) for r in _ROLES) * 1e6 for q in "bd"}
         workers = _ROLES[1]
         cpu_rows = [
             *(
-                row(f"({q}) CPU per row over its queries: {r}", per[q][r, "cpu"] * 1e6, "us/row")
+                row(f"({q}) CPU per row over its queries: {r}", per[q].get((r, "cpu"), 0.0) * 1e6, "us/row")
                 for q in "bd"
                 for r in (_ROLES if q == "d" else _ROLES[:2])
             ),
             *(
                 row(
-                    f"({q}) of the Python workers' CPU per row: in the kernel",
-                    per[q][workers, "system"] * 1e6,
+                    f"({q}) Python workers' CPU per row in the kernel",
+                    per[q].get((workers, "system"), 0.0) * 1e6,
                     "us/row",
                 )
                 for q in "bd"
@@ -445,7 +452,7 @@ def run(size: Size = "full") -> list[Row]:
             *(
                 row(
                     f"({q}) Python workers' page faults per 1,000 rows",
-                    per[q][workers, "faults"] * 1e3,
+                    per[q].get((workers, "faults"), 0.0) * 1e3,
                     "faults",
                 )
                 for q in "bd"
