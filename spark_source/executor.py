@@ -153,30 +153,26 @@ def task_client(endpoint: str, timeout_ms: int, security: ClientSecurity | None)
     again if the task reads to its end without an error; anywhere else, or after an error or a task
     stopped early, a client of its own, closed when the task ends. O(1) besides connecting.
     """
-    if not _prepared:
-        client = connect(endpoint, timeout_ms, read_ahead=False, security=security)
-        try:
-            yield client
-        finally:
-            client.close()
-        return
     key = (endpoint, timeout_ms, security)
-    with _lock:
-        found: RemoteClient | None = _kept.pop(key, None)
+    found: RemoteClient | None = None
+    if _prepared:
+        with _lock:
+            found = _kept.pop(key, None)
     client = connect(endpoint, timeout_ms, read_ahead=False, security=security) if found is None else found
     kept = False
     try:
         yield client
-        client.drop_prefetched()
-        with _lock:
-            other: RemoteClient | None = _kept.pop(key, None)  # (kept by another thread's task meanwhile)
-            gone = [] if other is None else [other]
-            _kept[key] = client
-            while len(_kept) > KEPT_CLIENTS:
-                gone.append(_kept.popitem(last=False)[1])
-        kept = True
-        for c in gone:
-            c.close()
+        if _prepared:
+            client.drop_prefetched()
+            with _lock:
+                other: RemoteClient | None = _kept.pop(key, None)  # (kept by another thread's task meanwhile)
+                gone = [] if other is None else [other]
+                _kept[key] = client
+                while len(_kept) > KEPT_CLIENTS:
+                    gone.append(_kept.popitem(last=False)[1])
+            kept = True
+            for c in gone:
+                c.close()
     finally:
         if not kept:
             client.close()
