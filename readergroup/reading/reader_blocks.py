@@ -11,8 +11,8 @@ segments that found the state log read to its end left it (nothing a read sees c
 waiting look is one ``wait_any``. Over an embedded store whose ``read_many`` is
 ``EmbeddedClient``'s, the answers come in columns (``read_packed``) and the blocks with data are
 decoded side by side from them (``decode_packed_blocks``), no answer object made per segment;
-where that declines (a reply left some unread, a block that does not decode there, one block only,
-a Pravega-framed segment) they are taken from ``read_many``'s answers as before. ``batched_reads``
+where that declines (a reply left some unread, a block that does not decode there, a Pravega-framed
+segment) they are taken from ``read_many``'s answers as before. ``batched_reads``
 off reads a segment at a time (a ``read`` and a ``watermarks_at``) as before issue 36, with the
 same results.
 """
@@ -118,9 +118,9 @@ class ReaderBlocks:
             and not any(s.pravega for s in todo)
         ):
             p: PackedReads = self._client.read_packed(reqs)  # type: ignore[attr-defined]
-            if UNREAD not in p.kinds and len(p.rows) > 1 and self._state.epoch == self._epoch:
-                eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1)
-                if eb is not None:
+            if UNREAD not in p.kinds and self._state.epoch == self._epoch:
+                eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1) if p.rows else None
+                if eb is not None or not p.rows:
                     self._take_all(todo, p, eb)
                     return look and p.kinds[-1] != NOTHING_NEW
             answers = read_blocks(self._client, reqs, p.answers())  # (as below, from its answers)
@@ -150,11 +150,12 @@ class ReaderBlocks:
                     self._need_sync = True
         return look and answers[-1] is not None
 
-    def _take_all(self, todo: list[SegmentInput], p: PackedReads, eb: EventBlocks) -> None:
+    def _take_all(self, todo: list[SegmentInput], p: PackedReads, eb: EventBlocks | None) -> None:
         """``_fetch_all``'s taking of ``p``, ``read_packed``'s answers to ``todo`` in the epoch they were
         asked in, whose blocks with data ``eb`` are (decoded side by side): as from ``read_many``'s
         answers, without an answer object each. O(segments)."""
-        kinds, reads, blocks = p.kinds, p.reads, eb.blocks
+        kinds, reads = p.kinds, p.reads
+        blocks = eb.blocks if eb is not None else ()
         j = 0
         for i, s in enumerate(todo):
             if kinds[i] == NOTHING_NEW:  # known to be at its tail
@@ -167,6 +168,7 @@ class ReaderBlocks:
                 continue
             length = r[1]
             if length:
+                assert eb is not None  # (a read with data is one of its blocks)
                 s.take_packed(*r, *blocks[j], (eb, j))
                 self._bytes += length
                 j += 1
