@@ -185,10 +185,15 @@ class ReaderBlocks:
         replica's revision (data only), so an idle reader learns of other processes'
         updates (checkpoints, resets, new assignments) without polling the log.
         """
-        live = [s for s in self._segs.values() if s.idx >= s.n and not s.end_of_segment]
-        for s in live:
-            if s.n:
-                s.roll()
+        live: list[SegmentInput] = []
+        tails = True  # whether each of ``live`` is known to be at its tail
+        for s in self._segs.values():
+            if s.idx >= s.n and not s.end_of_segment:
+                if s.n:
+                    s.roll()
+                live.append(s)
+                if not s.at_tail:
+                    tails = False
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
             # no wait: read them all at once instead (a read of one with nothing new changes nothing),
@@ -204,8 +209,8 @@ class ReaderBlocks:
             if (
                 clear is not None
                 and clear[0] == changes
+                and tails
                 and (ids == clear[1] or set(clear[1]).issuperset(ids))
-                and all(s.at_tail for s in live)
             ):
                 # nothing a read sees changed since a look at each of these found it at its tail (or
                 # read it to there) and the group's state log read to its end: it would answer the same
