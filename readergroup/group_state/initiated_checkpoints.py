@@ -47,9 +47,11 @@ class InitiatedCheckpoints:
         keeps them. After a reload (this replica fell behind a compaction) only the kept ones
         are known; an older one is reported lost. O(1) when nothing changed.
         """
-        done = m.take_completions()
         if not self._futures:
+            if m.completions:
+                m.take_completions()
             return
+        done = m.take_completions()
         for token, completed in done:
             entry = self._futures.pop(token, None)
             if entry is not None:

@@ -364,19 +364,20 @@ class ReaderGroupState:
         left nothing to plan (``GroupModel.layout``): while the layout stands still, that sync is its
         report alone (one batch) or nothing. Returns whether every position it reported was applied;
         ``None`` (nothing appended) if the layout moved meanwhile: then ``sync_reader``."""
-        applied: list[Applied | None] = []
 
-        def fn(m: GroupModel) -> list[Update]:
+        def plan(m: GroupModel) -> tuple[Position, ...]:
             if m.layout != layout:
                 raise _LayoutMoved
-            moved = moved_positions(m, reader_id, acked)
-            return [Report(reader_id, token, epoch, moved)] if moved else []
+            return moved_positions(m, reader_id, acked)
 
-        try:
-            applied.append(self._update(fn))
-        except _LayoutMoved:
-            return None
-        return applied[0] is None or applied[0].ok
+        with self.lock:  # (``_update`` of ``[Report(reader_id, token, epoch, plan(m))]``, framed directly)
+            try:
+                ok = self._sync.update_report(reader_id, token, epoch, plan)
+            except _LayoutMoved:
+                return None
+            finally:
+                self._settle()
+        return ok is None or ok
 
     def leave(
         self, reader_id: str, token: int, epoch: int, acked: Sequence[Position], finished: Sequence[Position]

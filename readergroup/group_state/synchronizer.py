@@ -41,7 +41,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from segmentstore import (
     BadOffsetError,
@@ -63,6 +63,9 @@ from ..errors import (
 )
 from .group_updates import (
     Batch,
+    Position,
+    Report,
+    ReportFramer,
     Snapshot,
     Update,
     decode_batches,
@@ -79,12 +82,20 @@ _GIVE_UP_S = 30.0
 """An update gives up (``GroupStateConflictError``) after losing conditional appends this long."""
 
 
+_ReportPlan = tuple[str, int, int, Callable[[Any], Sequence[Position]]]
+"""``update_report``'s arguments: reader id, token, epoch, and the positions' plan."""
+
+
 class Replica(Protocol):
     """What a synchronizer replicates: a state changed only by ``apply``, with a canonical form."""
 
     group_id: str
 
     def apply(self, u: Update, token: int) -> bool: ...
+
+    def apply_report(self, reader_id: str, token: int, epoch: int, positions: Sequence[Position]) -> bool:
+        """``apply(Report(reader_id, token, epoch, positions), at)``, without the record."""
+        ...
 
     def to_obj(self) -> dict[str, Any]: ...
 
@@ -138,6 +149,7 @@ class StateSynchronizer:
         self._seq = 0
         self._rng = random.Random()
         self._landed: dict[int, Applied] = {}  # seq -> our batch found in the log by a fetch
+        self._framer: ReportFramer | None = None  # frames this process's reports (``update_report``)
         self.state: Any = None
         self.version = 0  # bumped by every batch applied and every reload: "the replica may have changed"
         self.revision = 0
@@ -347,13 +359,17 @@ class StateSynchronizer:
         never appends one); what it applied. O(updates)."""
         apply = self.state.apply
         applied = Applied(offset, tuple([apply(u, offset + i) for i, u in enumerate(updates)]))
+        self._own_applied(end)
+        return applied
+
+    def _own_applied(self, end: int) -> None:
+        """The rest of ``_apply_own`` once the batch from the revision to ``end`` was applied. O(1)."""
         self.since_snapshot += 1
-        self.bytes_since_snapshot += end - offset
+        self.bytes_since_snapshot += end - self.revision
         self.revision = end
         self.version += 1
         if self.on_apply is not None:
             self.on_apply()
-        return applied
 
     # ------------------------------------------------------------------ writing
     def update(self, fn: Callable[[Any], Sequence[Update]]) -> Applied | None:
@@ -363,6 +379,43 @@ class StateSynchronizer:
         ``None`` if ``fn`` returned no updates. After a success the replica includes the
         batch. Raises ``GroupStateConflictError`` after too many conflicts in a row.
         """
+        return self._update(fn, None)
+
+    def update_report(
+        self, reader_id: str, token: int, epoch: int, plan: Callable[[Any], Sequence[Position]]
+    ) -> bool | None:
+        """``update(fn)`` with ``fn(state) = [Report(reader_id, token, epoch, plan(state))]``, or no update
+        when ``plan`` finds no position: the same batch appended, byte for byte, on the same conditions
+        (conflicts, lost replies), and the same replica after; framed by a ``ReportFramer`` and applied
+        by ``apply_report``, without the record. Returns whether the report was accepted (``Applied.ok``),
+        ``None`` if nothing was appended. O(positions) plus an append.
+        """
+        done = self._update(None, (reader_id, token, epoch, plan))
+        return done if done is None or type(done) is bool else done.ok
+
+    def _report_frame(
+        self, seq: int, reader_id: str, token: int, epoch: int, positions: Sequence[Position]
+    ) -> bytes:
+        """``encode_batch`` of a batch of ``Report(reader_id, token, epoch, positions)``. O(positions)."""
+        gid, origin, f = self.state.group_id, self.origin, self._framer
+        if f is None or f.group_id != gid:
+            f = self._framer = ReportFramer(gid, origin) if type(gid) is str and type(origin) is str else None
+        frame = None if f is None else f.frame(seq, reader_id, token, epoch, positions)
+        if frame is None:  # (a value of another type than a report holds)
+            frame = encode_batch(gid, origin, seq, [Report(reader_id, token, epoch, tuple(positions))])
+        return frame
+
+    @overload
+    def _update(self, fn: Callable[[Any], Sequence[Update]], report: None) -> Applied | None: ...
+
+    @overload
+    def _update(self, fn: None, report: _ReportPlan) -> Applied | bool | None: ...
+
+    def _update(
+        self, fn: Callable[[Any], Sequence[Update]] | None, report: _ReportPlan | None
+    ) -> Applied | bool | None:
+        """``update(fn)``, or when ``fn`` is ``None`` ``update_report(*report)``, which answers what its
+        own append applied as a bool, not an ``Applied``."""
         with self.lock:
             if self.deleted is not None:  # never append to a log of the same name made again
                 raise ReaderGroupNotFoundError(self.deleted)
@@ -370,12 +423,22 @@ class StateSynchronizer:
             attempt = 0
             while attempt < 2 or monotonic_s() < deadline:
                 attempt += 1
-                updates = list(fn(self.state))
-                if not updates:
-                    return None
-                self._seq += 1
-                seq = self._seq
-                frame = encode_batch(self.state.group_id, self.origin, seq, updates)
+                if fn is not None:
+                    updates = list(fn(self.state))
+                    if not updates:
+                        return None
+                    self._seq += 1
+                    seq = self._seq
+                    frame = encode_batch(self.state.group_id, self.origin, seq, updates)
+                else:
+                    assert report is not None
+                    rid, token, epoch, plan = report
+                    positions = plan(self.state)
+                    if not positions:
+                        return None
+                    self._seq += 1
+                    seq = self._seq
+                    frame = self._report_frame(seq, rid, token, epoch, positions)
                 at = self.revision
                 try:
                     self.client.append(self.segment, frame, expected_offset=at)
@@ -398,6 +461,11 @@ class StateSynchronizer:
                         return done
                     continue
                 self.stats.appends += 1
+                if fn is None:
+                    ok: bool = self.state.apply_report(rid, token, epoch, positions)
+                    self._own_applied(at + len(frame))
+                    self._after_append()
+                    return ok
                 done = self._apply_own(at, at + len(frame), updates)
                 self._after_append()
                 return done
