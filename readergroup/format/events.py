@@ -23,7 +23,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -339,23 +339,65 @@ def decode_event_block_at(
     return (cols, offs, raw, key_bytes), after, int(consumed)
 
 
-class EventBlocks(NamedTuple):
-    """``decode_event_blocks_at``'s blocks, side by side in one set of arrays."""
+class EventBlocks:
+    """``decode_event_blocks_at``'s blocks, side by side in one set of arrays.
 
-    blocks: list[tuple[EventBlock, np.ndarray, int]]
-    """Each buffer's ``decode_event_block_at`` answer: its block and ``after`` (views of the arrays
-    below), and the bytes consumed."""
-    cols: np.ndarray
-    """The blocks' ``cols`` one after the other (4 x events)."""
-    offs: np.ndarray
-    """Their Arrow offsets one after the other (2 x (events + blocks), int32)."""
-    raw: np.ndarray
-    """Their bytes one after the other (each block's keys, then its payloads)."""
-    places: np.ndarray
-    """Per block (blocks x 6 int64): its first column in ``cols``, 0, its events, its first column in
-    ``offs``, where its keys and where its payloads start in ``raw``."""
-    key_bytes: int
-    """The blocks' key bytes in all."""
+    A block's own views (``blocks``) are made on first use: a reader that takes the blocks as they lie
+    here (``SegmentInput.take_packed_at``, ``block_merge``) never makes them. O(1) to make.
+    """
+
+    __slots__ = ("_blocks", "_places", "_sizes", "after", "cols", "key_bytes", "offs", "places", "raw")
+
+    def __init__(
+        self,
+        cols: np.ndarray,
+        after: np.ndarray,
+        offs: np.ndarray,
+        raw: np.ndarray,
+        places: np.ndarray,
+        sizes: np.ndarray,
+    ) -> None:
+        self.cols = cols
+        """The blocks' ``cols`` one after the other (4 x events)."""
+        self.after = after
+        """The positions and the watermarks after each event, one after the other (2 x events)."""
+        self.offs = offs
+        """Their Arrow offsets one after the other (2 x (events + blocks), int32)."""
+        self.raw = raw
+        """Their bytes one after the other (each block's keys, then its payloads)."""
+        self.places = places
+        """Per block (blocks x 6 int64): its first column in ``cols``, 0, its events, its first column in
+        ``offs``, where its keys and where its payloads start in ``raw``."""
+        self._places: list[list[int]] = places.tolist()
+        self._sizes: list[list[int]] = sizes.tolist()
+        self.key_bytes: int = sum([z[1] for z in self._sizes])
+        """The blocks' key bytes in all."""
+        self._blocks: list[tuple[EventBlock, np.ndarray, int]] | None = None
+
+    def __len__(self) -> int:
+        """How many blocks."""
+        return len(self._places)
+
+    def span(self, j: int) -> tuple[int, int, int]:
+        """Block ``j``'s first column in ``cols`` and ``after``, its events, the bytes it consumed. O(1)."""
+        p = self._places[j]
+        return p[0], p[2], self._sizes[j][3]
+
+    @property
+    def blocks(self) -> list[tuple[EventBlock, np.ndarray, int]]:
+        """Each buffer's ``decode_event_block_at`` answer: its block and ``after`` (views of the arrays
+        above), and the bytes consumed. Made on first use. O(blocks)."""
+        if self._blocks is None:
+            cols, after, offs, raw = self.cols, self.after, self.offs, self.raw
+            out = []
+            for (c0, _, n, o0, r0, p0), (_, kb, pb, consumed, _) in zip(
+                self._places, self._sizes, strict=True
+            ):
+                c1 = c0 + n
+                block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : p0 + pb], kb)
+                out.append((block, after[:, c0:c1], consumed))
+            self._blocks = out
+        return self._blocks
 
 
 def decode_event_blocks_at(
@@ -412,14 +454,7 @@ def decode_packed_blocks(
     cols, after = ints[:4], ints[4:]
     if k.decode_events_at_many(arr, meta, sizes, starts, values, add, cols, after, offs, raw) >= 0:
         return None
-    out = []
-    key_bytes = 0
-    for (c0, _, n, o0, r0, p0), (_, kb, pb, consumed, _) in zip(places.tolist(), sizes.tolist(), strict=True):
-        c1 = c0 + n
-        block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : p0 + pb], kb)
-        out.append((block, after[:, c0:c1], consumed))
-        key_bytes += kb
-    return EventBlocks(out, cols, offs, raw, places, key_bytes)
+    return EventBlocks(cols, after, offs, raw, places, sizes)
 
 
 def block_arrays(block: EventBlock, start: int = 0, stop: int | None = None) -> tuple[pa.Array, pa.Array]:

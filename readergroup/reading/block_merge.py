@@ -70,7 +70,7 @@ def merge_blocks(
     how many of its events are late: by ingestion time (``<= late_ingestion``) and by event time
     (``<= late_event_time``, events without one never). O(events)."""
     g = live[0].group
-    if g is not None and g[1] == 0 and len(live) == len(g[0].blocks) and _together(live, g[0]):
+    if g is not None and g[1] == 0 and len(live) == len(g[0]) and _together(live, g[0]):
         # the blocks were decoded side by side, in this order: their arrays are the concatenation
         eb = g[0]
         meta = eb.places.copy()  # (the next event to deliver of each: 0)

@@ -155,7 +155,6 @@ class ReaderBlocks:
         asked in, whose blocks with data ``eb`` are (decoded side by side): as from ``read_many``'s
         answers, without an answer object each. O(segments)."""
         kinds, reads = p.kinds, p.reads
-        blocks = eb.blocks if eb is not None else ()
         j = 0
         for i, s in enumerate(todo):
             if kinds[i] == NOTHING_NEW:  # known to be at its tail
@@ -169,7 +168,7 @@ class ReaderBlocks:
             length = r[1]
             if length:
                 assert eb is not None  # (a read with data is one of its blocks)
-                s.take_packed(*r, *blocks[j], (eb, j))
+                s.take_packed_at(*r, eb, j)
                 self._bytes += length
                 j += 1
             else:  # the watermark at the tail, or the seal

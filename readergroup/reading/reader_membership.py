@@ -157,7 +157,7 @@ class ReaderMembership:
         for s in self._segs.values():
             i = s.idx  # (this is s.acked() and s.finished, inlined)
             if i:
-                pos, wm = int(s.nxt_pos[i - 1]), int(s.nxt_wm[i - 1])
+                pos, wm = s.after_event(i - 1)
             else:
                 pos, wm = s.base_pos, s.base_wm
             if s.end_of_segment and i >= s.n:

@@ -53,28 +53,29 @@ class SegmentInput:
     """
 
     __slots__ = (
+        "_block",
+        "_col",
+        "_et",
+        "_it",
         "_keys",
+        "_lengths",
+        "_nxt_pos",
+        "_nxt_wm",
+        "_off",
         "_pays",
         "at_tail",
         "base_pos",
         "base_wm",
-        "block",
         "end_of_segment",
-        "et",
         "etl",
         "fetch",
         "final_wm",
         "group",
         "idx",
-        "it",
         "itl",
-        "lengths",
         "lists",
         "n",
         "name",
-        "nxt_pos",
-        "nxt_wm",
-        "off",
         "pravega",
         "seg",
     )
@@ -94,14 +95,90 @@ class SegmentInput:
     def _clear(self) -> None:
         self.n = 0
         self.idx = 0
-        self.off = self.lengths = self.et = self.it = self.nxt_pos = self.nxt_wm = _EMPTY_I64
-        self.block: EventBlock | None = None  # the decoded block (off, lengths, et, it are its rows)
+        self._off = self._lengths = self._et = self._it = self._nxt_pos = self._nxt_wm = _EMPTY_I64
+        self._block: EventBlock | None = None  # the decoded block (off, lengths, et, it are its rows)
+        self._col = -1  # >= 0: the block is ``group``'s, from this column, its views not made yet
         self.group: tuple[EventBlocks, int] | None = None  # the blocks decoded with it, and its place
         self._keys: Any = None
         self._pays: Any = None
         self.lists: tuple[list[Any], ...] | None = None
         self.itl: list[int] = []
         self.etl: list[int | None] = []
+
+    # The block's columns (each an int64 array of its ``n`` events): offsets, lengths, event times,
+    # ingestion times, and the position and the watermark after each event. Of a block taken where it
+    # lies among others (``take_packed_at``), views made on first use. O(1).
+    def _views(self) -> None:
+        assert self.group is not None
+        block, after, _ = self.group[0].blocks[self.group[1]]
+        self._off, self._lengths, self._et, self._it = block[0]
+        self._nxt_pos, self._nxt_wm = after
+        self._block = block
+        self._col = -1
+
+    @property
+    def block(self) -> EventBlock | None:
+        """The decoded block (``off``, ``lengths``, ``et``, ``it`` are its rows), or ``None``."""
+        if self._col >= 0:
+            self._views()
+        return self._block
+
+    @property
+    def off(self) -> np.ndarray:
+        if self._col >= 0:
+            self._views()
+        return self._off
+
+    @property
+    def lengths(self) -> np.ndarray:
+        if self._col >= 0:
+            self._views()
+        return self._lengths
+
+    @property
+    def et(self) -> np.ndarray:
+        if self._col >= 0:
+            self._views()
+        return self._et
+
+    @property
+    def it(self) -> np.ndarray:
+        if self._col >= 0:
+            self._views()
+        return self._it
+
+    @property
+    def nxt_pos(self) -> np.ndarray:
+        if self._col >= 0:
+            self._views()
+        return self._nxt_pos
+
+    @nxt_pos.setter
+    def nxt_pos(self, a: np.ndarray) -> None:
+        if self._col >= 0:
+            self._views()
+        self._nxt_pos = a
+
+    @property
+    def nxt_wm(self) -> np.ndarray:
+        if self._col >= 0:
+            self._views()
+        return self._nxt_wm
+
+    @nxt_wm.setter
+    def nxt_wm(self, a: np.ndarray) -> None:
+        if self._col >= 0:
+            self._views()
+        self._nxt_wm = a
+
+    def after_event(self, i: int) -> tuple[int, int]:
+        """The position and the watermark after event ``i`` of the block (``nxt_pos[i]``, ``nxt_wm[i]``),
+        without making the block's views. O(1)."""
+        c = self._col
+        if c >= 0:
+            a = self.group[0].after  # type: ignore[index]
+            return int(a[0, c + i]), int(a[1, c + i])
+        return int(self._nxt_pos[i]), int(self._nxt_wm[i])
 
     @property
     def keys(self) -> Any:
@@ -134,12 +211,12 @@ class SegmentInput:
         i = self.idx
         if i == 0:
             return self.base_pos, self.base_wm
-        return int(self.nxt_pos[i - 1]), int(self.nxt_wm[i - 1])
+        return self.after_event(i - 1)
 
     def roll(self) -> None:
         """The block is delivered: its end becomes the base (a no-op while events are left)."""
         if self.n and self.idx >= self.n:
-            self.base_pos, wm = int(self.nxt_pos[-1]), int(self.nxt_wm[-1])
+            self.base_pos, wm = self.after_event(self.n - 1)
             self.base_wm = max(self.base_wm, wm)
             self._clear()
 
@@ -226,10 +303,10 @@ class SegmentInput:
             nxt_pos[:-1] = offs[1:]
             nxt_pos[-1] = end
             np.add(w[:n], 1, out=cols[3])
-            self.off, self.lengths, self.et, self.it = cols
-            self.nxt_pos, self.nxt_wm = nxt_pos, nxt_wm
-            self.block, self._keys, self._pays = block, None, None
-            self.n, self.idx, self.lists, self.group = n, 0, None, None
+            self._off, self._lengths, self._et, self._it = cols
+            self._nxt_pos, self._nxt_wm = nxt_pos, nxt_wm
+            self._block, self._keys, self._pays = block, None, None
+            self.n, self.idx, self.lists, self.group, self._col = n, 0, None, None, -1
         else:  # writer markers only
             self.base_pos = end
             if whole:
@@ -276,11 +353,34 @@ class SegmentInput:
         whole = consumed == length
         self.fetch = offset + consumed
         self.at_tail = at_tail and whole
-        self.off, self.lengths, self.et, self.it = block[0]
-        self.nxt_pos, self.nxt_wm = after
-        self.block, self._keys, self._pays = block, None, None
-        self.n, self.idx, self.lists = after.shape[1], 0, None
+        self._off, self._lengths, self._et, self._it = block[0]
+        self._nxt_pos, self._nxt_wm = after
+        self._block, self._keys, self._pays = block, None, None
+        self.n, self.idx, self.lists, self._col = after.shape[1], 0, None, -1
         self.group = group
+        if end_of_segment and whole:
+            self.end_of_segment = True
+            self.final_wm = max(self.base_wm, watermark)
+
+    def take_packed_at(
+        self,
+        offset: int,
+        length: int,
+        watermark: int,
+        end_of_segment: bool,
+        at_tail: bool,
+        eb: EventBlocks,
+        j: int,
+    ) -> None:
+        """``take_packed`` of block ``j`` of ``eb`` (some event whole) where it lies among the others: the
+        same state, its views made only when something asks for them. O(1)."""
+        col, n, consumed = eb.span(j)
+        whole = consumed == length
+        self.fetch = offset + consumed
+        self.at_tail = at_tail and whole
+        self._col, self.n, self.idx, self.lists = col, n, 0, None
+        self._keys = self._pays = None
+        self.group = (eb, j)
         if end_of_segment and whole:
             self.end_of_segment = True
             self.final_wm = max(self.base_wm, watermark)
