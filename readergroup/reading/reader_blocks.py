@@ -41,6 +41,7 @@ class ReaderBlocks:
     """``EventReader``'s block reads (a mixin: its methods run on the reader, on its state)."""
 
     _segs: dict[str, SegmentInput]
+    _framings: dict[str, bool]
     _state: ReaderGroupState
     _client: SegmentStoreClient
     _buf: int
@@ -115,8 +116,8 @@ class ReaderBlocks:
             self._packed
             and self.packed_reads
             and len(reqs) <= MAX_READ_MANY
-            and not any(s.pravega for s in todo)
-        ):
+            and (True not in self._framings.values() or not any(s.pravega for s in todo))
+        ):  # (no stream this reader met is Pravega-framed: no segment it holds is)
             p: PackedReads = self._client.read_packed(reqs)  # type: ignore[attr-defined]
             if UNREAD not in p.kinds and self._state.epoch == self._epoch:
                 eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1) if p.rows else None
