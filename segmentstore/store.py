@@ -130,7 +130,7 @@ class SegmentStore:
         """See ``SegmentClient.append_batch``."""
         return self._container.append_batch(name, events, expected_offset)
 
-    def append_each(self, appends: Sequence[tuple[str, bytes]]) -> tuple[AppendAnswer, ...]:
+    def append_each(self, appends: Sequence[tuple[str, bytes | memoryview]]) -> tuple[AppendAnswer, ...]:
         """Many plain appends in one call, each its own operation (``segmentstore.core.batched_appends``):
         an ``AppendResult`` per ``(segment, data)`` pair in order, or the ``SegmentNotFoundError`` or
         ``SegmentSealedError`` of that pair (the others stand); bad input changes nothing.

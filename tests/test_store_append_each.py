@@ -119,6 +119,22 @@ def test_bytes_like_payloads_and_list_pairs_are_taken() -> None:
     assert s.append_each([]) == ()
 
 
+def test_views_of_a_scratch_buffer_are_copied_in_and_not_kept(tmp_path: Path) -> None:
+    s = SegmentStore(ManualClock(1_000), StoreConfig(**QUIET), data_dir=tmp_path)
+    for n in NAMES:
+        s.create_segment(n)
+    scratch = bytearray(b"aaaabbbbcc")
+    view = memoryview(scratch)
+    got = s.append_each([("a", view[0:4]), ("b", view[4:8]), ("c", memoryview(b"\x01\x02").cast("c"))])
+    assert [r.length for r in got if isinstance(r, AppendResult)] == [4, 4, 2]
+    scratch[:] = bytes(10)  # the writer reuses its buffer
+    live = _state(s)
+    assert s.read("a", 0, 9).data == b"aaaa" and s.read("b", 0, 9).data == b"bbbb"
+    s.close()
+    with SegmentStore(ManualClock(0), StoreConfig(**QUIET), data_dir=tmp_path) as reopened:
+        assert _state(reopened) == live  # the log holds the bytes as appended, not the reused buffer
+
+
 def test_a_closed_store_refuses_the_call() -> None:
     s = _store(ManualClock(1_000))
     s.close()

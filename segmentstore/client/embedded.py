@@ -67,7 +67,7 @@ class EmbeddedClient(SegmentStoreClient):
     ) -> AppendResult:
         return self.store.append_batch(name, events, expected_offset)
 
-    def append_each(self, appends: Sequence[tuple[str, bytes]]) -> tuple[AppendAnswer, ...]:
+    def append_each(self, appends: Sequence[tuple[str, bytes | memoryview]]) -> tuple[AppendAnswer, ...]:
         """Many plain appends in one call, each its own operation with its own answer: an
         ``AppendResult``, or the ``SegmentNotFoundError``/``SegmentSealedError`` of that pair (the
         others stand); bad input changes nothing (``SegmentStore.append_each``,

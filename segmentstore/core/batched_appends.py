@@ -6,7 +6,9 @@ takes ``(segment, data)`` pairs and applies them in order under one hold of the 
 lock, each exactly as ``SegmentContainer.append`` without options would: its own stamp
 (sequence number and timestamp, the clock read per append), its own ``Append`` in the durable
 log, its own index entry, the waiting reads it completes. So a durable log, a recovery and
-every read see the same store as after a loop of ``append`` calls.
+every read see the same store as after a loop of ``append`` calls. A payload may be a
+contiguous ``memoryview`` (of a scratch buffer, say): its bytes are copied into the segment
+during the call and the view is not kept, so the caller may reuse the buffer afterwards.
 
 Answers come in request order (as ``read_many``'s): an ``AppendResult``, or for an append to
 a segment that does not exist or is sealed the ``SegmentNotFoundError`` or
@@ -41,16 +43,17 @@ _result = tuple.__new__
 """Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
 
 
-def check_appends(appends: object, max_append_bytes: int) -> list[tuple[str, bytes]]:
-    """``append_each``'s pairs checked, each payload as ``bytes``; raises ``InvalidArgumentError``
-    (or ``AppendTooLargeError``) naming the first bad pair. O(pairs); copies only payloads that
-    are not ``bytes`` already."""
+def check_appends(appends: object, max_append_bytes: int) -> list[tuple[str, bytes | memoryview]]:
+    """``append_each``'s pairs checked, each payload as ``bytes`` or a contiguous byte
+    ``memoryview`` (of the caller's buffer, not copied); raises ``InvalidArgumentError`` (or
+    ``AppendTooLargeError``) naming the first bad pair. O(pairs); copies only payloads that are
+    neither ``bytes`` nor a contiguous ``memoryview``."""
     if isinstance(appends, (bytes, bytearray, memoryview, str)) or not isinstance(appends, Sequence):
         raise InvalidArgumentError(
             "append_each takes a sequence of (segment, data) pairs, "
             f"got {type(appends).__name__} {appends!r:.60}"
         )
-    out: list[tuple[str, bytes]] = []
+    out: list[tuple[str, bytes | memoryview]] = []
     add = out.append
     for i, pair in enumerate(appends):
         if type(pair) is not tuple or len(pair) != 2:
@@ -66,10 +69,14 @@ def check_appends(appends: object, max_append_bytes: int) -> list[tuple[str, byt
                 f"append_each: pair {i}: segment name must be a str, got {type(name).__name__} {name!r:.60}"
             )
         if type(data) is not bytes:
-            try:
-                data = as_bytes(name, data)
-            except InvalidArgumentError as e:
-                raise InvalidArgumentError(f"append_each: pair {i}: {e}") from None
+            if type(data) is memoryview and data.c_contiguous:
+                if data.ndim != 1 or data.format != "B":
+                    data = data.cast("B")  # its bytes, not copied
+            else:
+                try:
+                    data = as_bytes(name, data)
+                except InvalidArgumentError as e:
+                    raise InvalidArgumentError(f"append_each: pair {i}: {e}") from None
         n = len(data)
         if not 0 < n <= max_append_bytes:
             _refuse_length(i, name, n, max_append_bytes)
@@ -91,7 +98,7 @@ def _refuse_length(i: int, name: str, n: int, max_append_bytes: int) -> None:
 class ContainerAppends(ContainerTable):
     """``append_each`` of ``SegmentContainer``."""
 
-    def append_each(self, appends: Sequence[tuple[str, bytes]]) -> tuple[AppendAnswer, ...]:
+    def append_each(self, appends: Sequence[tuple[str, bytes | memoryview]]) -> tuple[AppendAnswer, ...]:
         """Append each ``(segment, data)`` pair in order, each its own operation; an answer per pair
         (the module's docstring says what). O(pairs + bytes), one lock hold."""
         pairs = check_appends(appends, self._max_append_bytes)
@@ -116,8 +123,9 @@ class ContainerAppends(ContainerTable):
                         continue
                 offset = seg.length
                 seq, ts = stamp()
-                if log is not None:
-                    log.write(Append(seq, ts, name, offset, data, None, None, None))
+                if log is not None:  # the log may keep the payload: a view is copied for it
+                    payload = data if type(data) is bytes else bytes(data)
+                    log.write(Append(seq, ts, name, offset, payload, None, None, None))
                 seg.data.append(data)
                 n = len(data)
                 seg.length = end = offset + n
