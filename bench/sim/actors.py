@@ -416,9 +416,11 @@ class WriterActor:
                 blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[tuple[int, int]] = []
             names, ranges, get = self._seg_names, self._seg_ranges, counts.get
-            if size:  # (views of the builder's scratch: copied)
+            pairs: list[tuple[str, bytes | memoryview]]
+            if size:  # views of the builder's scratch: append_each copies them into the segments
+                view = memoryview(blob)
                 pairs = [
-                    (names[si], bytes(blob[a * size : b * size]))
+                    (names[si], view[a * size : b * size])
                     for a, b, si in zip(starts, ends, seg_of, strict=True)
                 ]
             else:
