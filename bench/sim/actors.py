@@ -416,23 +416,19 @@ class WriterActor:
                 blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[tuple[int, int]] = []
             names, ranges, get = self._seg_names, self._seg_ranges, counts.get
-            pairs: list[tuple[str, bytes | memoryview]]
+            runs = list(zip(starts, ends, seg_of, strict=True))
+            pairs: list[tuple[str, bytes | memoryview]] = []
             if size:  # views of the builder's scratch: append_each copies them into the segments
                 view = memoryview(blob)
-                pairs = [
-                    (names[si], view[a * size : b * size])
-                    for a, b, si in zip(starts, ends, seg_of, strict=True)
-                ]
+                pairs += [(names[si], view[a * size : b * size]) for a, b, si in runs]
             else:
                 assert order is not None
-                build, sz = self.builder.build, sizes
-                pairs = [
-                    (names[si], build(key_idx[c], et[c], seqs[c], None if sz is None else sz[c]))
-                    for c, si in ((order[a:b], si) for a, b, si in zip(starts, ends, seg_of, strict=True))
-                ]
+                for a, b, si in runs:
+                    c = order[a:b]
+                    data = self.builder.build(key_idx[c], et[c], seqs[c], None if sizes is None else sizes[c])
+                    pairs.append((names[si], data))
             # one call for every segment of the tick, each append its own operation and answer
-            answers = client.append_each(pairs)
-            for a, b, si, ans in zip(starts, ends, seg_of, answers, strict=True):
+            for (a, b, si), ans in zip(runs, client.append_each(pairs), strict=True):
                 if isinstance(ans, AppendResult):
                     if auto:
                         r = ranges[si]
