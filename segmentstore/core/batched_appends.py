@@ -20,7 +20,13 @@ log failing) ends the call there, as it would end a loop: the appends before it 
 
 Waiting reads an append completes are answered with what they would have read right after
 it (taken under the lock), but their futures are completed after the last append, once the
-lock is released (a loop of ``append`` completes each after its own append).
+lock is released (a loop of ``append`` completes each after its own append). Other threads
+wait for the whole call (one lock hold), as they would for one ``append_batch`` of its bytes.
+
+What it saves is the per-call work: ~1.25x faster than a loop of ``append`` for 1,000 small
+appends (``bench_store``). The memory each append touches is the same (its segment's buffer
+and watermark index), and where those are cold (a simulated tick over thousands of segments)
+that, not the calls, is most of an append's cost.
 """
 
 from __future__ import annotations
