@@ -16,6 +16,7 @@ from .checks import checked
 from .clock import Clock, WallClock
 from .config import StoreConfig
 from .core.advancer import AdvancerStats, WatermarkAdvancer
+from .core.batched_appends import AppendAnswer
 from .core.batched_reads import READ_MANY_REPLY_BYTES, check_read_requests
 from .core.container import SegmentContainer
 from .core.eviction import EvictionStats, Evictor, MemoryColdStore
@@ -128,6 +129,13 @@ class SegmentStore:
     ) -> AppendResult:
         """See ``SegmentClient.append_batch``."""
         return self._container.append_batch(name, events, expected_offset)
+
+    def append_each(self, appends: Sequence[tuple[str, bytes | memoryview]]) -> tuple[AppendAnswer, ...]:
+        """Many plain appends in one call, each its own operation (``segmentstore.core.batched_appends``):
+        an ``AppendResult`` per ``(segment, data)`` pair in order, or the ``SegmentNotFoundError`` or
+        ``SegmentSealedError`` of that pair (the others stand); bad input changes nothing.
+        O(pairs + bytes)."""
+        return self._container.append_each(appends)
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
         """See ``SegmentClient.merge_transaction``. ``merge_transaction_result`` says more."""

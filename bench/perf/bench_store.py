@@ -5,6 +5,8 @@
   ``bench_append_cost`` shows where the time goes).
 - ``append_batch``: the same events through ``SegmentStore.append_batch`` in batches
   of 1000 (goal: >= 1 M events/s).
+- ``append_each``: a writer's tick, one append to each of 1,000 segments, through one
+  ``SegmentStore.append_each`` call vs a loop of ``append`` (issue 46).
 - ``read``: sequential 64 KiB reads through ``SegmentStore.read`` vs slicing the bytes
   out of a ``bytearray`` (MB/s), and 100-byte event reads per second.
 
@@ -26,12 +28,14 @@ from segmentstore.clock import Clock, monotonic_s
 from .errors import BenchmarkError
 from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main", "EVENT_BYTES", "BATCH_EVENTS", "READ_CHUNK"]
+__all__ = ["run", "main", "EVENT_BYTES", "BATCH_EVENTS", "READ_CHUNK", "TICK_SEGMENTS"]
 
 EVENT_BYTES = 100
 BATCH_EVENTS = 1_000
 READ_CHUNK = 64 * 1024
 BATCH_GOAL_EVENTS_PER_S = 1_000_000
+TICK_SEGMENTS = 1_000
+"""Segments a tick appends to, one append each (``append_each`` vs a loop of ``append``)."""
 APPEND_GOAL_SLOWDOWN = 6.0
 
 _Runner = Callable[[list[Any]], None]
@@ -132,6 +136,62 @@ def _append_rows(n: int, rounds: int) -> list[Row]:
             "events/s",
             "goal 1M events/s; x the goal",
             (1 / best["batch"]) / BATCH_GOAL_EVENTS_PER_S,
+        ),
+    ]
+
+
+def _tick_store(stack: ExitStack) -> tuple[SegmentStore, list[str]]:
+    store = stack.enter_context(SegmentStore(ManualClock(1), StoreConfig(advancer_thread=False)))
+    names = [f"tick/{i}" for i in range(TICK_SEGMENTS)]
+    for name in names:
+        store.create_segment(name)
+    return store, names
+
+
+def _tick_loop(stack: ExitStack) -> _Runner:
+    store, names = _tick_store(stack)
+    append = store.append
+
+    def go(events: list[bytes]) -> None:
+        for name, e in zip(names, events, strict=False):
+            append(name, e)
+
+    return go
+
+
+def _tick_each(stack: ExitStack) -> _Runner:
+    store, names = _tick_store(stack)
+    append_each = store.append_each
+
+    def go(events: list[bytes]) -> None:
+        append_each(list(zip(names, events, strict=False)))
+
+    return go
+
+
+def _check_ticks(events: list[bytes]) -> None:
+    """A tick through ``append_each`` answers and stores what a loop of ``append`` does (before timing)."""
+    with ExitStack() as stack:
+        (loop, names), (each, _) = _tick_store(stack), _tick_store(stack)
+        want = [loop.append(n, e) for n, e in zip(names, events, strict=False)]
+        got = list(each.append_each(list(zip(names, events, strict=False))))
+        if got != want:
+            raise BenchmarkError("append_each answered differently from a loop of append")
+        for n in names[: len(events)]:
+            if each.read(n, 0, EVENT_BYTES + 1).data != loop.read(n, 0, EVENT_BYTES + 1).data:
+                raise BenchmarkError(f"append_each stored other bytes in {n!r} than a loop of append")
+
+
+def _tick_rows(n: int, rounds: int) -> list[Row]:
+    best = _race({"loop": _tick_loop, "each": _tick_each}, _events(n), chunk=TICK_SEGMENTS, rounds=rounds)
+    return [
+        row(f"tick: append to {TICK_SEGMENTS:,} segments, a loop of append", 1 / best["loop"], "appends/s"),
+        row(
+            f"tick: append to {TICK_SEGMENTS:,} segments, one append_each",
+            1 / best["each"],
+            "appends/s",
+            "the loop of append; x faster",
+            best["loop"] / best["each"],
         ),
     ]
 
@@ -245,7 +305,8 @@ def run(size: Size = "full") -> list[Row]:
     """Measure every figure in one process and return the rows (``quick``: ~10x less work)."""
     n, rounds, total_read = _sizes(size)
     _check_appends(_events(2 * BATCH_EVENTS))
-    return _append_rows(n, rounds) + _read_rows(total_read, rounds)
+    _check_ticks(_events(TICK_SEGMENTS))
+    return _append_rows(n, rounds) + _tick_rows(n, rounds) + _read_rows(total_read, rounds)
 
 
 # ---------------------------------------------------------------- pytest-benchmark (bench/perf/conftest.py)
@@ -270,6 +331,18 @@ def test_append_wall_clock(benchmark: Any) -> None:
 
 def test_append_batch(benchmark: Any) -> None:
     _bench_appends(benchmark, _batches)
+
+
+def test_tick_append_loop(benchmark: Any) -> None:
+    _check_ticks(_events(TICK_SEGMENTS))
+    with ExitStack() as stack:
+        benchmark(_tick_loop(stack), _events(TICK_SEGMENTS))
+
+
+def test_tick_append_each(benchmark: Any) -> None:
+    _check_ticks(_events(TICK_SEGMENTS))
+    with ExitStack() as stack:
+        benchmark(_tick_each(stack), _events(TICK_SEGMENTS))
 
 
 def _bench_reads(benchmark: Any, bench_size: Size, size: int) -> None:

@@ -32,7 +32,7 @@ from readergroup.format.routing import key_hash
 from readergroup.reading.group import ReaderGroup, ReaderGroupManager
 from readergroup.writing.transaction import Transaction, TransactionalEventWriter
 from readergroup.writing.writer import EventWriter, WriterConfig
-from segmentstore import SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
+from segmentstore import AppendResult, SegmentSealedError, SegmentStore, StoreConfig, StreamSegment
 from segmentstore.client import EmbeddedClient
 
 from ..spec.errors import SimulationError
@@ -415,24 +415,28 @@ class WriterActor:
                 seg_of = sorted_seg[starts].tolist()  # the segment of each run
                 blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[tuple[int, int]] = []
-            names, ranges, append, get = self._seg_names, self._seg_ranges, client.append, counts.get
-            for a, b, si in zip(starts, ends, seg_of, strict=True):
-                if size:
-                    data = bytes(blob[a * size : b * size])  # (a view of the builder's scratch: copied)
-                else:
-                    assert order is not None
-                    chunk = order[a:b]
-                    data = self.builder.build(
-                        key_idx[chunk], et[chunk], seqs[chunk], None if sizes is None else sizes[chunk]
-                    )
-                try:
-                    append(names[si], data)
-                except SegmentSealedError:
-                    retry.append((a, b))
-                else:
+            names, ranges, get = self._seg_names, self._seg_ranges, counts.get
+            runs = list(zip(starts, ends, seg_of, strict=True))
+            pairs: list[tuple[str, bytes | memoryview]] = []
+            if size:  # views of the builder's scratch: append_each copies them into the segments
+                view = memoryview(blob)
+                pairs += [(names[si], view[a * size : b * size]) for a, b, si in runs]
+            else:
+                assert order is not None
+                for a, b, si in runs:
+                    c = order[a:b]
+                    data = self.builder.build(key_idx[c], et[c], seqs[c], None if sizes is None else sizes[c])
+                    pairs.append((names[si], data))
+            # one call for every segment of the tick, each append its own operation and answer
+            for (a, b, si), ans in zip(runs, client.append_each(pairs), strict=True):
+                if isinstance(ans, AppendResult):
                     if auto:
                         r = ranges[si]
                         counts[r] = get(r, 0) + (b - a)
+                elif isinstance(ans, SegmentSealedError):
+                    retry.append((a, b))
+                else:
+                    raise ans
             if not retry:
                 return
             if order is None:  # the kernel's grouping, as numpy's stable sort gives it

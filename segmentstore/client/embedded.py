@@ -9,6 +9,7 @@ import numpy as np
 
 from ..attributes import AttributeUpdate
 from ..controller.controller import StreamController, controller_of
+from ..core.batched_appends import AppendAnswer
 from ..core.batched_reads import (
     RangeRead,
     SegmentState,
@@ -65,6 +66,13 @@ class EmbeddedClient(SegmentStoreClient):
         self, name: str, events: Sequence[bytes], expected_offset: int | None = None
     ) -> AppendResult:
         return self.store.append_batch(name, events, expected_offset)
+
+    def append_each(self, appends: Sequence[tuple[str, bytes | memoryview]]) -> tuple[AppendAnswer, ...]:
+        """Many plain appends in one call, each its own operation with its own answer: an
+        ``AppendResult``, or the ``SegmentNotFoundError``/``SegmentSealedError`` of that pair (the
+        others stand); bad input changes nothing (``SegmentStore.append_each``,
+        ``segmentstore.core.batched_appends``). O(pairs + bytes). Embedded only."""
+        return self.store.append_each(appends)
 
     def merge_transaction(self, txn_name: str, parent: str | None = None) -> int:
         return self.store.merge_transaction(txn_name, parent)

@@ -8,7 +8,8 @@ back into the store. Reads go through the container's ``ReadIndex`` (``reads``).
 
 ``SegmentContainer`` is assembled from its concepts: the table of segments
 (``core.container_table``: lookup, create and remove, the stamp of a write, close),
-transactions (``core.transactions``: create, merge, lease expiry), the state API of
+transactions (``core.transactions``: create, merge, lease expiry), many appends in one call
+(``core.batched_appends``: ``append_each``), the state API of
 durability and eviction (``core.container_state``), and here the segment lifecycle
 (create, append, attributes, seal, truncate, delete), the advancer's pass and replay.
 """
@@ -32,6 +33,7 @@ from ..errors import (
     SegmentStoreError,
 )
 from ..results import AppendResult, SegmentInfo
+from .batched_appends import ContainerAppends
 from .container_state import ContainerState, ContainerStateAPI
 from .container_table import ColdSegments
 from .operations import (
@@ -55,7 +57,7 @@ _result = tuple.__new__
 """Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
 
 
-class SegmentContainer(ContainerTransactions, ContainerStateAPI):
+class SegmentContainer(ContainerTransactions, ContainerAppends, ContainerStateAPI):
     """All segments of one store and the operations on them. Thread-safe."""
 
     # ------------------------------------------------------------------ create

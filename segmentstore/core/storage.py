@@ -19,7 +19,9 @@ class SegmentData(Protocol):
     @property
     def length(self) -> int: ...
 
-    def append(self, data: bytes) -> None: ...
+    def append(self, data: bytes | memoryview) -> None:
+        """Append ``data`` (a byte view is read during the call only, never kept). O(len)."""
+        ...
 
     def read(self, offset: int, n: int) -> bytes: ...
 
@@ -47,7 +49,7 @@ class MemorySegmentData:
         self._buf = bytearray()
         self._base = start_offset  # segment offset of self._buf[0]
         self._start = start_offset
-        self.append: Callable[[bytes], None] = self._buf.extend
+        self.append: Callable[[bytes | memoryview], None] = self._buf.extend
         """Append ``data``: the buffer's own ``extend``, so a single append calls C directly. O(len)."""
 
     @property

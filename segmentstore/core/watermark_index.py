@@ -215,7 +215,8 @@ class WatermarkIndex:
         if wm == self._merge_wm:  # same ts as the last write: extend its entry
             self._om[n - 1] = end - 1
         else:
-            if n == self._offs.shape[0]:
+            # the capacity, from the view written below (not from the array: one object less to touch)
+            if n == len(self._om):
                 self._realloc(1)
                 n = self._n
             self._wv[n] = wm  # slot n is not in use until _n moves

@@ -186,7 +186,7 @@ class FileSegmentData:
     def base(self) -> int:
         return self._base
 
-    def append(self, data: bytes) -> None:
+    def append(self, data: bytes | memoryview) -> None:
         tail = self._tail
         if not tail:
             self._cache._dirty[self.key] = self
