@@ -129,8 +129,7 @@ _NO_OFFSETS = np.empty(0, np.int64)
 _NO_OFFSETS.flags.writeable = False
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class PackedReads:
+class PackedReads(NamedTuple):
     """``read_many``'s answers in columns, for a decoder of many blocks at once (``EmbeddedClient``).
 
     Per request, in order: ``kinds`` (``NOTHING_NEW``, ``READ``, ``FAILED``, ``UNREAD``) and, for a
@@ -141,22 +140,21 @@ class PackedReads:
     their whole records in ``starts``, and in ``values`` the watermarks at each and at the end of the
     last (one more per read than its starts). ``errors``: a failed request's class name and message.
     ``answers()`` are ``read_many``'s.
+
+    An immutable ``NamedTuple`` rather than a frozen dataclass (as ``AppendResult``): one is built per
+    reader's look, where a frozen dataclass's ``__init__`` cost about a twentieth of the call.
+    Not compared (numpy fields).
     """
 
     kinds: list[int]
     reads: list[tuple[int, int, int, bool, bool] | None]
     pieces: list[bytes]
     """The bytes of each read with data, in order (``data`` joins them)."""
-    rows: list[tuple[int, int, int, int, int, int]]
-    """``meta``'s rows."""
+    meta: Any
+    """int64 ``(reads with data, 6)``: a row per read with data, as above."""
     starts: Any
     values: Any
     errors: dict[int, tuple[str, str]]
-
-    @property
-    def meta(self) -> Any:
-        """``rows`` as an int64 array (made on each use: take it once). O(reads)."""
-        return np.array(self.rows, np.int64) if self.rows else np.empty((0, 6), np.int64)
 
     @property
     def data(self) -> bytes:
@@ -167,7 +165,7 @@ class PackedReads:
         """Every answer as ``read_many`` gives it. O(bytes + records)."""
         out: list[RecordsRead | None] = []
         row = 0
-        rows, pieces, starts, values = self.rows, self.pieces, self.starts, self.values
+        rows, pieces, starts, values = self.meta.tolist(), self.pieces, self.starts, self.values
         for i, kind in enumerate(self.kinds):
             r = self.reads[i]
             if kind == NOTHING_NEW:

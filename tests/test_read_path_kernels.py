@@ -25,7 +25,7 @@ from segmentstore.client import EmbeddedClient
 from segmentstore.core.batched_reads import check_read_requests
 from segmentstore.core.records import record_bounds
 from segmentstore.core.warmup import warm_kernels
-from segmentstore.results import FAILED, NOTHING_NEW, READ, UNREAD
+from segmentstore.results import FAILED, NOTHING_NEW, READ, UNREAD, PackedReads, RecordsRead
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -202,6 +202,38 @@ def test_records_that_are_not_the_frames_fall_back_to_the_step_by_step_decode() 
     assert block[0][:3].tolist() == whole[0][:3].tolist()
 
 
+def _assert_packed_as_read_many(p: PackedReads, answers: tuple[RecordsRead | None, ...]) -> None:
+    """``p``'s answers are ``answers``, and its columns hold each answer as ``PackedReads`` says."""
+    for a, b in zip(p.answers(), answers, strict=True):  # (a reader falls back on them)
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert (a.read, a.error, a.message) == (b.read, b.error, b.message)
+            assert a.starts.tolist() == b.starts.tolist() and a.watermarks.tolist() == b.watermarks.tolist()
+    row = 0
+    for i, a in enumerate(answers):
+        if a is None:
+            assert p.kinds[i] == NOTHING_NEW and p.reads[i] is None
+            continue
+        if a.read is None:
+            if a.error is None:  # not read: the reply was full
+                assert p.kinds[i] == UNREAD and i not in p.errors
+            else:
+                assert p.kinds[i] == FAILED and p.errors[i] == (a.error, a.message)
+            continue
+        r = a.read
+        assert p.kinds[i] == READ
+        assert p.reads[i] == (r.offset, len(r.data), r.watermark, r.end_of_segment, r.at_tail)
+        if not a.read.data:
+            continue
+        at, size, offset, watermark, s0, k = p.meta[row].tolist()
+        assert p.data[at : at + size] == a.read.data
+        assert (offset, watermark) == (a.read.offset, a.read.watermark)
+        assert p.starts[s0 : s0 + k].tolist() == a.starts.tolist()
+        assert p.values[s0 + row : s0 + row + k + 1].tolist() == a.watermarks.tolist()
+        row += 1
+    assert row == len(p.meta)
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_packed_answers_hold_in_columns_what_read_many_answers(seed: int) -> None:
     """``read_packed``: its answers are ``read_many``'s; per request its kind and read; for the reads
@@ -221,32 +253,64 @@ def test_packed_answers_hold_in_columns_what_read_many_answers(seed: int) -> Non
         reqs.insert(rng.randrange(len(reqs)), (name, info.start_offset - 1, 100, None))  # truncated
     p = store.read_packed(reqs)
     answers = store.read_many(reqs)
-    for a, b in zip(p.answers(), answers, strict=True):  # (a reader falls back on them)
-        assert (a is None) == (b is None)
-        if a is not None and b is not None:
-            assert (a.read, a.error, a.message) == (b.read, b.error, b.message)
-            assert a.starts.tolist() == b.starts.tolist() and a.watermarks.tolist() == b.watermarks.tolist()
-    row = 0
-    for i, a in enumerate(answers):
-        if a is None:
-            assert p.kinds[i] == NOTHING_NEW and p.reads[i] is None
-            continue
-        if a.read is None:
-            assert p.kinds[i] == FAILED and p.errors[i] == (a.error, a.message)
-            continue
-        r = a.read
-        assert p.kinds[i] == READ
-        assert p.reads[i] == (r.offset, len(r.data), r.watermark, r.end_of_segment, r.at_tail)
-        if not a.read.data:
-            continue
-        at, size, offset, watermark, s0, k = p.meta[row].tolist()
-        assert p.data[at : at + size] == a.read.data
-        assert (offset, watermark) == (a.read.offset, a.read.watermark)
-        assert p.starts[s0 : s0 + k].tolist() == a.starts.tolist()
-        assert p.values[s0 + row : s0 + row + k + 1].tolist() == a.watermarks.tolist()
-        row += 1
-    assert row == len(p.meta)
+    _assert_packed_as_read_many(p, answers)
     # a small reply: the first request is read whatever its size, the ones after it wait for another call
     first = next(i for i, a in enumerate(answers) if a is not None and a.read is not None and a.read.data)
     small = store._reads.read_packed(check_read_requests(reqs[first:]), 1)
     assert small.kinds[0] == READ and set(small.kinds[1:]) <= {UNREAD}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_packed_answers_of_many_segments_are_read_manys(seed: int) -> None:
+    """``read_packed`` over several segments at once, as a reader's look asks: sealed ones (read to
+    their end, at their end, beyond it), truncated ones, tiny records in many reads (more starts than
+    its first arrays hold), known watermarks (nothing new, or a tail read carrying a newer one),
+    missing segments, a reply budget that leaves the rest unread -- each answer is ``read_many``'s,
+    and its segments count as used as ``read_many``'s do."""
+    rng = random.Random(seed)
+    clock = ManualClock(1_000_000)
+    store = SegmentStore(clock=clock)
+    names = [f"s/many/{i}" for i in range(5)]
+    for i, name in enumerate(names):
+        store.create_segment(name)
+        if i == 0:  # 4-byte records (empty): a quarter as many starts as bytes
+            frames = [b"\0\0\0\0"] * rng.randrange(600, 1500)
+        else:
+            frames = _frames(rng, rng.randrange(1, 80))
+        _write(rng, store, clock, name, frames)
+        clock.advance(rng.randrange(1, 3))
+    store.seal(names[1])
+    store.truncate(names[2], _bounds(store, names[2], rng))
+    infos = {n: store.get_info(n) for n in names}
+    first = infos[names[0]].start_offset
+    reqs: list[tuple[str, int, int, int | None]] = [(names[0], first, 1 << 20, None)] * 2  # (grown)
+    for _ in range(rng.randrange(6, 14)):
+        name = rng.choice(names)
+        info = infos[name]
+        pick = rng.random()
+        if pick < 0.15:
+            known = rng.choice([info.last_write_time - 1, info.last_write_time - 2, None])
+            reqs.append((name, info.length, rng.choice([0, 100]), known))
+        elif pick < 0.2:
+            reqs.append((name, info.length + rng.randrange(1, 5), 100, None))  # beyond the length
+        elif pick < 0.25:
+            reqs.append((rng.choice(["no/such", name + "x"]), 0, 100, None))
+        elif pick < 0.3 and info.start_offset:
+            reqs.append((name, info.start_offset - 1, 100, None))  # truncated
+        else:
+            offset = rng.randrange(info.start_offset, info.length + 1)
+            reqs.append((name, offset, rng.choice([0, 3, 64, 1 << 20]), rng.choice([None, 0])))
+    for budget in (1 << 20, rng.randrange(1, 3000), 1):
+        checked = check_read_requests(reqs)
+        p = store._reads.read_packed(checked, budget)
+        answers = store._reads.read_many(checked, budget)
+        _assert_packed_as_read_many(p, answers)
+        if UNREAD in p.kinds:  # every request after the budget is spent
+            assert set(p.kinds[p.kinds.index(UNREAD) :]) == {UNREAD}
+    # the segments it read (not those it left unread) count as used, as by ``read_many``
+    clock.advance(5)
+    store.append(names[3], b"\0\0\0\0")  # a new timestamp for the uses to carry
+    store._reads.read_packed(check_read_requests([(names[4], 0, 10, None)]), 1 << 20)
+    with store._container.lock:
+        seg = store._container.segment(names[4], use=False)
+        assert seg.last_used == store._container.processor.last_timestamp

@@ -120,8 +120,8 @@ class ReaderBlocks:
         ):  # (no stream this reader met is Pravega-framed: no segment it holds is)
             p: PackedReads = self._client.read_packed(reqs)  # type: ignore[attr-defined]
             if UNREAD not in p.kinds and self._state.epoch == self._epoch:
-                eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1) if p.rows else None
-                if eb is not None or not p.rows:
+                eb = decode_packed_blocks(p.data, p.meta, p.starts, p.values, 1) if p.pieces else None
+                if eb is not None or not p.pieces:
                     self._take_all(todo, p, eb)
                     return look and p.kinds[-1] != NOTHING_NEW
             answers = read_blocks(self._client, reqs, p.answers())  # (as below, from its answers)

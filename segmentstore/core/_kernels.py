@@ -37,6 +37,7 @@ __all__ = [
     "append_bulk",
     "lookup_sorted_serial",
     "record_watermarks",
+    "packed_record_watermarks",
     "entry_point",
     "parallel_ok",
     "get_num_threads",
@@ -320,17 +321,24 @@ def lookup_sorted(offs: _A, wms: _A, n: int, qs: _A, out: _A, tail_val: int, add
 _BYTES = "Array(uint8, 1, 'C', readonly=True)"
 
 
-@_jit(f"int64({_BYTES}, int64, {_ARR}, {_ARR}, int64, int64, int64, {_ARR}, {_ARR})")
-def record_watermarks(
-    buf: Any, base: int, offs: _A, wms: _A, lo: int, n: int, tail_val: int, bounds: _A, out: _A
+@_jit()
+def _walk_record_watermarks(
+    buf: Any,
+    base: int,
+    offs: _A,
+    wms: _A,
+    lo: int,
+    n: int,
+    tail_val: int,
+    bounds: _A,
+    b0: int,
+    room: int,
+    out: _A,
+    v0: int,
 ) -> int:
-    """Where the whole length-prefixed records (u32 little-endian length, then that many bytes) at the
-    start of ``buf`` start, then where the last one ends, each plus ``base`` (the offset ``buf`` was read
-    at), into ``bounds``; the watermark at each of them into ``out`` (as ``lookup_small`` answers it:
-    the first entry in ``[lo, n)`` at or after it, else ``tail_val``). Returns how many records; the
-    caller sizes both outputs for ``buf.shape[0] // 4 + 2`` and guarantees every bound is a valid
-    query. One walk of the records and one of the entries: O(records + entries in the range)."""
-    size = buf.shape[0]
+    """``record_watermarks``' walk with its outputs at ``bounds[b0:]`` (``room`` items at most, as the
+    length of ``record_watermarks``' ``bounds``) and ``out[v0:]``; ``buf`` an array or ``bytes``."""
+    size = len(buf)
     pos = 0
     count = 0
     q = base
@@ -338,9 +346,9 @@ def record_watermarks(
     while True:
         while j < n and offs[j] < q:
             j += 1
-        bounds[count] = q
-        out[count] = wms[j] if j < n else tail_val
-        if pos + 4 > size or count + 1 >= bounds.shape[0] - 1:
+        bounds[b0 + count] = q
+        out[v0 + count] = wms[j] if j < n else tail_val
+        if pos + 4 > size or count + 1 >= room - 1:
             return count
         end = (
             pos
@@ -357,6 +365,59 @@ def record_watermarks(
         pos = end
         q = base + pos
         count += 1
+
+
+@_jit(f"int64({_BYTES}, int64, {_ARR}, {_ARR}, int64, int64, int64, {_ARR}, {_ARR})")
+def record_watermarks(
+    buf: Any, base: int, offs: _A, wms: _A, lo: int, n: int, tail_val: int, bounds: _A, out: _A
+) -> int:
+    """Where the whole length-prefixed records (u32 little-endian length, then that many bytes) at the
+    start of ``buf`` start, then where the last one ends, each plus ``base`` (the offset ``buf`` was read
+    at), into ``bounds``; the watermark at each of them into ``out`` (as ``lookup_small`` answers it:
+    the first entry in ``[lo, n)`` at or after it, else ``tail_val``). Returns how many records; the
+    caller sizes both outputs for ``buf.shape[0] // 4 + 2`` and guarantees every bound is a valid
+    query. One walk of the records and one of the entries: O(records + entries in the range)."""
+    return _walk_record_watermarks(buf, base, offs, wms, lo, n, tail_val, bounds, 0, bounds.shape[0], out, 0)
+
+
+_BYTES_OBJ = "Bytes(uint8, 1, 'C', readonly=True)"
+"""A ``bytes`` object as numba takes it (through the buffer protocol: no ``np.frombuffer`` first)."""
+
+
+@_jit(
+    f"int64({_BYTES_OBJ}, int64, int64[:, ::1], int64, int64, int64, {_ARR}, int64, int64, int64, "
+    "int64[:, ::1], int64, int64, int64)",
+    nogil=False,
+)
+def packed_record_watermarks(
+    buf: Any,
+    base: int,
+    store: Any,
+    lo: int,
+    n: int,
+    tail_val: int,
+    out: _A,
+    b0: int,
+    room: int,
+    v0: int,
+    meta: Any,
+    row: int,
+    at: int,
+    watermark: int,
+) -> int:
+    """``record_watermarks`` of the bytes ``buf`` (read at ``base``; ``store``: the index's entries, row
+    0 last offsets, row 1 watermarks) into one array, the bounds at ``out[b0:]`` (as a ``bounds`` of
+    ``room`` items), the watermarks at ``out[v0:]``, and the read's row of ``PackedReads.meta`` into
+    ``meta[row]``: ``(at, len(buf), base, watermark, b0, count)``. Returns the count. One call per
+    read of ``read_packed``, so the GIL is kept (as ``scalar_lookup``). O(records + entries in range)."""
+    count = _walk_record_watermarks(buf, base, store[0], store[1], lo, n, tail_val, out, b0, room, out, v0)
+    meta[row, 0] = at
+    meta[row, 1] = len(buf)
+    meta[row, 2] = base
+    meta[row, 3] = watermark
+    meta[row, 4] = b0
+    meta[row, 5] = count
+    return count
 
 
 @_jit(f"int64({_ARR}, {_ARR}, int64, int64, int64, int64, int64, {_ARR}, {_ARR})")

@@ -42,11 +42,14 @@ _PACKED_START = 1024
 """Record starts (and watermarks) ``read_packed`` makes room for at first (it grows past them)."""
 
 
-def _grown(a: np.ndarray, need: int) -> np.ndarray:
-    """``a`` copied into an array of at least ``need`` items (doubling). O(len(a))."""
-    out = np.empty(max(need, 2 * len(a)), a.dtype)
-    out[: len(a)] = a
-    return out
+def _regrown(out: np.ndarray, cap: int, nb: int, nv: int, need: int) -> tuple[np.ndarray, int]:
+    """``read_packed``'s ``out`` (starts at ``[0, cap)``, ``nb`` of them; watermarks at ``[cap, 2 cap)``,
+    ``nv``) copied into one of a capacity of at least ``need`` (doubling), and that capacity. O(nb + nv)."""
+    new_cap = max(need, 2 * cap)
+    grown = np.empty(2 * new_cap, np.int64)
+    grown[:nb] = out[:nb]
+    grown[new_cap : new_cap + nv] = out[cap : cap + nv]
+    return grown, new_cap
 
 
 Wakeup = tuple[FutureRead, SegmentRead | BaseException]
@@ -279,50 +282,69 @@ class ReadIndex:
 
     def read_packed(self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int) -> PackedReads:
         """``read_many``'s answers in columns (``PackedReads``): each read's bytes, and for those with
-        data their records' starts and the watermarks there in two arrays, as a decoder of many blocks
-        takes them; ``PackedReads.answers()`` are ``read_many``'s. O(bytes + records)."""
+        data their records' starts and the watermarks there in two arrays and a row of ``meta`` each, as
+        a decoder of many blocks takes them; ``PackedReads.answers()`` are ``read_many``'s.
+
+        Runs once per reader's look, so its loop is ``_read_request`` written out (the same checks in
+        the same order, the same errors), and each read with data is one kernel call that also writes
+        its row of ``meta``: a few µs per call, plus O(bytes + records)."""
         load_kernels()  # the records' watermarks are one kernel call each: never loaded under the lock
         kinds: list[int] = []
         reads: list[tuple[int, int, int, bool, bool] | None] = []
         pieces: list[bytes] = []
-        rows: list[tuple[int, int, int, int, int, int]] = []
         errors: dict[int, tuple[str, str]] = {}
-        bounds = np.empty(_PACKED_START, np.int64)
-        values = np.empty(_PACKED_START, np.int64)
-        used = at = nb = nv = 0
+        cap = _PACKED_START
+        out = np.empty(2 * cap, np.int64)  # the records' starts at [0, cap), the watermarks at [cap, 2 cap)
+        meta = np.empty((len(reqs), 6), np.int64)
+        segment = self._table.segment
+        used = at = nb = nv = row = 0
         with self._lock:
-            for i, (name, offset, max_length, known) in enumerate(reqs):
+            for name, offset, max_length, known in reqs:
                 if used >= reply_bytes:
                     kinds.append(UNREAD)
                     reads.append(None)
                     continue
-                try:
-                    got = self._read_request(name, offset, max_length, known)
-                    if got is None:
-                        kinds.append(NOTHING_NEW)
-                        reads.append(None)
-                        continue
-                    seg, data, read = got
+                try:  # (``_read_request``)
+                    seg = segment(name)
+                    length = seg.length
+                    if offset >= length:  # at (or beyond) the tail
+                        if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
+                            kinds.append(NOTHING_NEW)
+                            reads.append(None)
+                            continue
+                        if offset > length:
+                            self._check_position(seg, offset, "read offset")  # raises
+                    segdata = seg.data
+                    if offset < segdata.start_offset:
+                        self._check_position(seg, offset, "read offset")  # raises
+                    if offset + max_length >= length:
+                        data = segdata.read(offset, length - offset) if length > offset else b""
+                        read = (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
+                    else:
+                        data = segdata.read(offset, max_length) if max_length else b""
+                        read = (offset, len(data), seg.windex.watermark_at(offset + max_length), False, False)
                     if data:
                         need = len(data) // 4 + 2
-                        if nb + need > len(bounds) or nv + need > len(values):
-                            bounds, values = _grown(bounds, nb + need), _grown(values, nv + need)
-                        n = seg.windex.records_into(data, offset, bounds[nb:], values[nv:])
+                        if nv + need > cap:  # (``nb <= nv``)
+                            out, cap = _regrown(out, cap, nb, nv, nv + need)
+                        n = seg.windex.records_packed(
+                            data, offset, out, nb, cap - nb, cap + nv, meta, row, at, read[2]
+                        )
                 except SegmentStoreError as e:
+                    errors[len(kinds)] = (type(e).__name__, str(e))
                     kinds.append(FAILED)
                     reads.append(None)
-                    errors[i] = (type(e).__name__, str(e))
                     continue
                 kinds.append(READ)
                 reads.append(read)
                 if data:
                     pieces.append(data)
-                    rows.append((at, len(data), offset, read[2], nb, n))
                     at += len(data)
                     nb += n
                     nv += n + 1
+                    row += 1
                     used += len(data) + 16 * n
-        return PackedReads(kinds, reads, pieces, rows, bounds[:nb], values[:nv], errors)
+        return PackedReads(kinds, reads, pieces, meta[:row], out[:nb], out[cap : cap + nv], errors)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None

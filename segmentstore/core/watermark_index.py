@@ -24,7 +24,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from operator import index as _index
 from types import ModuleType
-from typing import NoReturn, SupportsIndex, cast
+from typing import Any, NoReturn, SupportsIndex, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -47,11 +47,12 @@ _PAR_LOCK = threading.Lock()  # numba's workqueue layer (if chosen) must not lau
 
 _kmod: ModuleType | None = None
 _record_wms: Callable[..., int] | None = None  # ``_kernels.record_watermarks``' compiled entry
+_packed_wms: Callable[..., int] | None = None  # ``_kernels.packed_record_watermarks``' compiled entry
 
 
 def _kernels() -> ModuleType:
     """The kernel module, imported (numba loaded, kernels cached/compiled) on first call."""
-    global _kmod, _scalar, _record_wms
+    global _kmod, _scalar, _record_wms, _packed_wms
     if _kmod is None:
         from . import _kernels as kmod
 
@@ -59,6 +60,7 @@ def _kernels() -> ModuleType:
             raise RuntimeError(f"_kernels.BLOCK {kmod.BLOCK} != watermark_index._BLOCK {_BLOCK}")
         _scalar = kmod.entry_point(kmod.scalar_lookup)
         _record_wms = kmod.entry_point(kmod.record_watermarks)
+        _packed_wms = kmod.entry_point(kmod.packed_record_watermarks)
         _kmod = kmod
     return _kmod
 
@@ -399,12 +401,16 @@ class WatermarkIndex:
         return out
 
     def records_into(self, data: bytes, base: int, bounds: np.ndarray, wms: np.ndarray) -> int:
-        """``record_bounds(data, base)`` (``data`` read at ``base``, in ``[start_offset, length]``) into
-        ``bounds`` and ``watermarks_at_ascending`` of them into ``wms`` (room for ``len(data) // 4 + 2``
-        each), in one kernel call: the records' starts and the end of the last; returns how many
-        records. O(records)."""
+        """``record_bounds(data, base)`` (``data`` read at ``base`` in ``[start_offset, length]``):
+        the records' starts and the end of the last into ``bounds`` and ``watermarks_at_ascending`` of them
+        into ``wms`` (room for ``len(data) // 4 + 2``), one kernel call; returns the count. O(records)."""
         k, arr = _record_wms or _kernels().record_watermarks, np.frombuffer(data, np.uint8)
         return int(k(arr, base, self._offs, self._wms, self._h, self._n, self._tail - 1, bounds, wms))
+
+    def records_packed(self, data: bytes, base: int, *where: Any) -> int:
+        """``records_into`` for ``read_packed`` (``where``: see ``packed_record_watermarks``). O(records)."""
+        k = _packed_wms or _kernels().packed_record_watermarks
+        return k(data, base, self._store, self._h, self._n, self._tail - 1, *where)  # type: ignore[no-any-return]
 
     def ingestion_times_at(
         self,
