@@ -8,6 +8,7 @@ The state log every process of a group replicates, and what it records.
 - ``update_plans``: what an update needs from the store, found against the replica, and the
   batches a reader's sync and close and a reset append.
 - ``group_model``: one replica's segments, readers and checkpoints, changed only by updates.
+- ``group_model_checks``: the replica's invariants (``GroupModel._check``, a mixin of it).
 - ``watermark_floor``: ``WatermarkFloor``, the least segment watermark (the group watermark).
 - ``least_load``: ``LeastLoad``, the fewest segments a reader holds (for rebalancing).
 - ``group_snapshots``: a replica as a snapshot (canonical JSON-ready values) and back.

@@ -216,8 +216,7 @@ class WatermarkIndex:
         n = self._n
         if wm == self._merge_wm:  # same ts as the last write: extend its entry
             self._om[n - 1] = end - 1
-        else:
-            # the capacity, from the view written below (not from the array: one object less to touch)
+        else:  # (the capacity from the view written below, not the array: one object less to touch)
             if n == len(self._om):
                 self._realloc(1)
                 n = self._n
