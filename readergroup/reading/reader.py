@@ -323,21 +323,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         several segments, once the kernels are loaded: one kernel call takes the same
         slices and copies them into the batch's columns (``_batch_kernels.merge``).
         """
-        live: list[SegmentInput] = []  # (this is _refill_all, then the segments with events left)
-        todo: list[SegmentInput] = []
-        for s in self._segs.values():
-            if s.idx < s.n:
-                live.append(s)
-                continue
-            if s.n:
-                s.roll()
-            if s.end_of_segment:
-                self._need_sync = True
-            elif not s.at_tail:
-                todo.append(s)
-        if todo:
-            self._fetch_all(todo)
-            live = [s for s in self._segs.values() if s.idx < s.n]
+        live = self._refill_all()
         self._cur = None
         if not live:
             return []

@@ -66,23 +66,29 @@ class ReaderBlocks:
     answers, as before). The same blocks, events and watermarks either way; kept for the
     benchmarks' side-by-side rows (``bench_poll``)."""
 
-    def _refill_all(self) -> None:
-        """Read the next block of every exhausted segment not at its tail: one ``read_many`` for all.
+    def _refill_all(self) -> list[SegmentInput]:
+        """Read the next block of every exhausted segment not at its tail: one ``read_many`` for all;
+        returns the segments with events left, in the reader's order (found in the same pass).
 
         A segment read to its sealed end makes the reader sync (report the completion,
         register the successors).
         """
+        live: list[SegmentInput] = []
         todo: list[SegmentInput] = []
         for s in self._segs.values():
-            if s.idx >= s.n:
-                if s.n:
-                    s.roll()
-                if s.end_of_segment:
-                    self._need_sync = True
-                elif not s.at_tail:
-                    todo.append(s)
+            if s.idx < s.n:
+                live.append(s)
+                continue
+            if s.n:
+                s.roll()
+            if s.end_of_segment:
+                self._need_sync = True
+            elif not s.at_tail:
+                todo.append(s)
         if todo:
             self._fetch_all(todo)
+            live = [s for s in self._segs.values() if s.idx < s.n]
+        return live
 
     def _fetch(self, s: SegmentInput, wait_ms: int) -> None:
         """Read and decode the next block of ``s``; dropped if a reset happened meanwhile (PIP-194)."""

@@ -15,6 +15,7 @@ refreshes the watermark at the tail.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +43,24 @@ from ..format.pravega_frames import decode_pravega_block, pravega_frame_length
 __all__ = ["SegmentInput", "read_blocks", "decode_together"]
 
 _EMPTY_I64 = np.empty(0, np.int64)
+
+
+def _lazy(slot: str, doc: str) -> Any:
+    """A ``SegmentInput`` attribute kept in ``slot``, whose views (of a block taken where it lies among
+    others, ``take_packed_at``) are made on first use. O(1)."""
+    get_slot = operator.attrgetter(slot)
+
+    def get(self: SegmentInput) -> Any:
+        if self._col >= 0:
+            self._views()
+        return get_slot(self)
+
+    def put(self: SegmentInput, value: Any) -> None:
+        if self._col >= 0:
+            self._views()
+        setattr(self, slot, value)
+
+    return property(get, put, doc=doc)
 
 
 class SegmentInput:
@@ -105,10 +124,8 @@ class SegmentInput:
         self.itl: list[int] = []
         self.etl: list[int | None] = []
 
-    # The block's columns (each an int64 array of its ``n`` events): offsets, lengths, event times,
-    # ingestion times, and the position and the watermark after each event. Of a block taken where it
-    # lies among others (``take_packed_at``), views made on first use. O(1).
     def _views(self) -> None:
+        """Make the views of a block taken where it lies among others (``take_packed_at``). O(1)."""
         assert self.group is not None
         block, after, _ = self.group[0].blocks[self.group[1]]
         self._off, self._lengths, self._et, self._it = block[0]
@@ -116,60 +133,15 @@ class SegmentInput:
         self._block = block
         self._col = -1
 
-    @property
-    def block(self) -> EventBlock | None:
-        """The decoded block (``off``, ``lengths``, ``et``, ``it`` are its rows), or ``None``."""
-        if self._col >= 0:
-            self._views()
-        return self._block
-
-    @property
-    def off(self) -> np.ndarray:
-        if self._col >= 0:
-            self._views()
-        return self._off
-
-    @property
-    def lengths(self) -> np.ndarray:
-        if self._col >= 0:
-            self._views()
-        return self._lengths
-
-    @property
-    def et(self) -> np.ndarray:
-        if self._col >= 0:
-            self._views()
-        return self._et
-
-    @property
-    def it(self) -> np.ndarray:
-        if self._col >= 0:
-            self._views()
-        return self._it
-
-    @property
-    def nxt_pos(self) -> np.ndarray:
-        if self._col >= 0:
-            self._views()
-        return self._nxt_pos
-
-    @nxt_pos.setter
-    def nxt_pos(self, a: np.ndarray) -> None:
-        if self._col >= 0:
-            self._views()
-        self._nxt_pos = a
-
-    @property
-    def nxt_wm(self) -> np.ndarray:
-        if self._col >= 0:
-            self._views()
-        return self._nxt_wm
-
-    @nxt_wm.setter
-    def nxt_wm(self, a: np.ndarray) -> None:
-        if self._col >= 0:
-            self._views()
-        self._nxt_wm = a
+    block = _lazy(
+        "_block", "The decoded block (``off``, ``lengths``, ``et``, ``it`` are its rows), or ``None``."
+    )
+    off = _lazy("_off", "The block's events' offsets (int64).")
+    lengths = _lazy("_lengths", "Their frames' lengths.")
+    et = _lazy("_et", "Their event times (``NO_EVENT_TIME`` where none).")
+    it = _lazy("_it", "Their ingestion times.")
+    nxt_pos = _lazy("_nxt_pos", "The position after each event.")
+    nxt_wm = _lazy("_nxt_wm", "The watermark after each event.")
 
     def after_event(self, i: int) -> tuple[int, int]:
         """The position and the watermark after event ``i`` of the block (``nxt_pos[i]``, ``nxt_wm[i]``),
