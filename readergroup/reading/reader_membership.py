@@ -93,7 +93,9 @@ class ReaderMembership:
         return known
 
     def _online(self) -> bool:
-        return self._state.is_online(self.reader_id, self._token)
+        """``ReaderGroupState.is_online`` of this incarnation, read off the replica. O(1)."""
+        slot = self._sync_obj.state.readers.get(self.reader_id)
+        return slot is not None and slot.token == self._token  # (``GroupModel.is_member``)
 
     def _check_membership(self) -> None:
         """After the replica changed: restart on a new epoch, fail if this reader is offline
@@ -101,9 +103,10 @@ class ReaderMembership:
         version = self._sync_obj.version
         if self._sync_obj.deleted is not None:
             self._group_gone()
-        if self._state.epoch != self._epoch or self._closed or not self._online():
+        m = self._sync_obj.state  # (the replica: ``ReaderGroupState.model``)
+        if m.epoch != self._epoch or self._closed or not self._online():
             self._restart()
-        self._cps = self._state.model.checkpoints
+        self._cps = self._sync_obj.state.checkpoints
         self._version = version
 
     def _sync_due(self, st: ReaderGroupState) -> bool:
@@ -259,7 +262,9 @@ class ReaderMembership:
                     self._quiet = self._settled(st, acked, finished, name)
             if name is not None:
                 marker = EventRead(ReadKind.CHECKPOINT, self._epoch, checkpoint_name=name)
-            gw = st.event_time_watermark if self._event_time else st.group_watermark
+            gw = (
+                st.event_time_watermark if self._event_time else self._sync_obj.state.floor
+            )  # (group_watermark)
         if self._watermarks and gw > self._emitted and gw > INT64_MIN:
             self._wm_pending = gw
         self._need_sync = not self._segs
