@@ -81,6 +81,7 @@ def merge_blocks(
         byte = len(raw)
         key_bytes = eb.key_bytes
         total = cols.shape[1] - sum(idx)
+        keyless = False  # (blocks decoded side by side are never Pravega-framed ones)
     else:
         rows = []
         blocks = []
@@ -101,6 +102,7 @@ def merge_blocks(
         cols = np.concatenate([b[0] for b in blocks], axis=1)
         offs = np.concatenate([b[1] for b in blocks], axis=1)  # int64 if any block has int64 offsets
         raw = np.concatenate([b[2] for b in blocks])
+        keyless = any(s.pravega for s in live)
     m = min(total, max_events)
     nl = len(live)
     ints = np.empty(4 * m + nl, np.int64)  # (one allocation for the int64 outputs, one for the others)
@@ -117,8 +119,12 @@ def merge_blocks(
         late_ingestion, late_event_time,
     )  # fmt: skip
     assert ev == m
-    for s, i in zip(live, meta[:, 1].tolist(), strict=True):
-        s.idx = i
+    if m == total:  # every event taken: each block's next event is past its last
+        for s in live:
+            s.idx = s.n
+    else:
+        for s, i in zip(live, meta[:, 1].tolist(), strict=True):
+            s.idx = i
     wide = out_offs.dtype == np.int64
     keys = pa.Array.from_buffers(
         pa.large_string() if wide else _STRING,
@@ -132,7 +138,7 @@ def merge_blocks(
     )
     ranks = first[:ranked].tolist()
     names = tuple([live[j].name for j in ranks])
-    if any(s.pravega for s in live):  # Pravega-framed events have no routing key: null, not ""
+    if keyless:  # Pravega-framed events have no routing key: null, not ""
         keys = _null_keys_of(keys, out_seg, np.array([live[j].pravega for j in ranks], np.bool_))
     return Merged(names, out_seg, out_cols, keys, pays, int(late_i), int(late_e))
 
