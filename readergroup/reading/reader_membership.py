@@ -106,7 +106,7 @@ class ReaderMembership:
         m = self._sync_obj.state  # (the replica: ``ReaderGroupState.model``)
         if m.epoch != self._epoch or self._closed or not self._online():
             self._restart()
-        self._cps = self._sync_obj.state.checkpoints
+        self._cps = m.checkpoints
         self._version = version
 
     def _sync_due(self, st: ReaderGroupState) -> bool:

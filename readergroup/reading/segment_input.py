@@ -304,35 +304,17 @@ class SegmentInput:
         """``take_block`` of ``r`` decoded already (``decode_event_block_at`` of its data with the
         watermarks ``read_many`` answered, ``add`` 1 and ``last`` ``r.watermark``; some event whole);
         ``group``: the blocks it was decoded with (``decode_event_blocks_at``) and its place there."""
-        self.take_packed(
-            r.offset, len(r.data), r.watermark, r.end_of_segment, r.at_tail, block, after, consumed, group
-        )
-
-    def take_packed(
-        self,
-        offset: int,
-        length: int,
-        watermark: int,
-        end_of_segment: bool,
-        at_tail: bool,
-        block: EventBlock,
-        after: np.ndarray,
-        consumed: int,
-        group: tuple[EventBlocks, int] | None,
-    ) -> None:
-        """``take_decoded`` of the read ``(offset, length of data, watermark, end_of_segment, at_tail)``
-        (a ``PackedReads`` read): the same fields, without its ``SegmentRead``."""
-        whole = consumed == length
-        self.fetch = offset + consumed
-        self.at_tail = at_tail and whole
+        whole = consumed == len(r.data)
+        self.fetch = r.offset + consumed
+        self.at_tail = r.at_tail and whole
         self._off, self._lengths, self._et, self._it = block[0]
         self._nxt_pos, self._nxt_wm = after
         self._block, self._keys, self._pays = block, None, None
         self.n, self.idx, self.lists, self._col = after.shape[1], 0, None, -1
         self.group = group
-        if end_of_segment and whole:
+        if r.end_of_segment and whole:
             self.end_of_segment = True
-            self.final_wm = max(self.base_wm, watermark)
+            self.final_wm = max(self.base_wm, r.watermark)
 
     def take_packed_at(
         self,
@@ -344,8 +326,9 @@ class SegmentInput:
         eb: EventBlocks,
         j: int,
     ) -> None:
-        """``take_packed`` of block ``j`` of ``eb`` (some event whole) where it lies among the others: the
-        same state, its views made only when something asks for them. O(1)."""
+        """``take_decoded`` of the read ``(offset, length of data, watermark, end_of_segment, at_tail)`` (a
+        ``PackedReads`` read) whose block is ``j`` of ``eb`` (some event whole), taken where it lies
+        among the others: the same state, its views made only when something asks for them. O(1)."""
         col, n, consumed = eb.span(j)
         whole = consumed == length
         self.fetch = offset + consumed

@@ -37,16 +37,45 @@ from ..errors import AppendTooLargeError, InvalidArgumentError, SegmentNotFoundE
 from ..results import AppendResult
 from .container_table import ContainerTable
 from .operations import Append
+from .processor import OperationProcessor
 from .read_index import Wakeup, complete, take_wakeups
+from .segment import Segment
 from .validation import as_bytes, quote
 
-__all__ = ["AppendAnswer", "ContainerAppends", "check_appends"]
+__all__ = ["AppendAnswer", "ContainerAppends", "apply_append", "check_appends"]
 
 AppendAnswer = AppendResult | SegmentNotFoundError | SegmentSealedError
 """One answer of ``append_each``: where the append landed, or why its segment took nothing."""
 
 _result = tuple.__new__
 """Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
+
+
+def apply_append(
+    processor: OperationProcessor,
+    seg: Segment,
+    name: str,
+    offset: int,
+    data: bytes | memoryview,
+    writer_id: int | None = None,
+    event_number: int | None = None,
+    writer_uuid: int | None = None,
+) -> int:
+    """Stamp, log and apply one checked append of ``data`` at ``offset``, the length of ``seg`` (the
+    container's lock held): its sequence number and timestamp, its ``Append`` in the durable log (a
+    view copied for it), the bytes, the length, the index entry and the times of last write and
+    use. Returns the timestamp. The one place ``append`` and ``append_each`` apply an append. O(len)."""
+    seq, ts = processor.stamp()
+    log = processor.log
+    if log is not None:  # the log may keep the payload: a view is copied for it
+        payload = data if type(data) is bytes else bytes(data)
+        log.write(Append(seq, ts, name, offset, payload, writer_id, event_number, writer_uuid))
+    seg.data.append(data)
+    seg.length = end = offset + len(data)
+    seg.windex.record_write_trusted(end, ts)
+    seg.last_write_time = ts
+    seg.last_used = ts
+    return ts
 
 
 def check_appends(appends: object, max_append_bytes: int) -> list[tuple[str, bytes | memoryview]]:
@@ -113,12 +142,10 @@ class ContainerAppends(ContainerTable):
         wakeups: list[Wakeup] = []
         segments = self._segments
         processor = self._processor
-        stamp = processor.stamp
         lock = self._lock
         lock.acquire()
         try:
             self.check_open()
-            log = processor.log
             for name, data in pairs:
                 seg = segments.get(name)
                 if seg is None or seg.sealed:
@@ -128,16 +155,8 @@ class ContainerAppends(ContainerTable):
                         add(e)
                         continue
                 offset = seg.length
-                seq, ts = stamp()
-                if log is not None:  # the log may keep the payload: a view is copied for it
-                    payload = data if type(data) is bytes else bytes(data)
-                    log.write(Append(seq, ts, name, offset, payload, None, None, None))
-                seg.data.append(data)
+                ts = apply_append(processor, seg, name, offset, data)
                 n = len(data)
-                seg.length = end = offset + n
-                seg.windex.record_write_trusted(end, ts)
-                seg.last_write_time = ts
-                seg.last_used = ts
                 if seg.futures:
                     wakeups += take_wakeups(seg)
                 add(_result(AppendResult, (offset, n, ts, False)))

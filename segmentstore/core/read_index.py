@@ -285,9 +285,8 @@ class ReadIndex:
         data their records' starts and the watermarks there in two arrays and a row of ``meta`` each, as
         a decoder of many blocks takes them; ``PackedReads.answers()`` are ``read_many``'s.
 
-        Runs once per reader's look, so its loop is ``_read_request`` written out (the same checks in
-        the same order, the same errors), and each read with data is one kernel call that also writes
-        its row of ``meta``: a few µs per call, plus O(bytes + records)."""
+        Each read with data is one kernel call that also writes its row of ``meta``: a few µs per call,
+        plus O(bytes + records)."""
         load_kernels()  # the records' watermarks are one kernel call each: never loaded under the lock
         kinds: list[int] = []
         reads: list[tuple[int, int, int, bool, bool] | None] = []
@@ -296,7 +295,6 @@ class ReadIndex:
         cap = _PACKED_START
         out = np.empty(2 * cap, np.int64)  # the records' starts at [0, cap), the watermarks at [cap, 2 cap)
         meta = np.empty((len(reqs), 6), np.int64)
-        segment = self._table.segment
         used = at = nb = nv = row = 0
         with self._lock:
             for name, offset, max_length, known in reqs:
@@ -304,25 +302,13 @@ class ReadIndex:
                     kinds.append(UNREAD)
                     reads.append(None)
                     continue
-                try:  # (``_read_request``)
-                    seg = segment(name)
-                    length = seg.length
-                    if offset >= length:  # at (or beyond) the tail
-                        if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
-                            kinds.append(NOTHING_NEW)
-                            reads.append(None)
-                            continue
-                        if offset > length:
-                            self._check_position(seg, offset, "read offset")  # raises
-                    segdata = seg.data
-                    if offset < segdata.start_offset:
-                        self._check_position(seg, offset, "read offset")  # raises
-                    if offset + max_length >= length:
-                        data = segdata.read(offset, length - offset) if length > offset else b""
-                        read = (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
-                    else:
-                        data = segdata.read(offset, max_length) if max_length else b""
-                        read = (offset, len(data), seg.windex.watermark_at(offset + max_length), False, False)
+                try:
+                    got = self._read_request(name, offset, max_length, known)
+                    if got is None:
+                        kinds.append(NOTHING_NEW)
+                        reads.append(None)
+                        continue
+                    seg, data, read = got
                     if data:
                         need = len(data) // 4 + 2
                         if nv + need > cap:  # (``nb <= nv``)
