@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.sim import run_scenario
-from bench.sim.failure_schedule import FailureSchedule, Transition, failure_stream, timeline
+from bench.sim.failure_schedule import FailureSchedule, Session, Transition, failure_stream, timeline
 from bench.spec.errors import SimulationError
 from bench.spec.scenario import DelaySpec, NoAckFault, ReaderSpec, scenario_from_dict
 from bench.spec.seeds import Seeds
@@ -148,3 +148,37 @@ def test_the_in_process_simulator_crashes_and_restarts_on_the_schedule() -> None
         assert row["crashes"] == [t.kind for t in plan].count("crash") >= 2, (row, plan)
         assert row["restarts"] == [t.kind for t in plan].count("restart"), (row, plan)
     assert summary["events"]["missing"] == 0
+
+
+_TIME = st.none() | st.integers(0, 50)
+
+
+@given(
+    leave=_TIME, crash=_TIME, failure=st.none() | st.integers(1, 50), stall=_TIME,
+    stall_for=st.none() | st.integers(1, 20), now=st.integers(0, 80),
+)  # fmt: skip
+def test_a_session_says_what_is_due_and_when_it_next_changes_at_every_instant(
+    leave: int | None,
+    crash: int | None,
+    failure: int | None,
+    stall: int | None,
+    stall_for: int | None,
+    now: int,
+) -> None:
+    """A reader asks its session at every wake-up what is due (a leave before a crash, a scheduled crash
+    before a random one, then a stall) and when to look next: the first leave, crash or stall start
+    after now, whatever comes first; before the first of them, nothing is due."""
+    end = None if stall is None or stall_for is None else stall + stall_for
+    s = Session(0, leave, crash, failure, stall, end)
+    due = (
+        "leave" if leave is not None and now >= leave
+        else "crash" if crash is not None and now >= crash
+        else "failure" if failure is not None and now >= failure
+        else "stall" if stall is not None and stall <= now and (end is None or now < end)
+        else None
+    )  # fmt: skip
+    assert s.due(now) == due
+    later = [t for t in (leave, crash, stall, failure) if t is not None and t > now]
+    assert s.next_change(now) == (min(later) if later else None)
+    s._check()
+    assert s == Session(0, leave, crash, failure, stall, end)  # (first_ms is derived: not compared)

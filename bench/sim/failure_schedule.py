@@ -27,7 +27,7 @@ its restart delay. O(1) per session.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -72,9 +72,21 @@ class Session:
     failure_ms: int | None = None
     stall_start_ms: int | None = None
     stall_end_ms: int | None = None
+    first_ms: int | None = field(init=False, repr=False, compare=False)
+    """The first of the leave, the crashes and the stall's start (``None``: none): before it, nothing
+    is due and it is the next change (a poll asks both)."""
+
+    def __post_init__(self) -> None:
+        times = [
+            t for t in (self.leave_ms, self.crash_ms, self.stall_start_ms, self.failure_ms) if t is not None
+        ]
+        object.__setattr__(self, "first_ms", min(times) if times else None)
 
     def due(self, now: int) -> Due | None:
         """What the reader must do at ``now`` (it acts on the first that applies), or ``None``: read. O(1)."""
+        first = self.first_ms
+        if first is None or now < first:
+            return None
         if self.leave_ms is not None and now >= self.leave_ms:
             return "leave"
         if self.crash_ms is not None and now >= self.crash_ms:
@@ -92,6 +104,9 @@ class Session:
 
     def next_change(self, now: int) -> int | None:
         """The first leave, crash or stall start after ``now`` (``None``: none): when to look next. O(1)."""
+        first = self.first_ms
+        if first is None or now < first:
+            return first
         later = [
             t
             for t in (self.leave_ms, self.crash_ms, self.stall_start_ms, self.failure_ms)
@@ -102,6 +117,10 @@ class Session:
     def _check(self) -> None:
         assert self.failure_ms is None or self.failure_ms > self.start_ms, self
         assert self.stall_end_ms is None or self.stall_start_ms is not None, self
+        times = [
+            t for t in (self.leave_ms, self.crash_ms, self.failure_ms, self.stall_start_ms) if t is not None
+        ]
+        assert self.first_ms == (min(times) if times else None), self
 
 
 @dataclass(frozen=True, slots=True)

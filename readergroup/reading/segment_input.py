@@ -121,8 +121,8 @@ class SegmentInput:
         self._keys: Any = None
         self._pays: Any = None
         self.lists: tuple[list[Any], ...] | None = None
-        self.itl: list[int] = []
-        self.etl: list[int | None] = []
+        self.itl: Sequence[int] = ()  # (no block's lists: shared empty tuples, nothing to allocate)
+        self.etl: Sequence[int | None] = ()
 
     def _views(self) -> None:
         """Make the views of a block taken where it lies among others (``take_packed_at``). O(1)."""
