@@ -15,7 +15,11 @@ wall time per call and each one's share of the run:
 - the recorder and pipeline per batch (``ReaderActor.on_batch``), and the writers' ticks
   (``WriterActor.step``);
 - then, side by side in turns (shorter runs), the look taking its answers in columns
-  (``read_packed``) and from ``read_many``'s answers (``ReaderBlocks.packed_reads`` off).
+  (``read_packed``) and from ``read_many``'s answers (``ReaderBlocks.packed_reads`` off);
+- and a reader's whole poll (``PolledReader._read``: its ``read_batch`` calls and the recorder) at
+  the scenario's width and at a hundredth of it (``NARROW``: 41 segments, 10 readers, the same
+  ~4 segments and ~100 events a poll and ~6 events an append), the same number of polls each,
+  in turns: whether a poll costs more because the other readers' state crowds the caches.
 
 The look and the report are parts of ``read_batch`` calls (their shares overlap). The
 timers cost a little each (measured on an empty function and printed: compare the
@@ -41,12 +45,16 @@ from segmentstore.core.warmup import warm_kernels
 
 from ..sim.actors import WriterActor
 from ..sim.engine import run_scenario
-from ..sim.readers import ReaderActor
+from ..sim.readers import PolledReader, ReaderActor
 from ..spec.scenario import load_scenario
 from .bench_sim import PRAVEGA_SCALE
 from .suite import Row, Size, module_main, row, sized
 
-__all__ = ["run", "main"]
+__all__ = ["run", "main", "NARROW"]
+
+NARROW = ("stream.segments=41", "readers.0.count=10", "writers.0.workload.rate_per_s=2500")
+"""``pravega-scale.yaml`` at a hundredth of its width: 41 segments, 10 readers, 10,000 events/s; per
+poll and per append the same work (~4 segments and ~100 events a poll, ~6 events an append)."""
 
 _TIMED: tuple[tuple[type, str, str], ...] = (
     (ReaderBlocks, "_fetch_all", "block reads and looks at the tails (_fetch_all: read, decode, take)"),
@@ -108,6 +116,14 @@ def _timers(seconds: dict[str, float], calls: Counter[str]) -> Iterator[None]:
             setattr(cls, name, orig)
 
 
+def _delivered_once(summary: dict[str, Any], which: str) -> dict[str, Any]:
+    """A run's event counts, checked: every event written was delivered once."""
+    ev: dict[str, Any] = summary["events"]
+    if not (ev["written"] == ev["delivered"] == ev["unique"] and ev["missing"] == ev["duplicates"] == 0):
+        raise AssertionError(f"bench_poll: {which} run did not deliver every event once: {ev}")
+    return ev
+
+
 def _timer_cost() -> float:
     """Seconds the timer (``_timed``) adds around a call: an empty method's, with and without it."""
 
@@ -137,9 +153,7 @@ def run(size: Size = "full") -> list[Row]:
     event_format._kernels()
     with _timers(seconds, calls):
         result = run_scenario(scenario)
-    ev = result.summary["events"]
-    if not (ev["written"] == ev["delivered"] == ev["unique"] and ev["missing"] == ev["duplicates"] == 0):
-        raise AssertionError(f"bench_poll: the run did not deliver every event once: {ev}")
+    ev = _delivered_once(result.summary, "the")
     wall = result.wall_s - result.setup_wall_s
     rows = [
         row(
@@ -155,6 +169,7 @@ def run(size: Size = "full") -> list[Row]:
     rows.append(row("a timer around a call adds", round(_timer_cost() * 1e6, 2), "us/call"))
     side_ms, rounds = sized(size, tiny=100, quick=300, full=1_000), sized(size, tiny=1, quick=2, full=4)
     rows += _packed_side_by_side(side_ms, rounds)
+    rows += _narrow_side_by_side(sized(size, tiny=2_000, quick=5_000, full=10_000), rounds)
     return rows
 
 
@@ -189,6 +204,36 @@ def _packed_side_by_side(ms: int, rounds: int) -> list[Row]:
             "us/call", "from read_many's answers", round(best[True] / best[False], 3)),
         row("look (_fetch_all), from read_many's answers (packed_reads off)", round(best[False] * 1e6, 1),
             "us/call"),
+    ]  # fmt: skip
+
+
+def _narrow_side_by_side(polls: int, rounds: int) -> list[Row]:
+    """A reader's poll (``PolledReader._read``) at the scenario's width and at ``NARROW``'s, ``polls``
+    polls each, in turns (each run checked to deliver every event once); the best round of each."""
+    runs = {
+        "full": load_scenario(PRAVEGA_SCALE, [f"duration_ms={polls // 10}"]),  # 1,000 readers: 10 polls/ms
+        "narrow": load_scenario(PRAVEGA_SCALE, [f"duration_ms={polls * 10}", *NARROW]),  # 10: 0.1 a ms
+    }
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name, scenario in runs.items():
+            seconds: dict[str, float] = {}
+            calls: Counter[str] = Counter()
+            orig = _timed(PolledReader, "_read", _named("poll"), seconds, calls)
+            try:
+                result = run_scenario(scenario)
+            finally:
+                PolledReader._read = orig  # type: ignore[method-assign]
+            _delivered_once(result.summary, f"the {name}")
+            per_poll = seconds["poll"] / calls["poll"]
+            best[name] = min(best.get(name, per_poll), per_poll)
+    label = f"{polls:,} polls, best of {rounds} round{'s' if rounds > 1 else ''} each, in turns"
+    return [
+        row(f"a reader's poll (_read), 4,096 segments, 1,000 readers; {label}", round(best["full"] * 1e6, 1),
+            "us/call"),
+        row("a reader's poll (_read), 41 segments, 10 readers (the same work a poll)",
+            round(best["narrow"] * 1e6, 1), "us/call", "4,096 segments, 1,000 readers",
+            round(best["narrow"] / best["full"], 3)),
     ]  # fmt: skip
 
 
