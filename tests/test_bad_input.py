@@ -387,3 +387,68 @@ def test_a_numpy_integer_clock_is_taken_as_its_value() -> None:
         st.create_segment("s")
         r = st.append("s", b"x")
         assert r.timestamp == 5_000 and type(r.timestamp) is int
+
+
+class _Int(int):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+class _Pair(tuple):  # type: ignore[type-arg]
+    pass
+
+
+def test_read_many_requests_checked_in_columns_are_refused_as_one_by_one() -> None:
+    """``check_read_requests`` checks the usual call (4-tuples) column by column: any list of requests,
+    good or hostile, is taken or refused exactly as the request-by-request check does (the same list, or
+    the same error naming the first bad one), and the good one is a copy (changing the caller's list
+    after changes nothing)."""
+    from segmentstore.core import batched_reads
+    from segmentstore.core.batched_reads import MAX_READ_MANY_LENGTH, check_read_requests
+    from segmentstore.errors import InvalidArgumentError
+    from segmentstore.limits import INT64_MIN
+
+    rng = np.random.default_rng(7)
+    good: list[Any] = [("a", 0, 10, 5), ("b/c", 7, MAX_READ_MANY_LENGTH, INT64_MAX), ("", 0, 0, INT64_MIN)]
+    bad: list[Any] = [
+        ("a", -1, 10, 5),
+        ("a", True, 10, 5),
+        ("a", 0, MAX_READ_MANY_LENGTH + 1, 5),
+        ("a", 0, -1, 5),
+        ("a", 0, 10, INT64_MAX + 1),
+        ("a", 0, 10, INT64_MIN - 1),
+        ("a", 0, 10, 1.0),
+        ("a", _Int(0), 10, 5),
+        (_Str("a"), 0, 10, 5),
+        (1, 0, 10, 5),
+        "abcd",
+        {"a": 0, 1: 1, 2: 2, None: 3},
+        ("a", 0, 10, 5, 6),
+        ("a", 0),
+        ["a", 0, 10, 5],  # (taken: as a tuple)
+        ("a", 0, 10),  # (taken: with no known watermark)
+        ("a", 0, 10, None),
+        _Pair(("a", 0, 10, 5)),
+    ]
+    for _ in range(400):
+        reqs = [good[i] for i in rng.integers(0, len(good), int(rng.integers(1, 6)))]
+        if rng.random() < 0.7:
+            reqs.insert(int(rng.integers(0, len(reqs) + 1)), bad[int(rng.integers(0, len(bad)))])
+        try:
+            want: Any = batched_reads._checked_each(list(reqs))
+        except InvalidArgumentError as e:
+            want = str(e)
+        try:
+            got: Any = check_read_requests(reqs)
+        except InvalidArgumentError as e:
+            got = str(e)
+        assert got == want, reqs
+    reqs = list(good)
+    got = check_read_requests(reqs)
+    reqs[0] = ("a", -1, 10, 5)
+    assert got == good and got is not reqs
+    with pytest.raises(InvalidArgumentError, match="between 1 and"):
+        check_read_requests([])

@@ -127,9 +127,47 @@ READ_MANY_REPLY_BYTES = 2 << 20
 at most this plus one request's worst case (``MAX_READ_MANY_LENGTH`` of 4-byte records: 5 MiB)."""
 
 
+_TUPLE = {tuple}
+_STR = {str}
+_INT = {int}
+_NONE = {type(None)}
+
+
 def check_read_requests(requests: object) -> list[ReadRequest]:
     """The requests as a list of ``(str, int >= 0, int in [0, MAX_READ_MANY_LENGTH])``, each with an
-    int64 known watermark or ``None`` after it; ``InvalidArgumentError`` naming the bad one."""
+    int64 known watermark or ``None`` after it; ``InvalidArgumentError`` naming the bad one.
+
+    The usual call (a list of 4-tuples whose known watermarks are all ints or all ``None``) is checked
+    column by column in C, a few lines whatever its length; any other, or one that fails there, request
+    by request (``_checked_each``: the same list, or the error naming the first bad one). O(k).
+    """
+    if type(requests) is list and 0 < len(requests) <= MAX_READ_MANY:
+        reqs = requests.copy()  # (checked as taken: a caller changing its list meanwhile changes nothing)
+        if set(map(type, reqs)) == _TUPLE:
+            try:
+                names, offsets, lengths, knowns = zip(*reqs, strict=True)
+            except ValueError:  # not all of 4 items
+                pass
+            else:
+                known_types = set(map(type, knowns))
+                if (
+                    set(map(type, names)) == _STR
+                    and set(map(type, offsets + lengths)) == _INT
+                    and min(offsets) >= 0
+                    and min(lengths) >= 0
+                    and max(lengths) <= MAX_READ_MANY_LENGTH
+                    and (
+                        known_types == _NONE
+                        or (known_types == _INT and min(knowns) >= INT64_MIN and max(knowns) <= INT64_MAX)
+                    )
+                ):
+                    return reqs  # type: ignore[return-value]
+        requests = reqs
+    return _checked_each(requests)
+
+
+def _checked_each(requests: object) -> list[ReadRequest]:
+    """``check_read_requests`` request by request. O(k)."""
     if type(requests) is not list and (
         isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence)
     ):
