@@ -314,3 +314,37 @@ def test_packed_answers_of_many_segments_are_read_manys(seed: int) -> None:
     with store._container.lock:
         seg = store._container.segment(names[4], use=False)
         assert seg.last_used == store._container.processor.last_timestamp
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_read_that_reactivates_a_segment_counts_the_uses_after_it_at_its_advance(packed: bool) -> None:
+    """A batched read finds the active segments in one table, and an evicted one as ``segment`` does:
+    reactivated, advanced at once if it was idle past the lag (a new timestamp); the segments read before
+    it count a use at the timestamp before, those after at the advance's, as a read each would."""
+    from segmentstore import StoreConfig
+
+    clock = ManualClock(1_000_000)
+    cfg = StoreConfig(
+        max_watermark_lag_ms=1_000, polling_period_ms=100, eviction_age_ms=5_000, advancer_thread=False
+    )
+    with SegmentStore(clock, cfg) as store:
+        for n in ("a", "b", "c"):
+            store.create_segment(n)
+        for _ in range(120):  # "b" idle: evicted
+            clock.advance(100)
+            store.append("a", b"\1\0\0\0a")
+            store.append("c", b"\1\0\0\0c")
+            store.advance_idle_watermarks()
+        assert store.eviction_stats.cold == 1
+        clock.advance(7)
+        store.append("a", b"\1\0\0\0a")  # the timestamp the uses before the reactivation carry
+        before = store._container.processor.last_timestamp
+        clock.advance(5)
+        reqs = [("a", 0, 10, None), ("b", 0, 10, None), ("c", 0, 10, None)]
+        got = store.read_packed(reqs).answers() if packed else store.read_many(reqs)
+        after = store._container.processor.last_timestamp
+        assert after > before and store.eviction_stats.advanced_on_reactivation == 1
+        assert all(a is not None and a.read is not None for a in got)
+        with store._container.lock:
+            used = [store._container.segment(n, use=False).last_used for n in ("a", "b", "c")]
+        assert used == [before, after, after]
