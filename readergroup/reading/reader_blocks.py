@@ -161,22 +161,18 @@ class ReaderBlocks:
         """``_fetch_all``'s taking of ``p``, ``read_packed``'s answers to ``todo`` in the epoch they were
         asked in, whose blocks with data ``eb`` are (decoded side by side): as from ``read_many``'s
         answers, without an answer object each. O(segments)."""
-        kinds, reads = p.kinds, p.reads
         j = 0
-        for i, s in enumerate(todo):
-            if kinds[i] == NOTHING_NEW:  # known to be at its tail
+        for s, kind, r in zip(todo, p.kinds, p.reads, strict=False):  # (the state log's answer last)
+            if kind == NOTHING_NEW:  # known to be at its tail
                 s.at_tail = True
                 continue
             self._news += 1
-            r = reads[i]
             if r is None:  # failed: fetched alone (which handles or raises its error as ever)
                 self._fetch(s, 0)
                 continue
-            length = r[1]
-            if length:
-                assert eb is not None  # (a read with data is one of its blocks)
-                s.take_packed_at(*r, eb, j)
-                self._bytes += length
+            if r[1]:
+                s.take_packed_at(*r, eb, j)  # type: ignore[arg-type]  # (a read with data is one of eb's)
+                self._bytes += r[1]
                 j += 1
             else:  # the watermark at the tail, or the seal
                 s.take_block(self._client, SegmentRead(r[0], b"", r[2], r[3], r[4]), None)

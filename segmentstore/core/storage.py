@@ -61,9 +61,10 @@ class MemorySegmentData:
         return self._base + len(self._buf)
 
     def read(self, offset: int, n: int) -> bytes:
+        """Bytes ``[offset, offset + n)``: one copy through a view (a bytearray slice would copy twice),
+        the view gone when the expression is (the buffer may grow again). O(n)."""
         i = offset - self._base
-        with memoryview(self._buf) as view:  # one copy (a bytearray slice would copy twice)
-            return bytes(view[i : i + n])
+        return bytes(memoryview(self._buf)[i : i + n])
 
     def walk_records(self, offset: int, n: int, max_records: int) -> tuple[int, int]:
         """``records.walk_records`` over bytes ``[offset, offset + n)`` in place, without copying them.
