@@ -154,18 +154,24 @@ def test_blocks_decoded_side_by_side_are_the_blocks_decoded_alone_and_merge_alik
     answers = client.read_many(reqs)
     together = decode_together(answers)
     alone, side = [], []
+    key_bytes: list[int] = []
     for i, ((n, offset, _), a) in enumerate(zip(reqs, answers, strict=True)):
         assert a is not None and a.read is not None
         one, two = _inputs(store, n, offset)
         one.take_block(client, a.read, a)
         if i in together:
             two.take_decoded(a.read, *together[i])
+            eb, j = together[i][-1]  # its row among the others: the bytes and key bytes it holds alone
+            assert eb.spans[j][6] == one.fetch - offset and one.block is not None
+            key_bytes.append(one.block[3])
         else:
             two.take_block(client, a.read, a)
         assert _state(one) == _state(two)
         two._check()
         alone.append(one)
         side.append(two)
+    if together:
+        assert next(iter(together.values()))[-1][0].key_bytes == sum(key_bytes)
     k = merge_kernel()
     assert k is not None
     for max_events in (1, 7, 1 << 16):

@@ -373,14 +373,16 @@ def decode_events_at(
 
 
 @_jit
-def decode_sizes_many(buf: Any, meta: Any, sizes: Any, places: Any) -> tuple[int, int, int]:
+def decode_sizes_many(buf: Any, meta: Any, sizes: Any, places: Any) -> tuple[int, int, int, int]:
     """``decode_sizes(part, True)`` of each part ``buf[meta[b, 0]:meta[b, 0] + meta[b, 1]]`` into
     ``sizes[b]`` (frames, key bytes, payload bytes, bytes consumed, bad header or -1), and where its
     events go when the parts are decoded side by side into ``places[b]`` (its first column, 0, its
-    events, its first Arrow offset, where its keys and where its payloads start). Returns (the first
-    part with a bad header or no whole event, else -1; events; bytes of keys and payloads)."""
+    events, its first Arrow offset, where its keys and where its payloads start, the bytes it consumed).
+    Returns (the first part with a bad header or no whole event, else -1; events; bytes of keys and
+    payloads; bytes of keys)."""
     c = 0
     r = 0
+    keys = 0
     for b in range(meta.shape[0]):
         a = meta[b, 0]
         count, key_bytes, pay_bytes, consumed, bad = decode_sizes(buf[a : a + meta[b, 1]], True)
@@ -390,16 +392,18 @@ def decode_sizes_many(buf: Any, meta: Any, sizes: Any, places: Any) -> tuple[int
         sizes[b, 3] = consumed
         sizes[b, 4] = bad
         if bad >= 0 or count == 0:
-            return b, 0, 0
+            return b, 0, 0, 0
         places[b, 0] = c
         places[b, 1] = 0
         places[b, 2] = count
         places[b, 3] = c + b
         places[b, 4] = r
         places[b, 5] = r + key_bytes
+        places[b, 6] = consumed
         c += count
         r += key_bytes + pay_bytes
-    return -1, c, r
+        keys += key_bytes
+    return -1, c, r, keys
 
 
 @_jit
