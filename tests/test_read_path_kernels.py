@@ -306,13 +306,14 @@ def test_packed_answers_of_many_segments_are_read_manys(seed: int) -> None:
         else:
             offset = rng.randrange(info.start_offset, info.length + 1)
             reqs.append((name, offset, rng.choice([0, 3, 64, 1 << 20]), rng.choice([None, 0])))
-    for budget in (1 << 20, rng.randrange(1, 3000), 1):
+    for budget in (1 << 20, rng.randrange(1, 3000), 1, 0):  # (0: nothing is read)
         checked = check_read_requests(reqs)
         p = store._reads.read_packed(checked, budget)
         answers = store._reads.read_many(checked, budget)
         _assert_packed_as_read_many(p, answers)
         if UNREAD in p.kinds:  # every request after the budget is spent
             assert set(p.kinds[p.kinds.index(UNREAD) :]) == {UNREAD}
+        assert budget or set(p.kinds) == {UNREAD}
     # the segments it read (not those it left unread) count as used, as by ``read_many``
     clock.advance(5)
     store.append(names[3], b"\0\0\0\0")  # a new timestamp for the uses to carry

@@ -231,15 +231,16 @@ class ReadIndex:
             pos += used
         return RecordScan(offset, pos, count)
 
-    def _requests_read(self, reqs: list[tuple[str, int, int, int | None]]) -> Iterator[_Got | None]:
-        """``read_many``'s checked requests read in turn, lock held: for each ``None`` if nothing is new
-        above its known watermark (not ready, as ``wait_any`` says: ``_ready``), else the segment, the
-        bytes read and the ``SegmentRead``'s ``(offset, length, watermark, end_of_segment, at_tail)``
-        (``read_locked``'s), or the ``SegmentStoreError`` a ``read`` raises. Each segment counts a use
-        as it is reached (as ``segment(name)`` counts one): a caller whose reply is full stops taking
-        them, and the rest are not looked up. O(bytes) per request, one lookup in the active set."""
+    def _requests_read(self, reqs: list[tuple[str, int, int, int | None]]) -> Iterator[tuple[int, _Got]]:
+        """``read_many``'s checked requests read in turn, lock held: the index of each with something new
+        above its known watermark (ready, as ``wait_any`` says: ``_ready``; the others are passed over)
+        and the segment, the bytes read and the ``SegmentRead``'s ``(offset, length, watermark,
+        end_of_segment, at_tail)`` (``read_locked``'s), or the ``SegmentStoreError`` a ``read`` raises.
+        Each segment counts a use as it is reached (as ``segment(name)`` counts one): a caller whose
+        reply is full stops taking them, and the rest are not looked up. O(bytes) per request read,
+        a lookup in the active set and a few lines per request passed over."""
         get, ts = self._table.lookup()
-        for name, offset, max_length, known in reqs:
+        for i, (name, offset, max_length, known) in enumerate(reqs):
             seg = get(name)
             try:
                 if seg is None:  # not active: reactivated (evicted; its advance may stamp), or raises
@@ -249,8 +250,7 @@ class ReadIndex:
                 length = seg.length
                 if offset >= length:  # at (or beyond) the tail
                     if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
-                        yield None
-                        continue
+                        continue  # nothing new
                     if offset > length:
                         self._check_position(seg, offset, "read offset")  # raises
                 if offset < seg.data.start_offset:
@@ -258,12 +258,12 @@ class ReadIndex:
                 end = offset + max_length
                 if end >= length:
                     data = seg.data.read(offset, length - offset) if length > offset else b""
-                    yield seg, data, (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
+                    yield i, (seg, data, (offset, len(data), seg.last_write_time - 1, seg.sealed, True))
                 else:
                     data = seg.data.read(offset, max_length) if max_length else b""
-                    yield seg, data, (offset, len(data), seg.windex.watermark_at(end), False, False)
+                    yield i, (seg, data, (offset, len(data), seg.windex.watermark_at(end), False, False))
             except SegmentStoreError as e:
-                yield e
+                yield i, e
 
     def read_many(
         self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int
@@ -274,15 +274,13 @@ class ReadIndex:
         or its error, or ``None`` (nothing new above its known watermark); unread past
         ``reply_bytes``. O(bytes + records)."""
         load_kernels()  # the records' watermarks are one kernel call: never loaded under the lock
-        out: list[RecordsRead | None] = []
+        out: list[RecordsRead | None] = [None] * len(reqs)
         used = 0
+        stop = len(reqs) if reply_bytes > 0 else 0  # the requests from here on are left unread
         with self._lock:
-            for got in self._requests_read(reqs if reply_bytes > 0 else []):
-                if got is None:
-                    out.append(None)
-                    continue
+            for i, got in self._requests_read(reqs[:stop]):
                 if isinstance(got, SegmentStoreError):
-                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(got).__name__, str(got)))
+                    out[i] = RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(got).__name__, str(got))
                     continue
                 seg, data, (offset, _, watermark, eos, tail) = got
                 if data:
@@ -292,11 +290,12 @@ class ReadIndex:
                     starts, wms = both[:n], both[cap : cap + n + 1]
                 else:
                     starts, wms = _NO_OFFSETS, np.array([watermark], np.int64)
-                out.append(RecordsRead(SegmentRead(offset, data, watermark, eos, tail), starts, wms))
+                out[i] = RecordsRead(SegmentRead(offset, data, watermark, eos, tail), starts, wms)
                 used += len(data) + 16 * len(starts)
                 if used >= reply_bytes:  # the rest unread (not looked up)
+                    stop = i + 1
                     break
-        out.extend(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS) for _ in range(len(reqs) - len(out)))
+        out[stop:] = [RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS) for _ in out[stop:]]
         return tuple(out)
 
     def read_packed(self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int) -> PackedReads:
@@ -308,7 +307,7 @@ class ReadIndex:
         plus O(bytes + records); a request with nothing new costs its lookup and a few lines."""
         load_kernels()  # the records' watermarks are one kernel call each: never loaded under the lock
         k = len(reqs)
-        kinds = [NOTHING_NEW if reply_bytes > 0 else UNREAD] * k  # (each request read says what it is)
+        kinds = [NOTHING_NEW] * k  # (each request read says what it is)
         reads: list[tuple[int, int, int, bool, bool] | None] = [None] * k
         pieces: list[bytes] = []
         errors: dict[int, tuple[str, str]] = {}
@@ -316,10 +315,9 @@ class ReadIndex:
         out = np.empty(2 * cap, np.int64)  # the records' starts at [0, cap), the watermarks at [cap, 2 cap)
         meta = np.empty((k, 6), np.int64)
         at = nb = 0  # the bytes and the records' starts so far (and a watermark more per read with data)
+        stop = k if reply_bytes > 0 else 0  # the requests from here on are left unread
         with self._lock:
-            for i, got in enumerate(self._requests_read(reqs if reply_bytes > 0 else [])):
-                if got is None:
-                    continue
+            for i, got in self._requests_read(reqs[:stop]):
                 if isinstance(got, SegmentStoreError):
                     kinds[i] = FAILED
                     errors[i] = (type(got).__name__, str(got))
@@ -338,8 +336,9 @@ class ReadIndex:
                     pieces.append(data)
                     at += len(data)
                     if at + 16 * nb >= reply_bytes:  # (data and 16 bytes per record) the rest unread
-                        kinds[i + 1 :] = [UNREAD] * (k - i - 1)
+                        stop = i + 1
                         break
+        kinds[stop:] = [UNREAD] * (k - stop)
         row = len(pieces)
         return PackedReads(kinds, reads, pieces, meta[:row], out[:nb], out[cap : cap + nb + row], errors)
 

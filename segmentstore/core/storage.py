@@ -43,18 +43,15 @@ class SegmentData(Protocol):
 class MemorySegmentData:
     """Segment bytes in one ``bytearray``. Append O(len) amortised, read O(n), truncate amortised O(1)."""
 
-    __slots__ = ("_base", "_buf", "_start", "append")
+    __slots__ = ("_base", "_buf", "append", "start_offset")
 
     def __init__(self, start_offset: int = 0) -> None:
         self._buf = bytearray()
         self._base = start_offset  # segment offset of self._buf[0]
-        self._start = start_offset
+        self.start_offset = start_offset
+        """The first byte kept (a plain attribute: a read checks it, with no call)."""
         self.append: Callable[[bytes | memoryview], None] = self._buf.extend
         """Append ``data``: the buffer's own ``extend``, so a single append calls C directly. O(len)."""
-
-    @property
-    def start_offset(self) -> int:
-        return self._start
 
     @property
     def length(self) -> int:
@@ -77,7 +74,7 @@ class MemorySegmentData:
             return walk_records(part, max_records)
 
     def truncate(self, offset: int) -> None:
-        self._start = offset
+        self.start_offset = offset
         dead = offset - self._base
         if dead > 4096 and dead * 2 > len(self._buf):  # compact once half the buffer is dead
             del self._buf[:dead]
