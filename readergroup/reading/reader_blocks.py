@@ -20,6 +20,7 @@ same results.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from segmentstore import SegmentRead
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from ..group_state.state import ReaderGroupState
 
 __all__ = ["ReaderBlocks"]
+
+_AT_TAIL = attrgetter("at_tail")
 
 
 class ReaderBlocks:
@@ -188,14 +191,11 @@ class ReaderBlocks:
         updates (checkpoints, resets, new assignments) without polling the log.
         """
         live: list[SegmentInput] = []
-        tails = True  # whether each of ``live`` is known to be at its tail
         for s in self._segs.values():
             if s.idx >= s.n and not s.end_of_segment:
                 if s.n:
                     s.roll()
                 live.append(s)
-                if not s.at_tail:
-                    tails = False
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
             # no wait: read them all at once instead (a read of one with nothing new changes nothing),
@@ -211,7 +211,7 @@ class ReaderBlocks:
             if (
                 clear is not None
                 and clear[0] == changes
-                and tails
+                and all(map(_AT_TAIL, live))  # (each known to be at its tail)
                 and (ids == clear[1] or set(clear[1]).issuperset(ids))
             ):
                 # nothing a read sees changed since a look at each of these found it at its tail (or
