@@ -164,12 +164,14 @@ class ReaderBlocks:
         """``_fetch_all``'s taking of ``p``, ``read_packed``'s answers to ``todo`` in the epoch they were
         asked in, whose blocks with data ``eb`` are (decoded side by side): as from ``read_many``'s
         answers, without an answer object each. O(segments)."""
+        kinds, reads = p.kinds, p.reads  # (the state log's answer last)
         j = 0
-        for s, kind, r in zip(todo, p.kinds, p.reads, strict=False):  # (the state log's answer last)
-            if kind == NOTHING_NEW:  # known to be at its tail
+        for i, s in enumerate(todo):  # (no zip: its keyword costs more than an index per segment)
+            if kinds[i] == NOTHING_NEW:  # known to be at its tail
                 s.at_tail = True
                 continue
             self._news += 1
+            r = reads[i]
             if r is None:  # failed: fetched alone (which handles or raises its error as ever)
                 self._fetch(s, 0)
                 continue
