@@ -154,18 +154,24 @@ def test_blocks_decoded_side_by_side_are_the_blocks_decoded_alone_and_merge_alik
     answers = client.read_many(reqs)
     together = decode_together(answers)
     alone, side = [], []
+    key_bytes: list[int] = []
     for i, ((n, offset, _), a) in enumerate(zip(reqs, answers, strict=True)):
         assert a is not None and a.read is not None
         one, two = _inputs(store, n, offset)
         one.take_block(client, a.read, a)
         if i in together:
             two.take_decoded(a.read, *together[i])
+            eb, j = together[i][-1]  # its row among the others: the bytes and key bytes it holds alone
+            assert eb.spans[j][6] == one.fetch - offset and one.block is not None
+            key_bytes.append(one.block[3])
         else:
             two.take_block(client, a.read, a)
         assert _state(one) == _state(two)
         two._check()
         alone.append(one)
         side.append(two)
+    if together:
+        assert next(iter(together.values()))[-1][0].key_bytes == sum(key_bytes)
     k = merge_kernel()
     assert k is not None
     for max_events in (1, 7, 1 << 16):
@@ -300,13 +306,14 @@ def test_packed_answers_of_many_segments_are_read_manys(seed: int) -> None:
         else:
             offset = rng.randrange(info.start_offset, info.length + 1)
             reqs.append((name, offset, rng.choice([0, 3, 64, 1 << 20]), rng.choice([None, 0])))
-    for budget in (1 << 20, rng.randrange(1, 3000), 1):
+    for budget in (1 << 20, rng.randrange(1, 3000), 1, 0):  # (0: nothing is read)
         checked = check_read_requests(reqs)
         p = store._reads.read_packed(checked, budget)
         answers = store._reads.read_many(checked, budget)
         _assert_packed_as_read_many(p, answers)
         if UNREAD in p.kinds:  # every request after the budget is spent
             assert set(p.kinds[p.kinds.index(UNREAD) :]) == {UNREAD}
+        assert budget or set(p.kinds) == {UNREAD}
     # the segments it read (not those it left unread) count as used, as by ``read_many``
     clock.advance(5)
     store.append(names[3], b"\0\0\0\0")  # a new timestamp for the uses to carry
@@ -314,3 +321,37 @@ def test_packed_answers_of_many_segments_are_read_manys(seed: int) -> None:
     with store._container.lock:
         seg = store._container.segment(names[4], use=False)
         assert seg.last_used == store._container.processor.last_timestamp
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_a_read_that_reactivates_a_segment_counts_the_uses_after_it_at_its_advance(packed: bool) -> None:
+    """A batched read finds the active segments in one table, and an evicted one as ``segment`` does:
+    reactivated, advanced at once if it was idle past the lag (a new timestamp); the segments read before
+    it count a use at the timestamp before, those after at the advance's, as a read each would."""
+    from segmentstore import StoreConfig
+
+    clock = ManualClock(1_000_000)
+    cfg = StoreConfig(
+        max_watermark_lag_ms=1_000, polling_period_ms=100, eviction_age_ms=5_000, advancer_thread=False
+    )
+    with SegmentStore(clock, cfg) as store:
+        for n in ("a", "b", "c"):
+            store.create_segment(n)
+        for _ in range(120):  # "b" idle: evicted
+            clock.advance(100)
+            store.append("a", b"\1\0\0\0a")
+            store.append("c", b"\1\0\0\0c")
+            store.advance_idle_watermarks()
+        assert store.eviction_stats.cold == 1
+        clock.advance(7)
+        store.append("a", b"\1\0\0\0a")  # the timestamp the uses before the reactivation carry
+        before = store._container.processor.last_timestamp
+        clock.advance(5)
+        reqs = [("a", 0, 10, None), ("b", 0, 10, None), ("c", 0, 10, None)]
+        got = store.read_packed(reqs).answers() if packed else store.read_many(reqs)
+        after = store._container.processor.last_timestamp
+        assert after > before and store.eviction_stats.advanced_on_reactivation == 1
+        assert all(a is not None and a.read is not None for a in got)
+        with store._container.lock:
+            used = [store._container.segment(n, use=False).last_used for n in ("a", "b", "c")]
+        assert used == [before, after, after]

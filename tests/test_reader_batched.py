@@ -28,7 +28,7 @@ from readergroup.format import events as event_format
 from readergroup.format.events import NO_EVENT_TIME
 from readergroup.reading.block_merge import merge_kernel
 from readergroup.reading.group import ReaderGroup
-from readergroup.reading.reader import EventBatch, EventReader, ReadKind
+from readergroup.reading.reader import _NOT_LOOKED, EventBatch, EventReader, ReadKind
 from readergroup.writing.writer import EventWriter
 from segmentstore import ManualClock, SegmentStore, StoreConfig, TickingClock
 from segmentstore.client import EmbeddedClient, SegmentStoreClient
@@ -131,6 +131,30 @@ def test_an_idle_poll_is_one_look_at_the_tails(manual: tuple[ManualClock, Segmen
         assert len(batches) == 1 and not len(batches[0]) and batches[0].watermark is None
         assert dict(calls) == ({} if isinstance(c, EmbeddedClient) else {"read_many": 1})
         uncount(c)
+
+
+def test_an_unchanged_store_is_looked_at_again_for_a_segment_not_known_at_its_tail() -> None:
+    """Embedded, a look is skipped while the store's change count stands where a look found every
+    segment at its tail; a segment not known to be at its tail (as after a read that stopped short of
+    it) is looked at again, though nothing changed."""
+    clock = ManualClock(START_MS)
+    with SegmentStore(clock=clock) as store:
+        c = EmbeddedClient(store)
+        c.create_stream(S, _SEGMENTS)
+        cfg = ReaderGroupConfig((S,), time_domain=TimeDomain.INGESTION_TIME, position_report_interval_ms=50)
+        reader = ReaderGroup("g", cfg, c, clock).create_reader("r")
+        for _ in range(4):  # joined, holds every segment, reported, caught up: idle polls make no call
+            clock.advance(100)
+            _poll(reader)
+        for short in (False, True):  # (a look of its own: a poll's refill would read such a segment first)
+            clock.advance(100)
+            if short:
+                next(iter(reader._segs.values())).at_tail = False
+            reader._looked = _NOT_LOOKED
+            calls = count_calls(c)
+            assert reader._ready_tails(0) == []
+            assert dict(calls) == ({"read_packed": 1} if short else {}), (short, calls)
+            uncount(c)
 
 
 def test_blocks_past_a_full_reply_are_read_in_further_calls() -> None:

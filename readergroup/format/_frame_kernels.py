@@ -373,40 +373,39 @@ def decode_events_at(
 
 
 @_jit
-def decode_sizes_many(buf: Any, meta: Any, sizes: Any, places: Any) -> tuple[int, int, int]:
-    """``decode_sizes(part, True)`` of each part ``buf[meta[b, 0]:meta[b, 0] + meta[b, 1]]`` into
-    ``sizes[b]`` (frames, key bytes, payload bytes, bytes consumed, bad header or -1), and where its
-    events go when the parts are decoded side by side into ``places[b]`` (its first column, 0, its
-    events, its first Arrow offset, where its keys and where its payloads start). Returns (the first
-    part with a bad header or no whole event, else -1; events; bytes of keys and payloads)."""
+def decode_sizes_many(buf: Any, meta: Any, places: Any) -> tuple[int, int, int, int]:
+    """``decode_sizes(part, True)`` of each part ``buf[meta[b, 0]:meta[b, 0] + meta[b, 1]]``, and where
+    its events go when the parts are decoded side by side, into ``places[b]``: its first column, 0, its
+    events, its first Arrow offset, where its keys and where its payloads start, the bytes it consumed,
+    its payload bytes. Returns (the first part with a bad header or no whole event, else -1; events;
+    bytes of keys and payloads; bytes of keys)."""
     c = 0
     r = 0
+    keys = 0
     for b in range(meta.shape[0]):
         a = meta[b, 0]
         count, key_bytes, pay_bytes, consumed, bad = decode_sizes(buf[a : a + meta[b, 1]], True)
-        sizes[b, 0] = count
-        sizes[b, 1] = key_bytes
-        sizes[b, 2] = pay_bytes
-        sizes[b, 3] = consumed
-        sizes[b, 4] = bad
         if bad >= 0 or count == 0:
-            return b, 0, 0
+            return b, 0, 0, 0
         places[b, 0] = c
         places[b, 1] = 0
         places[b, 2] = count
         places[b, 3] = c + b
         places[b, 4] = r
         places[b, 5] = r + key_bytes
+        places[b, 6] = consumed
+        places[b, 7] = pay_bytes
         c += count
         r += key_bytes + pay_bytes
-    return -1, c, r
+        keys += key_bytes
+    return -1, c, r, keys
 
 
 @_jit
 def decode_events_at_many(
     buf: Any,
     meta: Any,
-    sizes: Any,
+    places: Any,
     starts: Any,
     values: Any,
     add: int,
@@ -415,32 +414,29 @@ def decode_events_at_many(
     offs: Any,
     raw: Any,
 ) -> int:
-    """``decode_events_at`` of each part of ``buf`` sized by ``decode_sizes_many``, side by side: part
+    """``decode_events_at`` of each part of ``buf`` placed by ``decode_sizes_many``, side by side: part
     b is ``buf[meta[b, 0]:][:meta[b, 1]]`` read at offset ``meta[b, 2]``, its ``last`` is ``meta[b, 3]``,
     its records' starts ``starts[meta[b, 4]:][:meta[b, 5]]`` and values ``values[meta[b, 4] + b:]
-    [:meta[b, 5] + 1]``; its events go to the next columns of ``cols``/``after``, its Arrow offsets to
-    the next ``count + 1`` of ``offs`` and its bytes (keys, then payloads) to the next of ``raw``.
-    Returns the first part whose ``decode_events_at`` did not return -1, else -1. O(bytes)."""
-    c = 0
-    o = 0
-    r = 0
+    [:meta[b, 5] + 1]``; its events go to its columns of ``cols``/``after``, its Arrow offsets to its
+    ``count + 1`` of ``offs`` and its bytes (keys, then payloads) to its bytes of ``raw``, as
+    ``places[b]`` says. Returns the first part whose ``decode_events_at`` did not return -1, else -1.
+    O(bytes)."""
     for b in range(meta.shape[0]):
         a = meta[b, 0]
         s0 = meta[b, 4]
         k = meta[b, 5]
-        n = sizes[b, 0]
-        kb = sizes[b, 1]
-        nb = kb + sizes[b, 2]
+        c = places[b, 0]
+        n = places[b, 2]
+        o = places[b, 3]
+        r = places[b, 4]
+        kb = places[b, 5] - r
         res = decode_events_at(
-            buf[a : a + meta[b, 1]], meta[b, 2], sizes[b, 3], kb, starts[s0 : s0 + k],
+            buf[a : a + meta[b, 1]], meta[b, 2], places[b, 6], kb, starts[s0 : s0 + k],
             values[s0 + b : s0 + b + k + 1], add, meta[b, 3], cols[:, c : c + n], after[:, c : c + n],
-            offs[:, o : o + n + 1], raw[r : r + nb],
+            offs[:, o : o + n + 1], raw[r : r + kb + places[b, 7]],
         )  # fmt: skip
         if res != -1:
             return b
-        c += n
-        o += n + 1
-        r += nb
     return -1
 
 

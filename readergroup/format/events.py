@@ -346,7 +346,7 @@ class EventBlocks:
     here (``SegmentInput.take_packed_at``, ``block_merge``) never makes them. O(1) to make.
     """
 
-    __slots__ = ("_blocks", "_places", "_sizes", "after", "cols", "key_bytes", "offs", "places", "raw")
+    __slots__ = ("_blocks", "after", "cols", "key_bytes", "offs", "places", "raw", "spans")
 
     def __init__(
         self,
@@ -355,7 +355,7 @@ class EventBlocks:
         offs: np.ndarray,
         raw: np.ndarray,
         places: np.ndarray,
-        sizes: np.ndarray,
+        key_bytes: int,
     ) -> None:
         self.cols = cols
         """The blocks' ``cols`` one after the other (4 x events)."""
@@ -366,22 +366,18 @@ class EventBlocks:
         self.raw = raw
         """Their bytes one after the other (each block's keys, then its payloads)."""
         self.places = places
-        """Per block (blocks x 6 int64): its first column in ``cols``, 0, its events, its first column in
-        ``offs``, where its keys and where its payloads start in ``raw``."""
-        self._places: list[list[int]] = places.tolist()
-        self._sizes: list[list[int]] = sizes.tolist()
-        self.key_bytes: int = sum([z[1] for z in self._sizes])
+        """Per block (blocks x 8 int64): its first column in ``cols``, 0, its events, its first column in
+        ``offs``, where its keys and where its payloads start in ``raw``, the bytes it consumed, its
+        payload bytes."""
+        self.spans: list[list[int]] = places.tolist()
+        """``places`` as lists (a block taken where it lies reads its row here: no array access)."""
+        self.key_bytes = key_bytes
         """The blocks' key bytes in all."""
         self._blocks: list[tuple[EventBlock, np.ndarray, int]] | None = None
 
     def __len__(self) -> int:
         """How many blocks."""
-        return len(self._places)
-
-    def span(self, j: int) -> tuple[int, int, int]:
-        """Block ``j``'s first column in ``cols`` and ``after``, its events, the bytes it consumed. O(1)."""
-        p = self._places[j]
-        return p[0], p[2], self._sizes[j][3]
+        return len(self.spans)
 
     @property
     def blocks(self) -> list[tuple[EventBlock, np.ndarray, int]]:
@@ -390,11 +386,9 @@ class EventBlocks:
         if self._blocks is None:
             cols, after, offs, raw = self.cols, self.after, self.offs, self.raw
             out = []
-            for (c0, _, n, o0, r0, p0), (_, kb, pb, consumed, _) in zip(
-                self._places, self._sizes, strict=True
-            ):
+            for c0, _, n, o0, r0, p0, consumed, pb in self.spans:
                 c1 = c0 + n
-                block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : p0 + pb], kb)
+                block = (cols[:, c0:c1], offs[:, o0 : o0 + n + 1], raw[r0 : p0 + pb], p0 - r0)
                 out.append((block, after[:, c0:c1], consumed))
             self._blocks = out
         return self._blocks
@@ -443,18 +437,17 @@ def decode_packed_blocks(
         return None
     nb = len(meta)
     arr = np.frombuffer(data, dtype=np.uint8)
-    sizes = np.empty((nb, 5), np.int64)
-    places = np.empty((nb, 6), np.int64)
-    bad, events, nbytes = k.decode_sizes_many(arr, meta, sizes, places)
+    places = np.empty((nb, 8), np.int64)
+    bad, events, nbytes, key_bytes = k.decode_sizes_many(arr, meta, places)
     if bad >= 0:
         return None
-    ints = np.empty((6, events), np.int64)
+    cols = np.empty((4, events), np.int64)
+    after = np.empty((2, events), np.int64)
     offs = np.empty((2, events + nb), np.int32)
     raw = np.empty(nbytes, np.uint8)
-    cols, after = ints[:4], ints[4:]
-    if k.decode_events_at_many(arr, meta, sizes, starts, values, add, cols, after, offs, raw) >= 0:
+    if k.decode_events_at_many(arr, meta, places, starts, values, add, cols, after, offs, raw) >= 0:
         return None
-    return EventBlocks(cols, after, offs, raw, places, sizes)
+    return EventBlocks(cols, after, offs, raw, places, key_bytes)
 
 
 def block_arrays(block: EventBlock, start: int = 0, stop: int | None = None) -> tuple[pa.Array, pa.Array]:

@@ -39,9 +39,9 @@ def merge(
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """Merge the buffered events of k blocks into one batch, oldest ingestion time first.
 
-    ``meta`` (k x 6 int64), per block in the reader's segment order: its first column in
-    ``cols``/``offs``' concatenation, the next event to deliver (updated), its events, its
-    first offsets column, where its key bytes and its payload bytes start in ``raw``.
+    ``meta`` (k x 6 int64; more columns are not read), per block in the reader's segment order: its
+    first column in ``cols``/``offs``' concatenation, the next event to deliver (updated), its events,
+    its first offsets column, where its key bytes and its payload bytes start in ``raw``.
     ``cols``: rows offset, length, event time, ingestion time (non-decreasing per block).
     Repeatedly takes the block with the oldest next event (the first on a tie) up to and
     including the events no newer than the second oldest block's next one (at least

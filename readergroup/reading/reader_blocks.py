@@ -20,6 +20,7 @@ same results.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from segmentstore import SegmentRead
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from ..group_state.state import ReaderGroupState
 
 __all__ = ["ReaderBlocks"]
+
+_AT_TAIL = attrgetter("at_tail")
 
 
 class ReaderBlocks:
@@ -161,9 +164,9 @@ class ReaderBlocks:
         """``_fetch_all``'s taking of ``p``, ``read_packed``'s answers to ``todo`` in the epoch they were
         asked in, whose blocks with data ``eb`` are (decoded side by side): as from ``read_many``'s
         answers, without an answer object each. O(segments)."""
-        kinds, reads = p.kinds, p.reads
+        kinds, reads = p.kinds, p.reads  # (the state log's answer last)
         j = 0
-        for i, s in enumerate(todo):
+        for i, s in enumerate(todo):  # (no zip: its keyword costs more than an index per segment)
             if kinds[i] == NOTHING_NEW:  # known to be at its tail
                 s.at_tail = True
                 continue
@@ -172,11 +175,9 @@ class ReaderBlocks:
             if r is None:  # failed: fetched alone (which handles or raises its error as ever)
                 self._fetch(s, 0)
                 continue
-            length = r[1]
-            if length:
-                assert eb is not None  # (a read with data is one of its blocks)
-                s.take_packed_at(*r, eb, j)
-                self._bytes += length
+            if r[1]:
+                s.take_packed_at(*r, eb, j)  # type: ignore[arg-type]  # (a read with data is one of eb's)
+                self._bytes += r[1]
                 j += 1
             else:  # the watermark at the tail, or the seal
                 s.take_block(self._client, SegmentRead(r[0], b"", r[2], r[3], r[4]), None)
@@ -192,14 +193,11 @@ class ReaderBlocks:
         updates (checkpoints, resets, new assignments) without polling the log.
         """
         live: list[SegmentInput] = []
-        tails = True  # whether each of ``live`` is known to be at its tail
         for s in self._segs.values():
             if s.idx >= s.n and not s.end_of_segment:
                 if s.n:
                     s.roll()
                 live.append(s)
-                if not s.at_tail:
-                    tails = False
         st = self._state
         if wait_ms == 0 and self.batched_reads and self._buf <= MAX_READ_MANY_LENGTH:
             # no wait: read them all at once instead (a read of one with nothing new changes nothing),
@@ -215,7 +213,7 @@ class ReaderBlocks:
             if (
                 clear is not None
                 and clear[0] == changes
-                and tails
+                and all(map(_AT_TAIL, live))  # (each known to be at its tail)
                 and (ids == clear[1] or set(clear[1]).issuperset(ids))
             ):
                 # nothing a read sees changed since a look at each of these found it at its tail (or

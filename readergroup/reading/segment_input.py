@@ -329,7 +329,7 @@ class SegmentInput:
         """``take_decoded`` of the read ``(offset, length of data, watermark, end_of_segment, at_tail)`` (a
         ``PackedReads`` read) whose block is ``j`` of ``eb`` (some event whole), taken where it lies
         among the others: the same state, its views made only when something asks for them. O(1)."""
-        col, n, consumed = eb.span(j)
+        col, _, n, _, _, _, consumed, _ = eb.spans[j]
         whole = consumed == length
         self.fetch = offset + consumed
         self.at_tail = at_tail and whole

@@ -32,6 +32,9 @@ from .validation import check_name, quote
 
 __all__ = ["ColdSegments", "ContainerTable"]
 
+_NOTHING: dict[str, Segment] = {}
+"""What ``lookup`` finds in a closed store: nothing (``segment`` then raises ``StoreClosedError``)."""
+
 
 class ColdSegments(Protocol):
     """What the container asks of its evictor (``core.eviction.Evictor``); called with the lock held."""
@@ -96,6 +99,10 @@ class ContainerTable:
         if use:
             seg.last_used = self._processor.last_timestamp
         return seg
+
+    def lookup(self) -> tuple[Callable[[str], Segment | None], int]:
+        """See ``read_index.SegmentTable.lookup``. O(1)."""
+        return (_NOTHING.get if self._closed else self._segments.get), self._processor.last_timestamp
 
     def use(self, segments: Iterable[Segment]) -> None:
         """See ``read_index.SegmentTable.use``. O(k)."""

@@ -12,7 +12,7 @@ after the lock is released. The container calls ``take_wakeups`` after a write.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,6 +52,9 @@ def _regrown(out: np.ndarray, cap: int, nb: int, nv: int, need: int) -> tuple[np
     return grown, new_cap
 
 
+_Got = tuple[Segment, bytes, tuple[int, int, int, bool, bool]] | SegmentStoreError
+"""A ``read_many`` request read (``ReadIndex._requests_read``): its segment, bytes and read, or its error."""
+
 Wakeup = tuple[FutureRead, SegmentRead | BaseException]
 """A waiting read and what completes it: a read, or the error it fails with."""
 
@@ -76,6 +79,13 @@ class SegmentTable(Protocol):
 
     def use(self, segments: Iterable[Segment]) -> None:
         """Count a use of each of ``segments`` (as ``segment(name)`` does). Lock held."""
+        ...
+
+    def lookup(self) -> tuple[Callable[[str], Segment | None], int]:
+        """For a batch of lookups under one hold of the lock: a function finding an active segment by
+        name (``None`` if it is not active: then ``segment(name)`` finds it or raises, a closed store
+        finds none) and the timestamp ``segment(name)`` gives a use now (until it reactivates one,
+        which may stamp an update). Lock held. O(1)."""
         ...
 
 
@@ -221,28 +231,39 @@ class ReadIndex:
             pos += used
         return RecordScan(offset, pos, count)
 
-    def _read_request(
-        self, name: str, offset: int, max_length: int, known: int | None
-    ) -> tuple[Segment, bytes, tuple[int, int, int, bool, bool]] | None:
-        """One ``read_many`` request, lock held: ``None`` if nothing is new above ``known`` (not ready,
-        as ``wait_any`` says: ``_ready``), else the segment, the bytes read and the ``SegmentRead``'s
-        ``(offset, length, watermark, end_of_segment, at_tail)`` (``read_locked``'s). Raises the
-        ``SegmentStoreError`` a ``read`` raises. O(bytes)."""
-        seg = self._table.segment(name)
-        length = seg.length
-        if offset >= length:  # at (or beyond) the tail
-            if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
-                return None
-            if offset > length:
-                self._check_position(seg, offset, "read offset")  # raises
-        if offset < seg.data.start_offset:
-            self._check_position(seg, offset, "read offset")  # raises
-        end = offset + max_length
-        if end >= length:
-            data = seg.data.read(offset, length - offset) if length > offset else b""
-            return seg, data, (offset, len(data), seg.last_write_time - 1, seg.sealed, True)
-        data = seg.data.read(offset, max_length) if max_length else b""
-        return seg, data, (offset, len(data), seg.windex.watermark_at(end), False, False)
+    def _requests_read(self, reqs: list[tuple[str, int, int, int | None]]) -> Iterator[tuple[int, _Got]]:
+        """``read_many``'s checked requests read in turn, lock held: the index of each with something new
+        above its known watermark (ready, as ``wait_any`` says: ``_ready``; the others are passed over)
+        and the segment, the bytes read and the ``SegmentRead``'s ``(offset, length, watermark,
+        end_of_segment, at_tail)`` (``read_locked``'s), or the ``SegmentStoreError`` a ``read`` raises.
+        Each segment counts a use as it is reached (as ``segment(name)`` counts one): a caller whose
+        reply is full stops taking them, and the rest are not looked up. O(bytes) per request read,
+        a lookup in the active set and a few lines per request passed over."""
+        get, ts = self._table.lookup()
+        for i, (name, offset, max_length, known) in enumerate(reqs):
+            seg = get(name)
+            try:
+                if seg is None:  # not active: reactivated (evicted; its advance may stamp), or raises
+                    seg = self._table.segment(name)
+                    ts = seg.last_used
+                seg.last_used = ts
+                length = seg.length
+                if offset >= length:  # at (or beyond) the tail
+                    if known is not None and not seg.sealed and seg.last_write_time - 1 <= known:
+                        continue  # nothing new
+                    if offset > length:
+                        self._check_position(seg, offset, "read offset")  # raises
+                if offset < seg.data.start_offset:
+                    self._check_position(seg, offset, "read offset")  # raises
+                end = offset + max_length
+                if end >= length:
+                    data = seg.data.read(offset, length - offset) if length > offset else b""
+                    yield i, (seg, data, (offset, len(data), seg.last_write_time - 1, seg.sealed, True))
+                else:
+                    data = seg.data.read(offset, max_length) if max_length else b""
+                    yield i, (seg, data, (offset, len(data), seg.windex.watermark_at(end), False, False))
+            except SegmentStoreError as e:
+                yield i, e
 
     def read_many(
         self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int
@@ -253,31 +274,28 @@ class ReadIndex:
         or its error, or ``None`` (nothing new above its known watermark); unread past
         ``reply_bytes``. O(bytes + records)."""
         load_kernels()  # the records' watermarks are one kernel call: never loaded under the lock
-        out: list[RecordsRead | None] = []
+        out: list[RecordsRead | None] = [None] * len(reqs)
         used = 0
+        stop = len(reqs) if reply_bytes > 0 else 0  # the requests from here on are left unread
         with self._lock:
-            for name, offset, max_length, known in reqs:
-                if used >= reply_bytes:
-                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS))
+            for i, got in self._requests_read(reqs[:stop]):
+                if isinstance(got, SegmentStoreError):
+                    out[i] = RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(got).__name__, str(got))
                     continue
-                try:
-                    got = self._read_request(name, offset, max_length, known)
-                    if got is None:
-                        out.append(None)
-                        continue
-                    seg, data, (_, _, watermark, eos, tail) = got
-                    if data:
-                        cap = len(data) // 4 + 2
-                        both = np.empty(2 * cap, np.int64)
-                        n = seg.windex.records_into(data, offset, both[:cap], both[cap:])
-                        starts, wms = both[:n], both[cap : cap + n + 1]
-                    else:
-                        starts, wms = _NO_OFFSETS, np.array([watermark], np.int64)
-                except SegmentStoreError as e:
-                    out.append(RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS, type(e).__name__, str(e)))
-                    continue
+                seg, data, (offset, _, watermark, eos, tail) = got
+                if data:
+                    cap = len(data) // 4 + 2
+                    both = np.empty(2 * cap, np.int64)
+                    n = seg.windex.records_into(data, offset, both[:cap], both[cap:])
+                    starts, wms = both[:n], both[cap : cap + n + 1]
+                else:
+                    starts, wms = _NO_OFFSETS, np.array([watermark], np.int64)
+                out[i] = RecordsRead(SegmentRead(offset, data, watermark, eos, tail), starts, wms)
                 used += len(data) + 16 * len(starts)
-                out.append(RecordsRead(SegmentRead(offset, data, watermark, eos, tail), starts, wms))
+                if used >= reply_bytes:  # the rest unread (not looked up)
+                    stop = i + 1
+                    break
+        out[stop:] = [RecordsRead(None, _NO_OFFSETS, _NO_OFFSETS) for _ in out[stop:]]
         return tuple(out)
 
     def read_packed(self, reqs: list[tuple[str, int, int, int | None]], reply_bytes: int) -> PackedReads:
@@ -286,51 +304,43 @@ class ReadIndex:
         a decoder of many blocks takes them; ``PackedReads.answers()`` are ``read_many``'s.
 
         Each read with data is one kernel call that also writes its row of ``meta``: a few µs per call,
-        plus O(bytes + records)."""
+        plus O(bytes + records); a request with nothing new costs its lookup and a few lines."""
         load_kernels()  # the records' watermarks are one kernel call each: never loaded under the lock
-        kinds: list[int] = []
-        reads: list[tuple[int, int, int, bool, bool] | None] = []
+        k = len(reqs)
+        kinds = [NOTHING_NEW] * k  # (each request read says what it is)
+        reads: list[tuple[int, int, int, bool, bool] | None] = [None] * k
         pieces: list[bytes] = []
         errors: dict[int, tuple[str, str]] = {}
         cap = _PACKED_START
         out = np.empty(2 * cap, np.int64)  # the records' starts at [0, cap), the watermarks at [cap, 2 cap)
-        meta = np.empty((len(reqs), 6), np.int64)
-        used = at = nb = nv = row = 0
+        meta = np.empty((k, 6), np.int64)
+        at = nb = 0  # the bytes and the records' starts so far (and a watermark more per read with data)
+        stop = k if reply_bytes > 0 else 0  # the requests from here on are left unread
         with self._lock:
-            for name, offset, max_length, known in reqs:
-                if used >= reply_bytes:
-                    kinds.append(UNREAD)
-                    reads.append(None)
+            for i, got in self._requests_read(reqs[:stop]):
+                if isinstance(got, SegmentStoreError):
+                    kinds[i] = FAILED
+                    errors[i] = (type(got).__name__, str(got))
                     continue
-                try:
-                    got = self._read_request(name, offset, max_length, known)
-                    if got is None:
-                        kinds.append(NOTHING_NEW)
-                        reads.append(None)
-                        continue
-                    seg, data, read = got
-                    if data:
-                        need = len(data) // 4 + 2
-                        if nv + need > cap:  # (``nb <= nv``)
-                            out, cap = _regrown(out, cap, nb, nv, nv + need)
-                        n = seg.windex.records_packed(
-                            data, offset, out, nb, cap - nb, cap + nv, meta, row, at, read[2]
-                        )
-                except SegmentStoreError as e:
-                    errors[len(kinds)] = (type(e).__name__, str(e))
-                    kinds.append(FAILED)
-                    reads.append(None)
-                    continue
-                kinds.append(READ)
-                reads.append(read)
+                seg, data, read = got
+                kinds[i] = READ
+                reads[i] = read
                 if data:
+                    row = len(pieces)
+                    nv = nb + row
+                    if nv + len(data) // 4 + 2 > cap:  # (``nb <= nv``)
+                        out, cap = _regrown(out, cap, nb, nv, nv + len(data) // 4 + 2)
+                    nb += seg.windex.records_packed(
+                        data, read[0], out, nb, cap - nb, cap + nv, meta, row, at, read[2]
+                    )
                     pieces.append(data)
                     at += len(data)
-                    nb += n
-                    nv += n + 1
-                    row += 1
-                    used += len(data) + 16 * n
-        return PackedReads(kinds, reads, pieces, meta[:row], out[:nb], out[cap : cap + nv], errors)
+                    if at + 16 * nb >= reply_bytes:  # (data and 16 bytes per record) the rest unread
+                        stop = i + 1
+                        break
+        kinds[stop:] = [UNREAD] * (k - stop)
+        row = len(pieces)
+        return PackedReads(kinds, reads, pieces, meta[:row], out[:nb], out[cap : cap + nb + row], errors)
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None

@@ -43,27 +43,25 @@ class SegmentData(Protocol):
 class MemorySegmentData:
     """Segment bytes in one ``bytearray``. Append O(len) amortised, read O(n), truncate amortised O(1)."""
 
-    __slots__ = ("_base", "_buf", "_start", "append")
+    __slots__ = ("_base", "_buf", "append", "start_offset")
 
     def __init__(self, start_offset: int = 0) -> None:
         self._buf = bytearray()
         self._base = start_offset  # segment offset of self._buf[0]
-        self._start = start_offset
+        self.start_offset = start_offset
+        """The first byte kept (a plain attribute: a read checks it, with no call)."""
         self.append: Callable[[bytes | memoryview], None] = self._buf.extend
         """Append ``data``: the buffer's own ``extend``, so a single append calls C directly. O(len)."""
-
-    @property
-    def start_offset(self) -> int:
-        return self._start
 
     @property
     def length(self) -> int:
         return self._base + len(self._buf)
 
     def read(self, offset: int, n: int) -> bytes:
+        """Bytes ``[offset, offset + n)``: one copy through a view (a bytearray slice would copy twice),
+        the view gone when the expression is (the buffer may grow again). O(n)."""
         i = offset - self._base
-        with memoryview(self._buf) as view:  # one copy (a bytearray slice would copy twice)
-            return bytes(view[i : i + n])
+        return bytes(memoryview(self._buf)[i : i + n])
 
     def walk_records(self, offset: int, n: int, max_records: int) -> tuple[int, int]:
         """``records.walk_records`` over bytes ``[offset, offset + n)`` in place, without copying them.
@@ -76,7 +74,7 @@ class MemorySegmentData:
             return walk_records(part, max_records)
 
     def truncate(self, offset: int) -> None:
-        self._start = offset
+        self.start_offset = offset
         dead = offset - self._base
         if dead > 4096 and dead * 2 > len(self._buf):  # compact once half the buffer is dead
             del self._buf[:dead]
