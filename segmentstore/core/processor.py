@@ -126,8 +126,11 @@ class OperationProcessor:
         timestamps as a loop of ``stamp`` whose operations took no time between two readings. On a
         reading ``stamp`` would refuse, or a clock that raises, the operations before it are
         stamped (in ``stamps``) and the error raised, as that loop would leave them; a read-only
-        store refuses the first (nothing stamped).
+        store refuses the first (nothing stamped). One operation is simply ``stamp``'s.
         """
+        if count == 1:
+            stamps.append(self.stamp()[1])
+            return
         nows: list[Any] = []
         try:
             nows += starmap(self._now, repeat((), count))  # (a clock's error keeps the readings before it)
