@@ -24,24 +24,29 @@ lock is released (a loop of ``append`` completes each after its own append). Oth
 wait for the whole call (one lock hold), as they would for one ``append_batch`` of its bytes.
 
 What it saves is the per-call work: ~1.25x faster than a loop of ``append`` for 1,000 small
-appends (``bench_store``). The memory each append touches is the same (its segment's buffer
-and watermark index), and where those are cold (a simulated tick over thousands of segments)
-that, not the calls, is most of an append's cost.
+appends (``bench_store``, measured before the pairs were checked, stamped and applied in C).
+When every pair is a tuple of a str and ``bytes`` (or of a str and a byte view), and names
+an active segment, not sealed, named once in the call (a writer's tick), each step runs over
+all pairs in C (``check_appends``, ``OperationProcessor.stamp_each``, ``apply_appends``): per
+append, the Python that runs is the clock's ``now`` (if it is Python) and the watermark
+index's entry, where a loop of ``append`` runs some forty lines. Any other call goes a pair
+at a time, as a loop would, through the same ``apply_appends``. The memory each append
+touches is the same (its segment's buffer and watermark index), and where those are cold (a
+simulated tick over thousands of segments) that, not the calls, is most of an append's cost.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import repeat
-from operator import add, attrgetter, call
+from operator import attrgetter, countOf
 from typing import cast
 
 from ..errors import AppendTooLargeError, InvalidArgumentError, SegmentNotFoundError, SegmentSealedError
 from ..results import AppendResult
 from .container_table import ContainerTable
 from .operations import Append
-from .processor import OperationProcessor
+from .processor import OperationProcessor, OperationSink
 from .read_index import Wakeup, complete, take_wakeups
 from .segment import Segment
 from .validation import as_bytes, quote
@@ -54,24 +59,19 @@ AppendAnswer = AppendResult | SegmentNotFoundError | SegmentSealedError
 Payload = bytes | memoryview
 """A checked payload: ``bytes``, or a contiguous 1-D byte ``memoryview`` (of the caller's buffer)."""
 
+Writer = tuple[int | None, int | None, int | None]
+"""A single append's ``writer_id``, ``event_number`` and ``writer_uuid``, for its ``Append`` record."""
+
+_NO_WRITER: Writer = (None, None, None)
+
 _result = tuple.__new__
 """Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
 
-_drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
-"""Runs an iterator to its end, keeping nothing: the loops below run in C, not in Python."""
-
-_data_append = attrgetter("data.append")
-_record_write = attrgetter("windex.record_write_trusted")
 _length = attrgetter("length")
 _sealed = attrgetter("sealed")
 _futures = attrgetter("futures")
-_view_shape = attrgetter("c_contiguous", "ndim", "format")
-_BYTE_VIEW = frozenset({(True, 1, "B")})
-_TUPLES = frozenset({tuple})
-_PAIRS = frozenset({2})
-_STRS = frozenset({str})
-_BYTES = frozenset({bytes})
-_VIEWS = frozenset({memoryview})
+_c_contiguous = attrgetter("c_contiguous")
+_nbytes = attrgetter("nbytes")
 
 
 def apply_appends(
@@ -81,40 +81,51 @@ def apply_appends(
     offsets: Sequence[int],
     datas: Sequence[Payload],
     lens: Sequence[int],
-    writer_id: int | None = None,
-    event_number: int | None = None,
-    writer_uuid: int | None = None,
+    writer: Writer = _NO_WRITER,
 ) -> list[int]:
     """Stamp, log and apply checked appends (the container's lock held), the i-th of ``datas[i]``
     (``lens[i]`` bytes) to ``segs[i]`` (named ``names[i]``) at ``offsets[i]``, its length; the
-    segments distinct. Each is its own operation: its own sequence number and timestamp
-    (``OperationProcessor.stamp_each``), its own ``Append`` in the durable log (a view copied for
-    it; ``writer_id``, ``event_number``, ``writer_uuid`` are a single append's), then its bytes,
-    length, index entry and times of last write and use. Returns the timestamps. The one place
-    ``append`` and ``append_each`` apply an append. O(k + bytes).
+    segments distinct. Each is its own operation: its own sequence number and timestamp, its own
+    ``Append`` in the durable log (a view copied for it, with ``writer``: a single append's
+    ``writer_id``, ``event_number`` and ``writer_uuid``), then its bytes, length, index entry and
+    times of last write and use. Returns the timestamps. The one place ``append`` and
+    ``append_each`` apply an append. O(k + bytes).
 
-    Without a durable log the appends are stamped together, then applied phase by phase over
-    all of them (the bytes of each, then each length, ...), each phase a loop in C: under the
-    lock no one sees a phase half done, the segments are distinct, so the store ends as after
-    applying them one by one. A clock refused (or failing) at the i-th reading applies the
-    appends before it, then raises. With a log, each is stamped, logged and applied in turn
-    (a record may snapshot the store first, which must hold every append logged before it).
+    Without a durable log the appends are stamped together first (``OperationProcessor.stamp_each``:
+    a clock reading each, read in C), then applied in turn; with a log, each is stamped and logged
+    right before it applies (a record may snapshot the store first, which must hold every append
+    logged before it). A clock refused (or failing) at the i-th reading, or a log or a segment's
+    data failing at the i-th append, leaves the appends before it applied, and raises.
     """
     log = processor.log
     stamps: list[int] = []
-    if log is None:
-        try:
-            processor.stamp_each(stamps, len(segs))
-        finally:
-            _apply(segs, offsets, datas, lens, stamps)
+    if log is not None:
+        _apply(segs, offsets, datas, lens, _logged(processor, log, names, offsets, datas, writer, stamps))
         return stamps
-    for i, data in enumerate(datas):
+    try:
+        processor.stamp_each(stamps, len(segs))
+    finally:  # those stamped (all, but for a clock's error)
+        _apply(segs, offsets, datas, lens, stamps)
+    return stamps
+
+
+def _logged(
+    processor: OperationProcessor,
+    log: OperationSink,
+    names: Sequence[str],
+    offsets: Sequence[int],
+    datas: Sequence[Payload],
+    writer: Writer,
+    stamps: list[int],
+) -> Iterator[int]:
+    """Each append's timestamp, as it comes to apply: stamped, its ``Append`` logged, and noted in
+    ``stamps``. O(1) per append plus the log's write."""
+    for name, offset, data in zip(names, offsets, datas, strict=True):
         seq, ts = processor.stamp()
         payload = data if type(data) is bytes else bytes(data)  # the log may keep it: a view is copied
-        log.write(Append(seq, ts, names[i], offsets[i], payload, writer_id, event_number, writer_uuid))
+        log.write(Append(seq, ts, name, offset, payload, *writer))
         stamps.append(ts)
-        _apply(segs[i : i + 1], offsets[i : i + 1], datas[i : i + 1], lens[i : i + 1], stamps[i:])
-    return stamps
+        yield ts
 
 
 def _apply(
@@ -122,37 +133,24 @@ def _apply(
     offsets: Sequence[int],
     datas: Sequence[Payload],
     lens: Sequence[int],
-    stamps: list[int],
+    stamps: Iterable[int],
 ) -> None:
-    """Apply stamped appends to distinct segments, the first ``len(stamps)`` (those stamped), each
-    phase a loop in C. Bytes first: a segment's data that fails to take an append leaves the
-    appends before it applied whole, the rest not at all. O(k + bytes)."""
-    k = len(stamps)
-    if k < len(segs):
-        segs, offsets, datas, lens = segs[:k], offsets[:k], datas[:k], lens[:k]
-    took: list[None] = []
-    try:
-        took += map(call, map(_data_append, segs), datas)
-    finally:
-        if len(took) < k:
-            segs, offsets, lens, stamps = (
-                segs[: len(took)],
-                offsets[: len(took)],
-                lens[: len(took)],
-                stamps[: len(took)],
-            )
-        ends = list(map(add, offsets, lens))
-        _drain(map(setattr, segs, repeat("length"), ends))
-        _drain(map(call, map(_record_write, segs), ends, stamps))
-        _drain(map(setattr, segs, repeat("last_write_time"), stamps))
-        _drain(map(setattr, segs, repeat("last_used"), stamps))
+    """Apply each stamped append in turn (as many as ``stamps`` gives) to its segment: its bytes,
+    length, index entry, times of last write and use. O(1) per append plus its bytes."""
+    for seg, offset, data, n, ts in zip(
+        segs, offsets, datas, lens, stamps, strict=False
+    ):  # stamps may stop first
+        seg.data.append(data)
+        seg.length = end = offset + n
+        seg.windex.record_write_trusted(end, ts)
+        seg.last_write_time = seg.last_used = ts
 
 
 def check_appends(
     appends: object, max_append_bytes: int
 ) -> tuple[Sequence[str], Sequence[Payload], list[int]]:
     """``append_each``'s pairs checked: their names, their payloads, each as ``bytes`` or a
-    contiguous 1-D byte ``memoryview`` (of the caller's buffer, not copied), and their lengths;
+    contiguous byte ``memoryview`` (of the caller's buffer, not copied), and their lengths;
     raises ``InvalidArgumentError`` (or ``AppendTooLargeError``) naming the first bad pair.
     O(pairs), in C when every pair is a tuple of a str and a good payload, all ``bytes`` or all
     views (a pair at a time otherwise); copies only payloads that are neither."""
@@ -162,22 +160,30 @@ def check_appends(
             f"got {type(appends).__name__} {appends!r:.60}"
         )
     pairs = tuple(appends)  # what is checked is what is applied, whatever the caller's list does meanwhile
-    if pairs and set(map(type, pairs)) == _TUPLES and set(map(len, pairs)) == _PAIRS:
-        names, datas = zip(*pairs, strict=True)
-        kinds = set(map(type, datas))
-        if set(map(type, names)) == _STRS and (kinds == _BYTES or (kinds == _VIEWS and _byte_views(datas))):
-            lens = list(map(len, datas))
-            if min(lens) > 0 and max(lens) <= max_append_bytes:
+    k = len(pairs)
+    if k and countOf(map(type, pairs), tuple) == k:
+        try:
+            names, datas = zip(*pairs, strict=True)  # (raises unless every pair is two)
+            lens = list(map(len, datas))  # (raises for a released or 0-d view)
+        except (ValueError, TypeError):
+            pass
+        else:
+            kind = type(datas[0])
+            if (
+                countOf(map(type, names), str) == k
+                and countOf(map(type, datas), kind) == k
+                and (kind is bytes or (kind is memoryview and _byte_views(datas, lens)))
+                and min(lens) > 0
+                and (sum(lens) <= max_append_bytes or max(lens) <= max_append_bytes)
+            ):
                 return names, datas, lens
     return _check_pairs(pairs, max_append_bytes)
 
 
-def _byte_views(views: Sequence[memoryview]) -> bool:
-    """Whether every view is a contiguous 1-D view of bytes (``False`` for a released one). O(k), in C."""
-    try:
-        return set(map(_view_shape, views)) == _BYTE_VIEW
-    except ValueError:  # a released view: the pairs are checked one by one, which says which
-        return False
+def _byte_views(views: Sequence[memoryview], lens: list[int]) -> bool:
+    """Whether every view is contiguous and as long as its bytes (``len``, as ``lens`` has it, is its
+    ``nbytes``: 1-D of bytes, or the like). O(k), in C."""
+    return all(map(_c_contiguous, views)) and lens == list(map(_nbytes, views))
 
 
 def _check_pairs(
@@ -244,7 +250,8 @@ class ContainerAppends(ContainerTable):
         try:
             self.check_open()
             found = list(map(self._segments.get, names))
-            if None in found or any(map(_sealed, found)) or len(set(names)) < len(names):
+            # (a Segment is true, a name not found None)
+            if not all(found) or any(map(_sealed, found)) or len(set(names)) < len(names):
                 answers, wakeups = self._each_in_turn(names, datas, lens)
             else:
                 segs = cast(list[Segment], found)

@@ -128,17 +128,8 @@ class SegmentContainer(ContainerTransactions, ContainerAppends, ContainerStateAP
                     last = seg.writer_uuids.get(writer_uuid)
                 if last is not None and event_number <= last:
                     return _result(AppendResult, (offset, 0, seg.last_write_time, True))
-            (ts,) = apply_appends(
-                self._processor,
-                (seg,),
-                (name,),
-                (offset,),
-                (data,),
-                (n,),
-                writer_id,
-                event_number,
-                writer_uuid,
-            )
+            writer = (writer_id, event_number, writer_uuid)
+            (ts,) = apply_appends(self._processor, (seg,), (name,), (offset,), (data,), (n,), writer)
             if event_number is not None:
                 if writer_uuid is None:
                     seg.attributes[writer_id] = event_number  # type: ignore[index]

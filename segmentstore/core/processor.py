@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from itertools import accumulate, repeat, starmap
+from operator import countOf
 from typing import Any, Protocol
 
 from ..checks import checked
@@ -20,8 +21,6 @@ from ..limits import INT64_MAX, INT64_MIN
 from .operations import Operation
 
 __all__ = ["OperationProcessor", "OperationSink", "checked_now"]
-
-_INTS = frozenset({int})
 
 
 def checked_now(clock: Clock) -> int:
@@ -138,12 +137,13 @@ class OperationProcessor:
             self._stamp_readings(nows, stamps)
 
     def _stamp_readings(self, nows: list[Any], stamps: list[int]) -> None:
-        """``stamp_each``'s readings stamped, up to the first ``stamp`` would refuse (then raised). O(len)."""
+        """``stamp_each``'s readings stamped, up to the first ``stamp`` would refuse (then raised). O(len),
+        in C when every reading is an int64 int."""
         good = nows
+        ordered = sorted(nows) if countOf(map(type, nows), int) == len(nows) else None
         try:
-            if nows and not (
-                set(map(type, nows)) == _INTS and min(nows) > INT64_MIN and max(nows) <= INT64_MAX
-            ):
+            if not ordered or not (ordered[0] > INT64_MIN and ordered[-1] <= INT64_MAX):
+                ordered = None
                 good = []  # rare: each taken as stamp takes it, up to the first it refuses
                 for now in nows:
                     good.append(
@@ -153,9 +153,13 @@ class OperationProcessor:
                     )
         finally:
             if good:
-                ts = accumulate(good, max, initial=self._last_ts)  # never back: each the max so far
-                next(ts)
-                stamps += ts
+                last = self._last_ts
+                if good == ordered and good[0] >= last:  # in order, none before the last: as read
+                    stamps += good
+                else:  # never back: each the greatest so far
+                    ts = accumulate(good, max, initial=last)
+                    next(ts)
+                    stamps += ts
                 self._last_ts = stamps[-1]
                 self._seq += len(good)
 
