@@ -37,7 +37,8 @@ simulated tick over thousands of segments) that, not the calls, is most of an ap
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from operator import attrgetter, countOf
 from typing import cast
@@ -46,26 +47,31 @@ from ..errors import AppendTooLargeError, InvalidArgumentError, SegmentNotFoundE
 from ..results import AppendResult
 from .container_table import ContainerTable
 from .operations import Append
-from .processor import OperationProcessor, OperationSink
+from .processor import OperationProcessor
 from .read_index import Wakeup, complete, take_wakeups
 from .segment import Segment
 from .validation import as_bytes, quote
 
-__all__ = ["AppendAnswer", "ContainerAppends", "apply_appends", "check_appends"]
+__all__ = [
+    "AppendAnswer",
+    "ContainerAppends",
+    "apply_append",
+    "apply_appends",
+    "apply_stamped",
+    "check_appends",
+]
 
 AppendAnswer = AppendResult | SegmentNotFoundError | SegmentSealedError
 """One answer of ``append_each``: where the append landed, or why its segment took nothing."""
 
 Payload = bytes | memoryview
-"""A checked payload: ``bytes``, or a contiguous 1-D byte ``memoryview`` (of the caller's buffer)."""
-
-Writer = tuple[int | None, int | None, int | None]
-"""A single append's ``writer_id``, ``event_number`` and ``writer_uuid``, for its ``Append`` record."""
-
-_NO_WRITER: Writer = (None, None, None)
+"""A checked payload: ``bytes``, or a contiguous ``memoryview`` whose ``len`` is its byte count."""
 
 _result = tuple.__new__
 """Builds an ``AppendResult`` from its four fields without its Python-level ``__new__`` (hot path)."""
+
+_drain: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
+"""Runs an iterator to its end, keeping nothing (a loop in C)."""
 
 _length = attrgetter("length")
 _sealed = attrgetter("sealed")
@@ -74,76 +80,65 @@ _c_contiguous = attrgetter("c_contiguous")
 _nbytes = attrgetter("nbytes")
 
 
+def apply_append(
+    processor: OperationProcessor,
+    seg: Segment,
+    name: str,
+    offset: int,
+    data: Payload,
+    writer_id: int | None = None,
+    event_number: int | None = None,
+    writer_uuid: int | None = None,
+) -> int:
+    """Stamp, log and apply one checked append of ``data`` at ``offset``, the length of ``seg`` (the
+    container's lock held): its sequence number and timestamp, its ``Append`` in the durable log
+    (a view copied for it), then ``apply_stamped``. Returns the timestamp. How ``append`` applies
+    an append, and ``append_each`` a pair at a time or with a durable log. O(len(data))."""
+    seq, ts = processor.stamp()
+    log = processor.log
+    if log is not None:  # the log may keep the payload: a view is copied
+        payload = data if type(data) is bytes else bytes(data)
+        log.write(Append(seq, ts, name, offset, payload, writer_id, event_number, writer_uuid))
+    apply_stamped(seg, offset, data, ts)
+    return ts
+
+
+def apply_stamped(seg: Segment, offset: int, data: Payload, ts: int) -> None:
+    """Apply a stamped (and logged) append to ``seg``: its bytes, length, index entry, times of last
+    write and use. The one place an append is applied (``apply_append``, ``apply_appends``).
+    O(len(data))."""
+    seg.data.append(data)
+    seg.length = end = offset + len(data)
+    seg.windex.record_write_trusted(end, ts)
+    seg.last_write_time = seg.last_used = ts
+
+
 def apply_appends(
     processor: OperationProcessor,
     segs: Sequence[Segment],
     names: Sequence[str],
     offsets: Sequence[int],
     datas: Sequence[Payload],
-    lens: Sequence[int],
-    writer: Writer = _NO_WRITER,
 ) -> list[int]:
-    """Stamp, log and apply checked appends (the container's lock held), the i-th of ``datas[i]``
-    (``lens[i]`` bytes) to ``segs[i]`` (named ``names[i]``) at ``offsets[i]``, its length; the
-    segments distinct. Each is its own operation: its own sequence number and timestamp, its own
-    ``Append`` in the durable log (a view copied for it, with ``writer``: a single append's
-    ``writer_id``, ``event_number`` and ``writer_uuid``), then its bytes, length, index entry and
-    times of last write and use. Returns the timestamps. The one place ``append`` and
-    ``append_each`` apply an append. O(k + bytes).
+    """Stamp, log and apply checked appends (the container's lock held), the i-th of ``datas[i]`` to
+    ``segs[i]`` (named ``names[i]``) at ``offsets[i]``, its length; the segments distinct. Each is
+    its own operation, as ``apply_append`` makes it. Returns the timestamps. O(k + bytes).
 
-    Without a durable log the appends are stamped together first (``OperationProcessor.stamp_each``:
-    a clock reading each, read in C), then applied in turn; with a log, each is stamped and logged
-    right before it applies (a record may snapshot the store first, which must hold every append
-    logged before it). A clock refused (or failing) at the i-th reading, or a log or a segment's
-    data failing at the i-th append, leaves the appends before it applied, and raises.
+    With a durable log, each is ``apply_append``'s in turn (its record may snapshot the store
+    first, which must then hold every append logged before it). Without, the appends are stamped
+    together (``OperationProcessor.stamp_each``: a clock reading each, taken in C), then each
+    ``apply_stamped`` in turn (called from C). A clock refused (or failing) at the i-th reading,
+    or a log or a segment's data failing at the i-th append, leaves the appends before it
+    applied, and raises.
     """
-    log = processor.log
+    if processor.log is not None:
+        return list(map(apply_append, repeat(processor), segs, names, offsets, datas))
     stamps: list[int] = []
-    if log is not None:
-        _apply(segs, offsets, datas, lens, _logged(processor, log, names, offsets, datas, writer, stamps))
-        return stamps
     try:
         processor.stamp_each(stamps, len(segs))
     finally:  # those stamped (all, but for a clock's error)
-        _apply(segs, offsets, datas, lens, stamps)
+        _drain(map(apply_stamped, segs, offsets, datas, stamps))
     return stamps
-
-
-def _logged(
-    processor: OperationProcessor,
-    log: OperationSink,
-    names: Sequence[str],
-    offsets: Sequence[int],
-    datas: Sequence[Payload],
-    writer: Writer,
-    stamps: list[int],
-) -> Iterator[int]:
-    """Each append's timestamp, as it comes to apply: stamped, its ``Append`` logged, and noted in
-    ``stamps``. O(1) per append plus the log's write."""
-    for name, offset, data in zip(names, offsets, datas, strict=True):
-        seq, ts = processor.stamp()
-        payload = data if type(data) is bytes else bytes(data)  # the log may keep it: a view is copied
-        log.write(Append(seq, ts, name, offset, payload, *writer))
-        stamps.append(ts)
-        yield ts
-
-
-def _apply(
-    segs: Sequence[Segment],
-    offsets: Sequence[int],
-    datas: Sequence[Payload],
-    lens: Sequence[int],
-    stamps: Iterable[int],
-) -> None:
-    """Apply each stamped append in turn (as many as ``stamps`` gives) to its segment: its bytes,
-    length, index entry, times of last write and use. O(1) per append plus its bytes."""
-    for seg, offset, data, n, ts in zip(
-        segs, offsets, datas, lens, stamps, strict=False
-    ):  # stamps may stop first
-        seg.data.append(data)
-        seg.length = end = offset + n
-        seg.windex.record_write_trusted(end, ts)
-        seg.last_write_time = seg.last_used = ts
 
 
 def check_appends(
@@ -256,7 +251,7 @@ class ContainerAppends(ContainerTable):
             else:
                 segs = cast(list[Segment], found)
                 offsets = list(map(_length, segs))
-                stamps = apply_appends(self._processor, segs, names, offsets, datas, lens)
+                stamps = apply_appends(self._processor, segs, names, offsets, datas)
                 answers = tuple(map(_result, repeat(AppendResult), zip(offsets, lens, stamps, repeat(False))))
                 wakeups = []
                 if any(map(_futures, segs)):
@@ -287,7 +282,7 @@ class ContainerAppends(ContainerTable):
                     out.append(e)
                     continue
             offset = seg.length
-            (ts,) = apply_appends(processor, (seg,), (name,), (offset,), datas[i : i + 1], lens[i : i + 1])
+            ts = apply_append(processor, seg, name, offset, datas[i])
             if seg.futures:
                 wakeups += take_wakeups(seg)
             out.append(_result(AppendResult, (offset, lens[i], ts, False)))

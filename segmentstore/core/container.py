@@ -33,7 +33,7 @@ from ..errors import (
     SegmentStoreError,
 )
 from ..results import AppendResult, SegmentInfo
-from .batched_appends import ContainerAppends, apply_appends
+from .batched_appends import ContainerAppends, apply_append
 from .container_state import ContainerState, ContainerStateAPI
 from .container_table import ColdSegments
 from .operations import (
@@ -128,8 +128,7 @@ class SegmentContainer(ContainerTransactions, ContainerAppends, ContainerStateAP
                     last = seg.writer_uuids.get(writer_uuid)
                 if last is not None and event_number <= last:
                     return _result(AppendResult, (offset, 0, seg.last_write_time, True))
-            writer = (writer_id, event_number, writer_uuid)
-            (ts,) = apply_appends(self._processor, (seg,), (name,), (offset,), (data,), (n,), writer)
+            ts = apply_append(self._processor, seg, name, offset, data, writer_id, event_number, writer_uuid)
             if event_number is not None:
                 if writer_uuid is None:
                     seg.attributes[writer_id] = event_number  # type: ignore[index]
