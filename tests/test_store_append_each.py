@@ -211,6 +211,26 @@ def test_distinct_segments_each_read_the_clock_and_never_step_back() -> None:
     s._container._check()
 
 
+@given(
+    st.lists(
+        st.one_of(st.integers(900, 1_100), st.integers(900, 1_100).map(np.int64)), min_size=3, max_size=3
+    )
+)
+def test_distinct_segments_are_stamped_as_a_loop_stamps_them(readings: list[Any]) -> None:
+    """Whatever the clock reads (in order or not, below the last timestamp or not, numpy integers):
+    the timestamps, sequence numbers and watermarks of a loop of ``append``."""
+    stores = []
+    for kind in ("loop", "each"):
+        clock = _Scripted(1_000)
+        s = _store(clock)
+        clock.script += readings
+        pairs = [("a", b"x"), ("b", b"yy"), ("c", b"z")]
+        got = [s.append(n, d) for n, d in pairs] if kind == "loop" else list(s.append_each(pairs))
+        s._container._check()
+        stores.append((got, _state(s)))
+    assert stores[0] == stores[1]
+
+
 @pytest.mark.parametrize("bad", [1_007.0, None, 2**63, RuntimeError("the clock broke")])
 @pytest.mark.parametrize(
     "pairs", [[("a", b"x"), ("b", b"yy"), ("c", b"z")], [("a", b"x"), ("a", b"yy"), ("c", b"z")]]
