@@ -25,14 +25,16 @@ wait for the whole call (one lock hold), as they would for one ``append_batch`` 
 
 What it saves is the per-call work: ~1.25x faster than a loop of ``append`` for 1,000 small
 appends (``bench_store``, measured before the pairs were checked, stamped and applied in C).
-When every pair is a tuple of a str and ``bytes`` (or of a str and a byte view), and names
-an active segment, not sealed, named once in the call (a writer's tick), each step runs over
-all pairs in C (``check_appends``, ``OperationProcessor.stamp_each``, ``apply_appends``): per
-append, the Python that runs is the clock's ``now`` (if it is Python) and the watermark
-index's entry, where a loop of ``append`` runs some forty lines. Any other call goes a pair
-at a time, as a loop would, through the same ``apply_appends``. The memory each append
-touches is the same (its segment's buffer and watermark index), and where those are cold (a
-simulated tick over thousands of segments) that, not the calls, is most of an append's cost.
+When every pair is a tuple of a str and ``bytes`` (or of a str and a byte view) and names an
+active segment, not sealed, named once in the call (a writer's tick), each step runs over all
+pairs in C (``check_appends``; the lookups; ``OperationProcessor.stamp_each``; the answers):
+per append, the Python that runs is the clock's ``now`` (if it is Python), ``apply_stamped``
+(four lines, called from C) and the watermark index's entry, some thirteen lines where a
+loop of ``append`` runs some forty. With a durable log, or when a segment is missing, sealed
+or named twice, the appends go one by one through ``apply_append``, as a loop would. The
+memory each append touches is the same (its segment's buffer and watermark index), and where
+those are cold (a simulated tick over thousands of segments) that, not the calls, is most of
+an append's cost.
 """
 
 from __future__ import annotations
@@ -236,9 +238,9 @@ class ContainerAppends(ContainerTable):
 
     def append_each(self, appends: Sequence[tuple[str, Payload]]) -> tuple[AppendAnswer, ...]:
         """Append each ``(segment, data)`` pair in order, each its own operation; an answer per pair
-        (the module's docstring says what). O(pairs + bytes), one lock hold; in C per pair (a Python
-        clock's ``now`` and the watermark index's entry aside) when every segment is active, not
-        sealed and named once."""
+        (the module's docstring says what). O(pairs + bytes), one lock hold; in C per pair (but for
+        a Python clock's ``now``, ``apply_stamped`` and the watermark index's entry) when every
+        segment is active, not sealed and named once."""
         names, datas, lens = check_appends(appends, self._max_append_bytes)
         lock = self._lock
         lock.acquire()
