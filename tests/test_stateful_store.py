@@ -1,11 +1,12 @@
 """A hypothesis state machine drives a store on a ManualClock and checks it against a plain model.
 
-Random creates, appends (single, batch, conditional), transactions (create, append, seal,
-merge), seals, truncates, attribute updates of all four types (failing ones included),
-deletes, advancer passes, clock advances and clock step-backs. After every step the store
-must agree with the reference model below on data, lengths, start offsets, seal state,
-attributes, ``watermark_at`` for every offset, ``ingestion_time_at`` for every byte, the
-batch ``watermarks_at``, and the operation processor's last timestamp; ``_check()`` holds.
+Random creates, appends (single, batch, conditional, many in one ``append_each``),
+transactions (create, append, seal, merge), seals, truncates, attribute updates of all four
+types (failing ones included), deletes, advancer passes, clock advances and clock
+step-backs. After every step the store must agree with the reference model below on data,
+lengths, start offsets, seal state, attributes, ``watermark_at`` for every offset,
+``ingestion_time_at`` for every byte, the batch ``watermarks_at``, and the operation
+processor's last timestamp; ``_check()`` holds.
 
 Run longer with ``pytest tests/test_stateful_store.py --hypothesis-profile=long``.
 """
@@ -387,6 +388,23 @@ class StoreMachine(RuleBasedStateMachine):
             assert isinstance(got, AppendResult)
             assert (got.offset, got.length, got.timestamp) == (want[0], len(data), want[1])
             self._saw(want[1])
+
+    @rule(pairs=st.lists(st.tuples(_targets, _payloads, st.booleans()), max_size=5))
+    def append_each(self, pairs: list[tuple[tuple[str, Any], bytes, bool]]) -> None:
+        """Each pair its own append (a view or bytes), answered with its result or its segment's error."""
+        batch = [(self._target(seg), memoryview(data) if view else data) for seg, data, view in pairs]
+        now = self.clock.now()
+        want: list[object] = []
+        for name, data in batch:
+            try:
+                offset, ts = self.model.append(name, bytes(data), None, now)
+                want.append(AppendResult(offset, len(data), ts, False))
+                self._saw(ts)
+            except _Fail as f:
+                want.append(f.exc)
+        got = self.store.append_each(batch)
+        assert [a if isinstance(a, AppendResult) else type(a) for a in got] == want
+        event(f"append_each: {len(batch)} pairs, {len({n for n, _ in batch})} segments")
 
     @rule(seg=_targets, updates=st.lists(_updates(), max_size=3), twice=st.booleans())
     def update_attributes(self, seg: tuple[str, Any], updates: list[AttributeUpdate], twice: bool) -> None:

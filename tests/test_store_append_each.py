@@ -11,12 +11,16 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from segmentstore import (
     AppendResult,
     AppendTooLargeError,
     InvalidArgumentError,
+    InvalidClockError,
     ManualClock,
     SegmentNotFoundError,
     SegmentSealedError,
@@ -174,3 +178,157 @@ def test_a_durable_store_recovers_the_appends_as_a_loop_wrote_them(tmp_path: Pat
         stores[kind] = live
         reopened.close()
     assert stores["each"] == stores["loop"]
+
+
+class _Scripted(ManualClock):
+    """Its readings: ``script``'s in turn (an exception in it raised), then its own time."""
+
+    def __init__(self, start: int) -> None:
+        super().__init__(start)
+        self.script: list[Any] = []
+
+    def now(self) -> Any:
+        if not self.script:
+            return super().now()
+        got = self.script.pop(0)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+
+def test_distinct_segments_each_read_the_clock_and_never_step_back() -> None:
+    clock = _Scripted(1_000)
+    s = _store(clock)
+    clock.script += [1_010, 1_005, np.int64(1_020)]  # a step back; an integer that is not an int
+    got = s.append_each([("a", b"x"), ("b", b"yy"), ("c", b"z")])
+    assert got == (
+        AppendResult(0, 1, 1_010, False),
+        AppendResult(0, 2, 1_010, False),
+        AppendResult(0, 1, 1_020, False),
+    )
+    assert [s.ingestion_time_at(n, 0) for n in NAMES] == [1_010, 1_010, 1_020]
+    assert s.change_count == 3 + 3 and s.last_timestamp == 1_020
+    s._container._check()
+
+
+@given(
+    st.lists(
+        st.one_of(st.integers(900, 1_100), st.integers(900, 1_100).map(np.int64)), min_size=3, max_size=3
+    )
+)
+def test_distinct_segments_are_stamped_as_a_loop_stamps_them(readings: list[Any]) -> None:
+    """Whatever the clock reads (in order or not, below the last timestamp or not, numpy integers):
+    the timestamps, sequence numbers and watermarks of a loop of ``append``."""
+    stores = []
+    for kind in ("loop", "each"):
+        clock = _Scripted(1_000)
+        s = _store(clock)
+        clock.script += readings
+        pairs = [("a", b"x"), ("b", b"yy"), ("c", b"z")]
+        got = [s.append(n, d) for n, d in pairs] if kind == "loop" else list(s.append_each(pairs))
+        s._container._check()
+        stores.append((got, _state(s)))
+    assert stores[0] == stores[1]
+
+
+@pytest.mark.parametrize("bad", [1_007.0, None, 2**63, RuntimeError("the clock broke")])
+@pytest.mark.parametrize(
+    "pairs", [[("a", b"x"), ("b", b"yy"), ("c", b"z")], [("a", b"x"), ("a", b"yy"), ("c", b"z")]]
+)
+def test_a_clock_refused_mid_call_leaves_the_appends_before_it_as_a_loop_does(bad: Any, pairs: Any) -> None:
+    stores = []
+    for kind in ("loop", "each"):
+        clock = _Scripted(1_000)
+        s = _store(clock)
+        clock.script += [1_005, bad, 1_009]
+        err: type[Exception] = RuntimeError if isinstance(bad, Exception) else InvalidClockError
+        with pytest.raises(err):
+            if kind == "loop":
+                for n, d in pairs:
+                    s.append(n, d)
+            else:
+                s.append_each(pairs)
+        s._container._check()
+        stores.append(_state(s))
+    assert stores[0] == stores[1]
+    assert stores[1][0] == 3 + 1  # the sequence numbers: the three creates and the first append
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([*NAMES, "gone", "sealed"]), st.binary(min_size=1, max_size=5), st.booleans()
+        ),
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_any_batch_answers_and_stores_as_a_loop_of_appends(
+    batch: list[tuple[str, bytes, bool]], log: bool
+) -> None:
+    """Distinct segments or repeated, sealed or missing, bytes or views: a loop's answers, bytes,
+    watermarks, sequence numbers, and (with a durable log) what a restart recovers."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        stores = []
+        for kind in ("loop", "each"):
+            clock = ManualClock(1_000)
+            s = SegmentStore(clock, StoreConfig(**QUIET), data_dir=Path(tmp) / kind if log else None)
+            for n in (*NAMES, "sealed"):
+                s.create_segment(n)
+            s.seal("sealed")
+            s.append("a", b"before")
+            clock.advance(3)
+            pairs = [(n, memoryview(bytearray(d)) if view else d) for n, d, view in batch]
+            if kind == "loop":
+                got: list[Any] = []
+                for n, d in pairs:
+                    try:
+                        got.append(s.append(n, bytes(d)))
+                    except (SegmentSealedError, SegmentNotFoundError) as e:
+                        got.append(e)
+            else:
+                got = list(s.append_each(pairs))
+            s._container._check()
+            live = _state(s)
+            if log:
+                s.close()
+                s = SegmentStore(ManualClock(0), StoreConfig(**QUIET), data_dir=Path(tmp) / kind)
+                assert _state(s) == live
+            s.close()
+            stores.append(([a if isinstance(a, AppendResult) else (type(a), str(a)) for a in got], live))
+        assert stores[0] == stores[1]
+
+
+def test_views_taken_whole_or_one_by_one() -> None:
+    s = _store(ManualClock(1_000))
+    raw = bytearray(b"0123456789")
+    whole = [("a", memoryview(raw)[0:3]), ("b", memoryview(raw)[3:6])]
+    assert [r.length for r in s.append_each(whole) if isinstance(r, AppendResult)] == [3, 3]
+    mixed = [("a", b"x"), ("b", memoryview(raw)[::2]), ("c", memoryview(b"\x01\x02\x03\x04").cast("I"))]
+    assert [r.length for r in s.append_each(mixed) if isinstance(r, AppendResult)] == [1, 5, 4]
+    assert s.read("b", 0, 9).data == b"34502468" and s.read("c", 0, 9).data == b"\x01\x02\x03\x04"
+    gone = memoryview(b"late")
+    gone.release()
+    before = _state(s)
+    with pytest.raises(ValueError, match="released"):  # refused whole, by the pair-by-pair checks
+        s.append_each([("a", memoryview(raw)[0:1]), ("b", gone)])
+    assert _state(s) == before
+
+
+def test_a_segment_refusing_its_bytes_leaves_every_segment_whole() -> None:
+    """A segment's data that fails to take an append (out of memory, say): the appends before it
+    applied whole, it and those after not at all, every segment consistent; the error raised."""
+    s = _store(ManualClock(1_000))
+    data = s._container._segments["b"].data
+
+    def refuse(_: object) -> None:
+        raise MemoryError("no room")
+
+    data.append = refuse  # type: ignore[method-assign]
+    with pytest.raises(MemoryError):
+        s.append_each([("a", b"xx"), ("b", b"y"), ("c", b"z")])
+    s._container._check()
+    assert [s.get_info(n).length for n in NAMES] == [2, 0, 0]
+    assert s.watermark_at("a", 0) == 999 and s.watermark_at("a", 2) == 999

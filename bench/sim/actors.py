@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Generator
+from operator import countOf
 from typing import Any
 
 import numpy as np
@@ -427,8 +428,10 @@ class WriterActor:
                     c = order[a:b]
                     data = self.builder.build(key_idx[c], et[c], seqs[c], None if sizes is None else sizes[c])
                     pairs.append((names[si], data))
-            # one call for every segment of the tick, each append its own operation and answer
-            for (a, b, si), ans in zip(runs, client.append_each(pairs), strict=True):
+            answers = client.append_each(pairs)  # one call for the tick, an answer per append
+            if not auto and countOf(map(type, answers), AppendResult) == len(answers):
+                return  # every append landed and no one counts events (the loop below in C)
+            for (a, b, si), ans in zip(runs, answers, strict=True):
                 if isinstance(ans, AppendResult):
                     if auto:
                         r = ranges[si]
