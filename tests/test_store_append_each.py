@@ -254,6 +254,22 @@ def test_a_clock_refused_mid_call_leaves_the_appends_before_it_as_a_loop_does(ba
     assert stores[1][0] == 3 + 1  # the sequence numbers: the three creates and the first append
 
 
+@pytest.mark.parametrize(
+    "pairs", [[("a", b"x"), ("b", b"yy"), ("c", b"z")], [("a", b"x"), ("a", b"yy"), ("c", b"z")]]
+)
+def test_a_read_waiting_on_an_append_that_landed_is_answered_when_a_later_one_fails(pairs: Any) -> None:
+    """The clock fails at the second append: the first landed, so the read waiting for it is
+    answered with its bytes, as after a loop of ``append`` (not left waiting for another append)."""
+    clock = _Scripted(1_000)
+    s = _store(clock)
+    waiting = s.read_future("a", 0, 100)
+    clock.script += [1_005, RuntimeError("the clock broke")]
+    with pytest.raises(RuntimeError):
+        s.append_each(pairs)
+    assert waiting.result(0).data == b"x"
+    s._container._check()
+
+
 @given(
     st.lists(
         st.tuples(

@@ -242,6 +242,7 @@ class ContainerAppends(ContainerTable):
         a Python clock's ``now``, ``apply_stamped`` and the watermark index's entry) when every
         segment is active, not sealed and named once."""
         names, datas, lens = check_appends(appends, self._max_append_bytes)
+        wakeups: list[Wakeup] = []  # (completed once the lock is released, even if a later append fails)
         lock = self._lock
         lock.acquire()
         try:
@@ -249,30 +250,31 @@ class ContainerAppends(ContainerTable):
             found = list(map(self._segments.get, names))
             # (a Segment is true, a name not found None)
             if not all(found) or any(map(_sealed, found)) or len(set(names)) < len(names):
-                answers, wakeups = self._each_in_turn(names, datas, lens)
+                answers = self._each_in_turn(names, datas, lens, wakeups)
             else:
                 segs = cast(list[Segment], found)
                 offsets = list(map(_length, segs))
-                stamps = apply_appends(self._processor, segs, names, offsets, datas)
+                try:
+                    stamps = apply_appends(self._processor, segs, names, offsets, datas)
+                finally:  # (the reads those that landed satisfy, whether or not a later one failed)
+                    if any(map(_futures, segs)):
+                        for seg in segs:
+                            if seg.futures:
+                                wakeups += take_wakeups(seg)
                 answers = tuple(map(_result, repeat(AppendResult), zip(offsets, lens, stamps, repeat(False))))
-                wakeups = []
-                if any(map(_futures, segs)):
-                    for seg in segs:
-                        if seg.futures:
-                            wakeups += take_wakeups(seg)
         finally:
             lock.release()
-        if wakeups:
-            complete(wakeups)
+            if wakeups:
+                complete(wakeups)
         return answers
 
     def _each_in_turn(
-        self, names: Sequence[str], datas: Sequence[Payload], lens: Sequence[int]
-    ) -> tuple[tuple[AppendAnswer, ...], list[Wakeup]]:
+        self, names: Sequence[str], datas: Sequence[Payload], lens: Sequence[int], wakeups: list[Wakeup]
+    ) -> tuple[AppendAnswer, ...]:
         """``append_each`` a pair at a time (the lock held), for a batch with a segment missing (or
-        evicted: reactivated in its turn), sealed, or named twice. O(pairs + bytes)."""
+        evicted: reactivated in its turn), sealed, or named twice; the waiting reads each append
+        satisfies added to ``wakeups`` as it lands. O(pairs + bytes)."""
         out: list[AppendAnswer] = []
-        wakeups: list[Wakeup] = []
         segments = self._segments
         processor = self._processor
         for i, name in enumerate(names):
@@ -288,4 +290,4 @@ class ContainerAppends(ContainerTable):
             if seg.futures:
                 wakeups += take_wakeups(seg)
             out.append(_result(AppendResult, (offset, lens[i], ts, False)))
-        return tuple(out), wakeups
+        return tuple(out)
