@@ -46,7 +46,8 @@ from segmentstore.core.warmup import warm_kernels
 from ..sim.actors import WriterActor
 from ..sim.engine import run_scenario
 from ..sim.readers import PolledReader, ReaderActor
-from ..spec.scenario import load_scenario
+from ..sim.result import SimResult
+from ..spec.scenario import Scenario, load_scenario
 from .bench_sim import PRAVEGA_SCALE
 from .suite import Row, Size, module_main, row, sized
 
@@ -173,6 +174,18 @@ def run(size: Size = "full") -> list[Row]:
     return rows
 
 
+def _timed_run(scenario: Scenario, cls: type, name: str) -> tuple[SimResult, float]:
+    """``scenario`` run with a timer around ``cls.name``: the result and the seconds per call."""
+    seconds: dict[str, float] = {}
+    calls: Counter[str] = Counter()
+    orig = _timed(cls, name, _named("timed"), seconds, calls)
+    try:
+        result = run_scenario(scenario)
+    finally:
+        setattr(cls, name, orig)
+    return result, seconds["timed"] / calls["timed"]
+
+
 def _packed_side_by_side(ms: int, rounds: int) -> list[Row]:
     """The look (``_fetch_all``) taking its answers in columns (``read_packed``) and from
     ``read_many``'s answers (``ReaderBlocks.packed_reads`` off): runs of ``ms`` simulated in turns,
@@ -184,15 +197,8 @@ def _packed_side_by_side(ms: int, rounds: int) -> list[Row]:
         for _ in range(rounds):
             for packed in (True, False):
                 ReaderBlocks.packed_reads = packed
-                seconds: dict[str, float] = {}
-                calls: Counter[str] = Counter()
-                orig = _timed(ReaderBlocks, "_fetch_all", _named("look"), seconds, calls)
-                try:
-                    result = run_scenario(scenario)
-                finally:
-                    ReaderBlocks._fetch_all = orig  # type: ignore[method-assign]
+                result, per_call = _timed_run(scenario, ReaderBlocks, "_fetch_all")
                 delivered.add(result.summary["events"]["delivered"])
-                per_call = seconds["look"] / calls["look"]
                 best[packed] = min(best.get(packed, per_call), per_call)
     finally:
         ReaderBlocks.packed_reads = True
@@ -217,15 +223,8 @@ def _narrow_side_by_side(polls: int, rounds: int) -> list[Row]:
     best: dict[str, float] = {}
     for _ in range(rounds):
         for name, scenario in runs.items():
-            seconds: dict[str, float] = {}
-            calls: Counter[str] = Counter()
-            orig = _timed(PolledReader, "_read", _named("poll"), seconds, calls)
-            try:
-                result = run_scenario(scenario)
-            finally:
-                PolledReader._read = orig  # type: ignore[method-assign]
+            result, per_poll = _timed_run(scenario, PolledReader, "_read")
             _delivered_once(result.summary, f"the {name}")
-            per_poll = seconds["poll"] / calls["poll"]
             best[name] = min(best.get(name, per_poll), per_poll)
     label = f"{polls:,} polls, best of {rounds} round{'s' if rounds > 1 else ''} each, in turns"
     return [
