@@ -141,6 +141,7 @@ def test_spark_bench_round_check_counts_each_timed_batch_and_refuses_wrong_or_re
 def test_process_times_count_a_process_cpu_in_user_space_and_the_kernel_and_its_page_faults() -> None:
     """What the benchmarks' CPU rows read (``bench_spark``'s per kind of process): a process that computes
     and touches fresh memory moves its user seconds and its page faults; a process gone reads zeros."""
+    import mmap
     import os
 
     from bench.perf.serving import ProcessTimes, process_cpu_s, process_times
@@ -154,9 +155,12 @@ def test_process_times_count_a_process_cpu_in_user_space_and_the_kernel_and_its_
     assert process_times(int(done.stdout)) == ProcessTimes(0.0, 0.0, 0)  # (gone: reaped)
     before = process_times(os.getpid())
     assert sum(i * i for i in range(3_000_000)) > 0  # CPU in user space (~0.2 s), no system call
-    touched = bytearray(16 << 20)  # fresh pages (calloc'd by the kernel on first touch)
-    touched[::4096] = b"x" * len(range(0, len(touched), 4096))
-    after = process_times(os.getpid())
+    # fresh pages, faulted in on first touch: an anonymous mapping of its own (a bytearray may come
+    # from memory malloc kept from an earlier test in this process, its pages touched already)
+    with mmap.mmap(-1, 16 << 20) as touched:
+        for page in range(0, len(touched), 4096):
+            touched[page] = 1
+        after = process_times(os.getpid())
     assert after.user_s - before.user_s >= 0.05
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     huge = thp.exists() and "[always]" in thp.read_text()  # (then 2 MiB pages: 8 faults)
