@@ -170,7 +170,7 @@ def check_appends(
                 and countOf(map(type, datas), kind) == k
                 and (kind is bytes or (kind is memoryview and _byte_views(datas, lens)))
                 and min(lens) > 0
-                and (sum(lens) <= max_append_bytes or max(lens) <= max_append_bytes)
+                and max(lens) <= max_append_bytes
             ):
                 return names, datas, lens
     return _check_pairs(pairs, max_append_bytes)

@@ -121,15 +121,12 @@ class OperationProcessor:
         to ``stamps``: each its own clock reading, checked as ``stamp`` checks it, and its own
         sequence number. O(count), the work per operation in C (a clock's own ``now`` aside).
 
-        The clock is read ``count`` times first, then the readings are stamped in order: the same
-        timestamps as a loop of ``stamp`` whose operations took no time between two readings. On a
-        reading ``stamp`` would refuse, or a clock that raises, the operations before it are
-        stamped (in ``stamps``) and the error raised, as that loop would leave them; a read-only
-        store refuses the first (nothing stamped). One operation is simply ``stamp``'s.
+        The clock is read ``count`` times first, then the readings are stamped in order, each the
+        greatest so far (never back): the same timestamps as a loop of ``stamp`` whose operations
+        took no time between two readings. On a reading ``stamp`` would refuse, or a clock that
+        raises, the operations before it are stamped (in ``stamps``) and the error raised, as that
+        loop would leave them; a read-only store refuses the first (nothing stamped).
         """
-        if count == 1:
-            stamps.append(self.stamp()[1])
-            return
         nows: list[Any] = []
         try:
             nows += starmap(self._now, repeat((), count))  # (a clock's error keeps the readings before it)
@@ -137,29 +134,22 @@ class OperationProcessor:
             self._stamp_readings(nows, stamps)
 
     def _stamp_readings(self, nows: list[Any], stamps: list[int]) -> None:
-        """``stamp_each``'s readings stamped, up to the first ``stamp`` would refuse (then raised). O(len),
-        in C when every reading is an int64 int."""
+        """``stamp_each``'s readings stamped, each the greatest so far, up to the first ``stamp`` would
+        refuse (then raised). O(len), in C when every reading is an int64 int."""
         good = nows
-        ordered = sorted(nows) if countOf(map(type, nows), int) == len(nows) else None
         try:
-            if not ordered or not (ordered[0] > INT64_MIN and ordered[-1] <= INT64_MAX):
-                ordered = None
-                good = []  # rare: each taken as stamp takes it, up to the first it refuses
+            if nows and (
+                countOf(map(type, nows), int) < len(nows) or min(nows) <= INT64_MIN or max(nows) > INT64_MAX
+            ):  # rare: each taken as stamp takes it, up to the first it refuses
+                good = []
                 for now in nows:
-                    good.append(
-                        now
-                        if type(now) is int and INT64_MIN < now <= INT64_MAX
-                        else _refuse(self._clock, now)
-                    )
+                    ok = type(now) is int and INT64_MIN < now <= INT64_MAX
+                    good.append(now if ok else _refuse(self._clock, now))
         finally:
             if good:
-                last = self._last_ts
-                if good == ordered and good[0] >= last:  # in order, none before the last: as read
-                    stamps += good
-                else:  # never back: each the greatest so far
-                    ts = accumulate(good, max, initial=last)
-                    next(ts)
-                    stamps += ts
+                ts = accumulate(good, max, initial=self._last_ts)
+                next(ts)  # (the initial value: the last timestamp before these)
+                stamps += ts
                 self._last_ts = stamps[-1]
                 self._seq += len(good)
 
