@@ -15,7 +15,7 @@ import numpy as np
 
 from ..format._frame_kernels import _copy
 
-__all__ = ["merge"]
+__all__ = ["merge", "merge_into"]
 
 _INT64_MAX = np.iinfo(np.int64).max
 _NO_EVENT_TIME = np.iinfo(np.int64).min  # (``readergroup.format.events.NO_EVENT_TIME``)
@@ -127,3 +127,36 @@ def merge(
         meta[best, 1] = stop
         left -= stop - i
     return m, ko, po, ranked, late_i, late_e
+
+
+@numba.njit(cache=True, nogil=True)
+def merge_into(
+    meta: Any,
+    cols: Any,
+    offs: Any,
+    raw: Any,
+    max_events: int,
+    key_bytes: int,
+    out_cols: Any,
+    small: Any,
+    out_raw: Any,
+    late_ingestion: int,
+    late_event_time: int,
+) -> tuple[Any, Any, Any, Any, Any, Any]:
+    """``merge`` into three buffers, below 2 GiB of bytes, ``meta`` left as it is (one call, fewer
+    arguments to box). ``out_cols`` (4 x m int64) are ``merge``'s ``out_cols`` for a batch of m events;
+    ``small`` (int32, 3 x m + 2 + 2 x k): ``out_seg`` (m), ``out_offs`` (2 x (m + 1)), ``first`` (k), then
+    the next event to deliver of each block (``meta``'s second column after ``merge``); ``out_raw``:
+    the keys (``key_bytes``), then the payloads. Returns what ``merge`` returns. O(events + slices x k).
+    """
+    k = meta.shape[0]
+    m = out_cols.shape[1]
+    mt = meta[:, :6].copy()
+    at = 3 * m + 2
+    r = merge(
+        mt, cols, offs, raw, max_events, small[:m], out_cols, small[m:at].reshape((2, m + 1)),
+        out_raw[:key_bytes], out_raw[key_bytes:], small[at : at + k], late_ingestion, late_event_time,
+    )  # fmt: skip
+    for j in range(k):
+        small[at + k + j] = mt[j, 1]
+    return r
