@@ -35,6 +35,7 @@ __all__ = [
     "decode_events_at",
     "decode_sizes_many",
     "decode_events_at_many",
+    "decode_packed",
     "measure_events",
     "fill_events",
     "encode_frames",
@@ -438,6 +439,31 @@ def decode_events_at_many(
         if res != -1:
             return b
     return -1
+
+
+@_jit
+def decode_packed(
+    buf: Any,
+    meta: Any,
+    places: Any,
+    starts: Any,
+    values: Any,
+    add: int,
+    cols: Any,
+    after: Any,
+    offs: Any,
+    raw: Any,
+) -> tuple[int, int, int, int, bool]:
+    """``decode_sizes_many`` then ``decode_events_at_many`` in one call, into arrays sized for as many
+    events as records (``starts``), ``raw`` for ``buf``'s bytes: decoded there if the records are all
+    events, else only sized (the caller sizes the arrays and calls ``decode_events_at_many``). Returns
+    (``decode_sizes_many``'s first part that would not decode, -1 if none, or the first part whose
+    decode failed; events; bytes; key bytes; whether decoded). O(bytes)."""
+    bad, events, nbytes, key_bytes = decode_sizes_many(buf, meta, places)
+    if bad >= 0 or events != cols.shape[1]:
+        return bad, events, nbytes, key_bytes, False
+    bad = decode_events_at_many(buf, meta, places, starts, values, add, cols, after, offs, raw)
+    return bad, events, nbytes, key_bytes, True
 
 
 @_jit
