@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from typing import NamedTuple
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
 from ..format.events import NO_EVENT_TIME
 
-__all__ = ["ReadKind", "EventRead", "EventBatch", "ReaderStats"]
+__all__ = ["ReadKind", "EventRead", "EventBatch", "new_batch", "ReaderStats"]
 
 
 class ReadKind(enum.IntEnum):
@@ -105,6 +105,42 @@ class EventBatch:
             [seg, pa.array(self.offset), et, pa.array(self.ingestion_time), self.routing_key, self.payload],
             names=["segment", "offset", "event_time", "ingestion_time", "routing_key", "payload"],
         )
+
+
+_new_object = object.__new__
+_put: tuple[Any, ...] = tuple(vars(EventBatch)[f.name].__set__ for f in fields(EventBatch))
+(_epoch, _watermark, _checkpoint, _segments, _index, _offset, _length, _et, _it, _keys, _pays) = _put
+
+
+def new_batch(
+    epoch: int,
+    watermark: int | None,
+    checkpoint_name: str | None,
+    segments: tuple[str, ...],
+    segment_index: np.ndarray,
+    offset: np.ndarray,
+    length: np.ndarray,
+    event_time: np.ndarray,
+    ingestion_time: np.ndarray,
+    routing_key: pa.Array,
+    payload: pa.Array,
+) -> EventBatch:
+    """``EventBatch(...)`` (the same object, as frozen), its slots set directly: the generated
+    ``__init__`` of a frozen dataclass sets each field through ``object.__setattr__``. ~1.2 us
+    where ``EventBatch(...)`` takes ~2.2 (a reader makes one per batch). O(1)."""
+    b = _new_object(EventBatch)
+    _epoch(b, epoch)
+    _watermark(b, watermark)
+    _checkpoint(b, checkpoint_name)
+    _segments(b, segments)
+    _index(b, segment_index)
+    _offset(b, offset)
+    _length(b, length)
+    _et(b, event_time)
+    _it(b, ingestion_time)
+    _keys(b, routing_key)
+    _pays(b, payload)
+    return b
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,7 @@ from .block_merge import Merged as _Merged
 from .block_merge import merge_blocks as _merge
 from .block_merge import merge_kernel as _merge_kernel
 from .frontier import event_time_watermark
-from .read_results import EventBatch, EventRead, ReaderStats, ReadKind
+from .read_results import EventBatch, EventRead, ReaderStats, ReadKind, new_batch
 from .reader_blocks import ReaderBlocks
 from .reader_membership import ReaderMembership
 from .segment_input import SegmentInput
@@ -361,20 +361,17 @@ class EventReader(ReaderMembership, ReaderBlocks):
         self, parts: list[tuple[SegmentInput, int, int]] | _Merged, wm: int | None, checkpoint: str | None
     ) -> EventBatch:
         if isinstance(parts, _Merged):
-            c = parts.cols
-            batch = EventBatch(
-                self._epoch, wm, checkpoint, parts.names, parts.segment_index, c[0], c[1], c[2], c[3],
-                parts.keys, parts.pays,
-            )  # fmt: skip
+            segs, seg, c, keys, pays, late_ingestion, late_event_time = parts
+            batch = new_batch(self._epoch, wm, checkpoint, segs, seg, c[0], c[1], c[2], c[3], keys, pays)
             self._events += len(batch)
-            self._late_ingestion += parts.late_ingestion  # (counted by the kernel, as below)
-            self._late += parts.late_event_time
+            self._late_ingestion += late_ingestion  # (counted by the kernel, as below)
+            self._late += late_event_time
             return batch
         elif not parts:
             empty = self._empty
             if wm is None and checkpoint is None and empty is not None and empty.epoch == self._epoch:
                 return empty  # (immutable, of immutable columns: shared by the reader's empty reads)
-            batch = EventBatch(
+            batch = new_batch(
                 self._epoch,
                 wm,
                 checkpoint,
@@ -392,7 +389,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
             return batch
         elif len(parts) == 1:
             s, a, b = parts[0]
-            batch = EventBatch(
+            batch = new_batch(
                 self._epoch,
                 wm,
                 checkpoint,
@@ -422,7 +419,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
                 it.append(s.it[a:b])
                 keys.append(s.keys.slice(a, b - a))
                 pays.append(s.pays.slice(a, b - a))
-            batch = EventBatch(
+            batch = new_batch(
                 self._epoch,
                 wm,
                 checkpoint,
