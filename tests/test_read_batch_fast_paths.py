@@ -2,9 +2,11 @@
 
 ``decode_packed_blocks`` decodes blocks side by side in one kernel call when every record is an
 event (sized so), else sizes them first; ``merge_blocks`` merges blocks through ``merge_into``
-(blocks decoded side by side where they lie, others concatenated); ``new_batch`` makes an
+(blocks decoded side by side where they lie, others concatenated; a slice's keys and payloads copied
+at once); ``new_batch`` makes an
 ``EventBatch`` without its generated ``__init__``. Each is compared here with the earlier way:
-the two kernel calls, ``merge`` into separate arrays, ``EventBatch(...)``.
+the two kernel calls, ``merge`` into separate arrays and the reader's slices in Python,
+``EventBatch(...)``.
 """
 
 from __future__ import annotations
@@ -155,6 +157,44 @@ def _reference_merge(k: Any, live: list[_Seg], max_events: int, late_i: int, lat
     return tuple(live[j].name for j in ranks), out_seg, out_cols, keys, pays, int(li), int(le)
 
 
+def _python_merge(live: list[_Seg], max_events: int, late_i: int, late_e: int) -> Any:
+    """The reader's slices (``EventReader._collect``'s Python path) of the same blocks, as values."""
+    slices: list[tuple[int, int, int]] = []
+    left = max_events
+    while left > 0:
+        best, best_t, second = -1, 0, None
+        for j, s in enumerate(live):
+            if s.idx < s.n:
+                t = int(s.block[0][3, s.idx])
+                if best < 0 or t < best_t:
+                    second = best_t if best >= 0 else second
+                    best, best_t = j, t
+                elif second is None or t < second:
+                    second = t
+        if best < 0:
+            break
+        s = live[best]
+        i, stop = s.idx, min(s.n, s.idx + left)
+        if second is not None:
+            stop = min(stop, i + max(1, int(s.block[0][3, i:stop].searchsorted(second, side="right"))))
+        slices.append((best, i, stop))
+        s.idx = stop
+        left -= stop - i
+    ranks = list(dict.fromkeys(j for j, _, _ in slices))
+    seg, cols, keys, pays = [], [], [], []
+    for j, a, b in slices:
+        cols_, offs, raw, kb = live[j].block
+        seg += [ranks.index(j)] * (b - a)
+        cols.append(cols_[:, a:b])
+        for e in range(a, b):
+            key = bytes(raw[offs[0, e] : offs[0, e + 1]]).decode()
+            keys.append(None if live[j].pravega else key)
+            pays.append(bytes(raw[kb + offs[1, e] : kb + offs[1, e + 1]]))
+    c = np.concatenate(cols, axis=1) if cols else np.empty((4, 0), np.int64)
+    late = (int((c[3] <= late_i).sum()), int(((c[2] != events.NO_EVENT_TIME) & (c[2] <= late_e)).sum()))
+    return tuple(live[j].name for j in ranks), seg, c.tolist(), keys, pays, late
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(_BLOCK, min_size=2, max_size=5),
@@ -175,8 +215,9 @@ def test_merged_blocks_are_those_merged_into_separate_arrays(
         for j, ((b, _, _), n, p) in enumerate(zip(eb.blocks, [r[2] for r in eb.spans], pravega, strict=True))
     ]
     old = [_Seg(s.name, s.block, s.n, s.pravega, None) for s in new]
-    for s, o in zip(new, old, strict=True):
-        s.idx = o.idx = data.draw(st.integers(0, s.n - 1))
+    ref = [_Seg(s.name, s.block, s.n, s.pravega, None) for s in new]
+    for s, o, r in zip(new, old, ref, strict=True):
+        s.idx = o.idx = r.idx = data.draw(st.integers(0, s.n - 1))
     k = merge_kernel()
     assert k is not None
     for _ in range(3):  # batch after batch, while two blocks have events left
@@ -185,6 +226,16 @@ def test_merged_blocks_are_those_merged_into_separate_arrays(
             break
         got = merge_blocks(k, cast(Any, live), max_events, 30, 20)
         want = _reference_merge(k, [s for s in old if s.idx < s.n], max_events, 30, 20)
+        names, seg, cols, keys, pays, late = _python_merge(
+            [s for s in ref if s.idx < s.n], max_events, 30, 20
+        )
+        assert (got.names, got.segment_index.tolist(), got.cols.tolist()) == (names, seg, cols)
+        assert (got.keys.to_pylist(), got.pays.to_pylist(), got.late_ingestion, got.late_event_time) == (
+            keys,
+            pays,
+            *late,
+        )
+        assert [s.idx for s in new] == [s.idx for s in ref]
         assert got.names == want[0] and type(got.names) is tuple
         _same_arrays(got.segment_index, want[1])
         _same_arrays(got.cols, want[2])
