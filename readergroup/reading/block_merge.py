@@ -20,6 +20,7 @@ from .segment_input import SegmentInput
 __all__ = ["Merged", "merge_kernel", "merge_blocks"]
 
 _STRING, _BINARY = pa.string(), pa.binary()
+_U8, _I32, _I64 = np.dtype(np.uint8), np.dtype(np.int32), np.dtype(np.int64)  # (np.empty converts none)
 
 
 class Merged(NamedTuple):
@@ -93,22 +94,13 @@ def merge_blocks(
         return _merge_wide(k, live, meta.copy(), cols, offs, raw, max_events, m, total, key_bytes, keyless,
                            late_ingestion, late_event_time)  # fmt: skip
     # three allocations: the int64 columns, the int32 ones (and the kernel's ranks and next events), bytes
-    out_cols = np.empty((4, m), np.int64)
-    small = np.empty(3 * m + 2 + 2 * nl, np.int32)
-    out_raw = np.empty(byte, np.uint8)
+    out_cols = np.empty((4, m), _I64)
+    small = np.empty(3 * m + 2 + 2 * nl, _I32)
+    out_raw = np.empty(byte, _U8)
     ev, kbytes, pbytes, ranked, late_i, late_e = k.merge_into(
-        meta,
-        cols,
-        offs,
-        raw,
-        max_events,
-        key_bytes,
-        out_cols,
-        small,
-        out_raw,
-        late_ingestion,
-        late_event_time,
-    )
+        meta, cols, offs, raw, max_events, key_bytes, out_cols, small, out_raw,
+        late_ingestion, late_event_time,
+    )  # fmt: skip
     assert ev == m
     at = 3 * m + 2
     if m == total:  # every event taken: each block's next event is past its last
