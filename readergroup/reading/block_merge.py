@@ -59,7 +59,8 @@ def merge_blocks(
 ) -> Merged:
     """The next batch from the blocks of ``live`` (each with events left), in one kernel call, with
     how many of its events are late: by ingestion time (``<= late_ingestion``) and by event time
-    (``<= late_event_time``, events without one never). O(events), ~10 us of calls for a few blocks.
+    (``<= late_event_time``, events without one never). O(events): ~12 us for 4 blocks of ~100 events
+    in all (the kernel ~2.5, the two Arrow arrays ~2.2, three allocations ~0.7).
 
     Blocks decoded side by side, in this order (a poll's common case), are merged where they lie:
     ``places`` is their ``meta`` (each block's next event set only if one is not at its first)."""

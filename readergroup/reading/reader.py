@@ -363,7 +363,7 @@ class EventReader(ReaderMembership, ReaderBlocks):
         if isinstance(parts, _Merged):
             segs, seg, c, keys, pays, late_ingestion, late_event_time = parts
             batch = new_batch(self._epoch, wm, checkpoint, segs, seg, c[0], c[1], c[2], c[3], keys, pays)
-            self._events += len(batch)
+            self._events += len(seg)
             self._late_ingestion += late_ingestion  # (counted by the kernel, as below)
             self._late += late_event_time
             return batch
