@@ -21,6 +21,7 @@ __all__ = ["Merged", "merge_kernel", "merge_blocks"]
 
 _STRING, _BINARY = pa.string(), pa.binary()
 _U8, _I32, _I64 = np.dtype(np.uint8), np.dtype(np.int32), np.dtype(np.int64)  # (np.empty converts none)
+_new = tuple.__new__  # (a NamedTuple made without its __new__'s argument parsing)
 
 
 class Merged(NamedTuple):
@@ -122,9 +123,6 @@ def merge_blocks(
         pravega = np.array([live[j].pravega for j in small[at : at + ranked].tolist()], np.bool_)
         keys = _null_keys_of(keys, out_seg, pravega)
     return _new(Merged, (names, out_seg, out_cols, keys, pays, int(late_i), int(late_e)))
-
-
-_new = tuple.__new__
 
 
 def _concatenated(
