@@ -417,7 +417,7 @@ class WriterActor:
                 blob = self.builder.build(key_idx[order], et[order], seqs[order]) if size else b""
             retry: list[tuple[int, int]] = []
             names, ranges, get = self._seg_names, self._seg_ranges, counts.get
-            runs = list(zip(starts, ends, seg_of, strict=True))
+            runs = zip(starts, ends, seg_of, strict=True)  # read once, here (not made into a list)
             pairs: list[tuple[str, bytes | memoryview]] = []
             if size:  # views of the builder's scratch: append_each copies them into the segments
                 view = memoryview(blob)
@@ -431,7 +431,7 @@ class WriterActor:
             answers = client.append_each(pairs)  # one call for the tick, an answer per append
             if not auto and countOf(map(type, answers), AppendResult) == len(answers):
                 return  # every append landed and no one counts events (the loop below in C)
-            for (a, b, si), ans in zip(runs, answers, strict=True):
+            for a, b, si, ans in zip(starts, ends, seg_of, answers, strict=True):
                 if isinstance(ans, AppendResult):
                     if auto:
                         r = ranges[si]

@@ -194,10 +194,12 @@ class ReaderActor(PolledReader):
     def on_batch(self, t_ms: int, batch: EventBatch) -> None:
         """To the recorder, then the pipeline: the batch's watermark first, then its events."""
         w = self.world
-        writers, seqs = w.recorder.on_batch(t_ms, self.name, batch)
         pipe = w.pipeline
-        if pipe is not None:
-            if batch.watermark is not None:
-                pipe.on_watermark(self.channel, batch.watermark)
-            if len(batch):
-                pipe.on_events(writers, seqs, batch.event_time)
+        if pipe is None:  # the events' ids are not needed
+            w.recorder.count_batch(t_ms, self.name, batch)
+            return
+        writers, seqs = w.recorder.on_batch(t_ms, self.name, batch)
+        if batch.watermark is not None:
+            pipe.on_watermark(self.channel, batch.watermark)
+        if len(batch):
+            pipe.on_events(writers, seqs, batch.event_time)

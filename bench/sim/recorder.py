@@ -30,12 +30,13 @@ from segmentstore.limits import INT64_MIN
 
 from ..spec.errors import OutputError
 from .sentinels import real_time
-from .workloads import payload_ids, readonly, sim_kernels
+from .workloads import _KERNEL_LOADED_MIN_EVENTS, payload_ids, sim_kernels
 
 __all__ = ["SERIES_COLUMNS", "SEGMENT_COLUMNS", "EVENT_COLUMNS", "Recorder", "stats", "write_outputs"]
 
 _NONE = np.empty(0, np.int64)
 _NONE.flags.writeable = False  # an empty batch's writers and numbers (shared)
+_I32, _I64, _U8 = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint8)  # (made once: ~0.3 us a call)
 
 
 SERIES_COLUMNS = (
@@ -90,9 +91,10 @@ class Recorder:
         self.lag = max_event_time_lag_ms
         self.event_log = event_log
         self.written = np.zeros(nw, np.int64)
-        self.delivered = np.zeros(nw, np.int64)
-        self.late_ingestion = np.zeros(nw, np.int64)
-        self.late_event_time = np.zeros(nw, np.int64)
+        self._counts = np.zeros((3, nw), np.int64)  # per writer: delivered, late by ingestion / event time
+        self._etw_of: int | None = None  # the group watermark ``_etw`` was computed from
+        self._etw = INT64_MIN
+        self._ids = np.empty((2, 0), np.int64)  # count_batch's scratch ids
         self.duplicates = 0
         self._next_seq = 0
         self._seen = np.zeros(1024, np.bool_)
@@ -109,6 +111,24 @@ class Recorder:
         self.scale_events: list[dict[str, Any]] = []
         self.group_samples_decreasing = 0
         self.segment_lengths: dict[str, int] = {}  # each segment's length at the last sample it was in
+
+    @property
+    def delivered(self) -> np.ndarray:
+        """Events delivered, per writer (a view of the counters). O(1)."""
+        row: np.ndarray = self._counts[0]
+        return row
+
+    @property
+    def late_ingestion(self) -> np.ndarray:
+        """Events late by ingestion time, per writer (a view). O(1)."""
+        row: np.ndarray = self._counts[1]
+        return row
+
+    @property
+    def late_event_time(self) -> np.ndarray:
+        """Events late by event time, per writer (a view). O(1)."""
+        row: np.ndarray = self._counts[2]
+        return row
 
     # ------------------------------------------------------------------ writes
     def allocate(self, n: int) -> np.ndarray:
@@ -151,8 +171,22 @@ class Recorder:
             self.watermark_rows.append((t_ms, reader, real_time(watermark)))
 
     def on_batch(self, t_ms: int, reader: str, batch: EventBatch) -> tuple[np.ndarray, np.ndarray]:
-        """Account one batch (its watermark first); returns the events' writer indexes and numbers."""
-        self.on_epoch(batch.epoch)
+        """Account one batch (its watermark first); returns the events' writer indexes and numbers.
+
+        An empty batch costs a few attribute tests; one of events (without the event log) one
+        call of a compiled kernel (``_sim_kernels.ACCOUNT_ENTRIES``) on views of its buffers."""
+        ids = self.count_batch(t_ms, reader, batch, keep=True)
+        assert ids is not None
+        return ids
+
+    def count_batch(
+        self, t_ms: int, reader: str, batch: EventBatch, keep: bool = False
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``on_batch``, returning the ids only if ``keep`` (else maybe None): without, the kernel writes
+        them to a scratch buffer, not two new arrays (~2 us less a batch in a simulation, where
+        this code is cold at every batch). O(events)."""
+        if batch.epoch != self.epoch:
+            self.on_epoch(batch.epoch)
         if batch.watermark is not None:
             self.on_watermark(t_ms, reader, batch.watermark)
         n = len(batch)
@@ -162,23 +196,32 @@ class Recorder:
         et = batch.event_time
         gw = self.group_emitted
         no_wm = gw == INT64_MIN
-        etw = event_time_watermark(gw, self.lag)
-        k = None if self.event_log else sim_kernels(n)
-        if k is not None:  # one kernel call counts the batch (the same counts)
+        if gw != self._etw_of:  # (the group watermark changes far less often than batches come)
+            self._etw = event_time_watermark(gw, self.lag)
+            self._etw_of = gw
+        etw = self._etw
+        # once the kernels are loaded, a batch of any size: numpy's path costs ~20 us at any size
+        k = None if self.event_log else sim_kernels(max(n, _KERNEL_LOADED_MIN_EVENTS))
+        if k is not None and it.dtype is _I64 and et.dtype is _I64:  # one kernel call counts the batch
             pays = batch.payload
             _, ob, db = pays.buffers()
             if db is not None:
-                ids = np.empty(2 * n, np.int64)
-                off_dtype = np.int64 if pa.types.is_large_binary(pays.type) else np.int32
-                dup = k.account(
-                    readonly(np.frombuffer(ob, off_dtype)), pays.offset, n,
-                    readonly(np.frombuffer(db, np.uint8)), it, et,
-                    not no_wm, 0 if no_wm else gw, 0 if no_wm else etw, NO_EVENT_TIME,
-                    self.delivered, self.late_ingestion, self.late_event_time, self._seen, ids[:n], ids[n:],
+                large = type(pays) is pa.LargeBinaryArray
+                if keep:
+                    ids = np.empty((2, n), np.int64)
+                else:
+                    if self._ids.shape[1] < n:
+                        self._ids = np.empty((2, max(n, 2 * self._ids.shape[1])), np.int64)
+                    ids = self._ids
+                # the compiled entry, not numba's dispatch: it takes exactly these types, unchecked
+                # (the columns int64 of any layout, as tested above; the rest made here)
+                dup = k.ACCOUNT_ENTRIES[large](
+                    np.frombuffer(ob, _I64 if large else _I32), pays.offset, n, np.frombuffer(db, _U8),
+                    it, et, gw, etw, self._counts, self._seen, ids,
                 )  # fmt: skip
                 if dup >= 0:
                     self.duplicates += dup
-                    return ids[:n], ids[n:]
+                    return (ids[0], ids[1]) if keep else None
         w, s = payload_ids(batch.payload)
         nw = len(self.written)
         if no_wm:  # nothing is late before the first watermark
@@ -187,10 +230,10 @@ class Recorder:
             late_i = it <= gw
             late_e = (et != NO_EVENT_TIME) & (et <= etw)
             if late_i.any():
-                self.late_ingestion += np.bincount(w[late_i], minlength=nw)
+                self._counts[1] += np.bincount(w[late_i], minlength=nw)
             if late_e.any():
-                self.late_event_time += np.bincount(w[late_e], minlength=nw)
-        self.delivered += np.bincount(w, minlength=nw)
+                self._counts[2] += np.bincount(w[late_e], minlength=nw)
+        self._counts[0] += np.bincount(w, minlength=nw)
         seen = self._seen[s]
         self.duplicates += int(np.count_nonzero(seen))
         self._seen[s] = True

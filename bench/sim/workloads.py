@@ -212,8 +212,9 @@ class FrameBuilder:
 
 def readonly(a: np.ndarray) -> np.ndarray:
     """``a``, marked read-only: a kernel sees one array type whichever buffer it views (Arrow's are
-    read-only, numpy's writable), so it is compiled once, in the warm-up."""
-    a.flags.writeable = False
+    read-only, numpy's writable), so it is compiled once, in the warm-up. ``setflags``: ~0.2 us, half
+    of setting ``a.flags.writeable`` (which makes a flags object first)."""
+    a.setflags(write=False)
     return a
 
 
