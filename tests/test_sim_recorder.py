@@ -3,6 +3,8 @@ compiled entries, the columns in any layout) with the ids kept or not, and the w
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -151,3 +153,13 @@ def test_frames_by_segment_are_the_events_framed_grouped_by_segment_stably(
     grouped = segs[key_idx][order]
     assert seg_of == sorted(set(grouped.tolist()))
     assert ends == [int(np.searchsorted(grouped, s, side="right")) for s in seg_of]
+
+
+def test_account_entries_fall_back_to_the_kernel_without_numba_s_entry_points() -> None:
+    """The compiled entries are numba's own attribute: a numba without it gives the kernel (dispatch)."""
+    from bench.sim import _sim_kernels
+
+    k = SimpleNamespace(overloads={"sig": object()})
+    assert _sim_kernels._entry(k, "sig") is k
+    assert _sim_kernels._entry(k, "other") is k
+    assert all(callable(e) and e is not _sim_kernels.account for e in _sim_kernels.ACCOUNT_ENTRIES)

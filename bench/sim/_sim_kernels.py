@@ -237,8 +237,10 @@ def account(
 
 
 def _entry(kernel: Any, signature: Any) -> Any:
-    """The compiled entry of one of ``kernel``'s signatures: it skips numba's type dispatch."""
-    return kernel.overloads[signature].entry_point
+    """The compiled entry of one of ``kernel``'s signatures: it skips numba's type dispatch. A numba
+    without that attribute (it is numba's own, not its documented API) gives the kernel itself."""
+    entry = getattr(kernel.overloads.get(signature), "entry_point", None)
+    return entry if callable(entry) else kernel
 
 
 ACCOUNT_ENTRIES = tuple(
