@@ -311,6 +311,7 @@ def test_packed_answers_of_many_segments_are_read_manys(seed: int) -> None:
         p = store._reads.read_packed(checked, budget)
         answers = store._reads.read_many(checked, budget)
         _assert_packed_as_read_many(p, answers)
+        assert type(p) is PackedReads and len(p) == len(PackedReads._fields)  # (built by tuple.__new__)
         if UNREAD in p.kinds:  # every request after the budget is spent
             assert set(p.kinds[p.kinds.index(UNREAD) :]) == {UNREAD}
         assert budget or set(p.kinds) == {UNREAD}

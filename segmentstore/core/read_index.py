@@ -40,6 +40,7 @@ __all__ = ["ReadIndex", "SegmentTable", "Wakeup", "complete", "read_locked", "ta
 _NO_OFFSETS = np.empty(0, np.int64)
 _PACKED_START = 1024
 """Record starts (and watermarks) ``read_packed`` makes room for at first (it grows past them)."""
+_new_tuple = tuple.__new__
 
 
 def _regrown(out: np.ndarray, cap: int, nb: int, nv: int, need: int) -> tuple[np.ndarray, int]:
@@ -317,7 +318,7 @@ class ReadIndex:
         at = nb = 0  # the bytes and the records' starts so far (and a watermark more per read with data)
         stop = k if reply_bytes > 0 else 0  # the requests from here on are left unread
         with self._lock:
-            for i, got in self._requests_read(reqs[:stop]):
+            for i, got in self._requests_read(reqs if stop else []):
                 if isinstance(got, SegmentStoreError):
                     kinds[i] = FAILED
                     errors[i] = (type(got).__name__, str(got))
@@ -328,19 +329,24 @@ class ReadIndex:
                 if data:
                     row = len(pieces)
                     nv = nb + row
-                    if nv + len(data) // 4 + 2 > cap:  # (``nb <= nv``)
-                        out, cap = _regrown(out, cap, nb, nv, nv + len(data) // 4 + 2)
+                    n = len(data)
+                    if nv + n // 4 + 2 > cap:  # (``nb <= nv``)
+                        out, cap = _regrown(out, cap, nb, nv, nv + n // 4 + 2)
                     nb += seg.windex.records_packed(
                         data, read[0], out, nb, cap - nb, cap + nv, meta, row, at, read[2]
                     )
                     pieces.append(data)
-                    at += len(data)
+                    at += n
                     if at + 16 * nb >= reply_bytes:  # (data and 16 bytes per record) the rest unread
                         stop = i + 1
                         break
-        kinds[stop:] = [UNREAD] * (k - stop)
+        if stop < k:
+            kinds[stop:] = [UNREAD] * (k - stop)
         row = len(pieces)
-        return PackedReads(kinds, reads, pieces, meta[:row], out[:nb], out[cap : cap + nb + row], errors)
+        # ``tuple.__new__``: the NamedTuple's own ``__new__`` (a generated Python function) skipped
+        return _new_tuple(
+            PackedReads, (kinds, reads, pieces, meta[:row], out[:nb], out[cap : cap + nb + row], errors)
+        )
 
     def read_future(
         self, name: str, offset: int, max_length: int, timeout_ms: int | None = None
