@@ -540,7 +540,7 @@ class ReaderGroupState:
 
     def _settle(self) -> None:
         """Complete or abort the futures of checkpoints this process initiated (after every batch)."""
-        self._checkpoints.settle(self.model)
+        self._checkpoints.settle(self._sync.state)
 
     def _poll_futures(self) -> None:
         """What a waiting checkpoint future does: catch up with the log (which settles it)."""

@@ -249,9 +249,10 @@ def first_overlap(segments: Sequence[StreamSegment]) -> tuple[StreamSegment, Str
 
 def moved_positions(m: GroupModel, rid: str, positions: Iterable[Position]) -> tuple[Position, ...]:
     """The positions of segments ``rid`` holds that differ from the replica's (what a report must say)."""
+    get = m.entries.get
     out = []
     for p in positions:
-        e = m.entries.get(p[0])
+        e = get(p[0])
         if e is not None and e.owner == rid and (p[1] != e.position or p[2] > e.watermark):
             out.append(p)
     return tuple(out)

@@ -210,7 +210,7 @@ class ReaderMembership:
                     and not self._state_moved
                     and self._sync_obj.deleted is None
                 ):
-                    m = st.model
+                    m = self._sync_obj.state  # (``st.model``)
                     if q[0] is m and q[2] == acked:
                         if q[1] == m.layout:
                             quiet = True  # nothing moved since the last sync left nothing to do: skip it
@@ -245,7 +245,7 @@ class ReaderMembership:
                 if st.epoch == self._epoch and self._online():
                     break
             if not quiet:
-                m = st.model
+                m = self._sync_obj.state
                 if (
                     q is not None
                     and q[0] is m
@@ -288,7 +288,7 @@ class ReaderMembership:
         touch none of this reader's segments: so until ``layout`` moves or the reader delivers more,
         its next syncs would append nothing and change nothing (``_sync`` skips them).
         """
-        m = st.model
+        m = self._sync_obj.state
         rid = self.reader_id
         if (
             finished
