@@ -98,6 +98,8 @@ def test_a_value_of_another_type_is_left_to_encode_batch(args: tuple[Any, ...]) 
 
 def test_the_names_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(group_updates, "_MAX_NAMES", 2)
+    monkeypatch.setattr(group_updates, "_KEPT_NAMES", {})
+    monkeypatch.setattr(group_updates, "_KEPT_READERS", {})
     framer = ReportFramer("gid", "origin")
     for i in range(7):
         positions = tuple((f"seg{i + k}", i, -i) for k in range(3))
@@ -105,6 +107,18 @@ def test_the_names_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
             "gid", "origin", i, [Report(f"r{i % 3}", i, 0, positions)]
         )
         assert len(framer._names) <= 3 and len(framer._readers) <= 2
+
+
+def test_framers_share_the_text_they_keep() -> None:
+    """Framers of other groups and origins take the names and reader ids another framer quoted: same bytes."""
+    positions = (("s/x/0.#epoch.0", 5, 7), ('s/"q"/1.#epoch.0', 6, 8))
+    framers = [ReportFramer(g, o) for g, o in [("g1", "o1"), ("g2", 'o"2'), ("g1", "o1")]]
+    for i, framer in enumerate(framers * 2):
+        frame = framer.frame(i, "r\\1", i, 2, positions[: 1 + i % 2])
+        assert frame == encode_batch(
+            framer.group_id, framer.origin, i, [Report("r\\1", i, 2, positions[: 1 + i % 2])]
+        )
+    assert framers[0]._names is framers[1]._names and framers[0]._readers is framers[2]._readers
 
 
 # ---------------------------------------------------------------------- applying

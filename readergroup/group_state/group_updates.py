@@ -67,6 +67,8 @@ FORMAT_VERSION = 1
 _MAGIC = b"RGS"
 _HEADER = struct.Struct("<3sBII")  # magic, version, payload length, crc32
 HEADER_BYTES = _HEADER.size
+_PACK = _HEADER.pack
+_CRC32 = zlib.crc32
 
 Position = tuple[str, int, int]
 """``(segment, offset, watermark there)``."""
@@ -397,7 +399,15 @@ def _reports_json(group_id: str, origin: str, seq: int, updates: Sequence[Update
 
 
 _MAX_NAMES = 1 << 16
-"""Segment names a ``ReportFramer`` keeps encoded (it forgets them all past this: a bounded cache)."""
+"""Segment names (and reader ids) the report framers keep encoded (they forget them all past this: a
+bounded cache)."""
+
+_KEPT_NAMES: dict[str, str] = {}
+"""Segment name -> ``[``, its JSON text and ``,``, as frames hold it; kept for every framer (in a process
+of many readers, each with its own replica and framer: one hot table rather than a cold one each)."""
+
+_KEPT_READERS: dict[str, str] = {}
+"""Reader id -> the text of a report batch from ``,"u":`` to the reader id's ``,``; kept for every framer."""
 
 
 class ReportFramer:
@@ -405,8 +415,9 @@ class ReportFramer:
     ``encode_batch(group_id, origin, seq, [Report(reader_id, token, epoch, positions)])`` does.
 
     The frame's text up to the sequence number is made once, and each segment name and reader id
-    is quoted once and kept (at most ``_MAX_NAMES`` of each), so a frame costs its positions'
-    digits and one CRC: O(positions). ``frame`` returns ``None`` for a value not of exactly the
+    is quoted once and kept with the text around it (``[name,``, and the report's text up to its
+    token; at most ``_MAX_NAMES`` of each), so a frame costs its positions' digits and one CRC:
+    O(positions). ``frame`` returns ``None`` for a value not of exactly the
     types a report holds (the caller then takes ``encode_batch``). Not thread-safe.
     """
 
@@ -416,8 +427,8 @@ class ReportFramer:
         self.group_id = group_id
         self.origin = origin
         self._head = f'{{"g":{_STR(group_id)},"o":{_STR(origin)},"q":'
-        self._names: dict[str, str] = {}
-        self._readers: dict[str, str] = {}
+        self._names = _KEPT_NAMES  # (shared by every framer: the same text for a name in any group)
+        self._readers = _KEPT_READERS
 
     def frame(
         self, seq: int, reader_id: str, token: int, epoch: int, positions: Sequence[Position]
@@ -436,7 +447,7 @@ class ReportFramer:
         if rid is None:
             if len(readers) >= _MAX_NAMES:
                 readers.clear()
-            rid = readers[reader_id] = _STR(reader_id)
+            rid = readers[reader_id] = f',"u":[["report",{_STR(reader_id)},'
         names = self._names
         ps = []
         try:
@@ -447,12 +458,12 @@ class ReportFramer:
                 if n is None:
                     if len(names) >= _MAX_NAMES:
                         names.clear()
-                    n = names[name] = _STR(name)
-                ps.append(f"[{n},{pos},{wm}]")
+                    n = names[name] = f"[{_STR(name)},"
+                ps.append(f"{n}{pos},{wm}]")
         except (TypeError, ValueError):  # a position that is no triple
             return None
-        payload = f'{self._head}{seq},"u":[["report",{rid},{token},{epoch},[{",".join(ps)}]]]}}'.encode()
-        return _HEADER.pack(_MAGIC, FORMAT_VERSION, len(payload), zlib.crc32(payload)) + payload
+        payload = f"{self._head}{seq}{rid}{token},{epoch},[{','.join(ps)}]]]}}".encode()
+        return _PACK(_MAGIC, FORMAT_VERSION, len(payload), _CRC32(payload)) + payload
 
 
 def frame_length(data: bytes | memoryview) -> int | None:
