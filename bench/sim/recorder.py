@@ -30,7 +30,7 @@ from segmentstore.limits import INT64_MIN
 
 from ..spec.errors import OutputError
 from .sentinels import real_time
-from .workloads import _KERNEL_LOADED_MIN_EVENTS, payload_ids, sim_kernels
+from .workloads import payload_ids, sim_kernels
 
 __all__ = ["SERIES_COLUMNS", "SEGMENT_COLUMNS", "EVENT_COLUMNS", "Recorder", "stats", "write_outputs"]
 
@@ -200,8 +200,7 @@ class Recorder:
             self._etw = event_time_watermark(gw, self.lag)
             self._etw_of = gw
         etw = self._etw
-        # once the kernels are loaded, a batch of any size: numpy's path costs ~20 us at any size
-        k = None if self.event_log else sim_kernels(max(n, _KERNEL_LOADED_MIN_EVENTS))
+        k = None if self.event_log else sim_kernels(n)
         if k is not None and it.dtype is _I64 and et.dtype is _I64:  # one kernel call counts the batch
             pays = batch.payload
             _, ob, db = pays.buffers()
