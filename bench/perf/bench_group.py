@@ -2,7 +2,7 @@
 
 The group's state is a log of update batches in the store (``readergroup.group_state.synchronizer``);
 every change is a conditional append. Against ``ingestwm serve`` in another process,
-over a stream of 10^3 segments (``--quick``: 100, ``--tiny``: 20):
+over a stream of 10^3 segments (``--quick``: 100, ``--tiny``: 20) of 1,024 events each:
 
 - ``updates 1 process``: one process appending position reports (``ReaderGroupState.report``)
   as fast as it can: updates per second, each a conditional append plus its apply;
@@ -36,10 +36,19 @@ __all__ = ["run", "main"]
 
 STREAM = "bench/group"
 GROUP = "bench-group"
+EVENTS_PER_SEGMENT = 1_024
+"""Events written to each segment before the updates: every reported position is an event's end,
+so the new reader of ``join`` reads from real positions (an update past them moves nothing)."""
+
+
+def _frame() -> bytes:
+    from readergroup.format.events import encode_event
+
+    return encode_event("k", bytes(8))
 
 
 def _updater(endpoint: tuple[str, int], rid: str, seconds: float, go: Any, out: Any) -> None:
-    """Report ever higher positions of this reader's segments for ``seconds``; put (updates, conflicts)."""
+    """Report positions an event further each time, round its segments, for ``seconds``; put the counts."""
     from readergroup.group_state.state import ReaderGroupState
     from segmentstore import WallClock
     from segmentstore.client import RemoteClient
@@ -52,12 +61,17 @@ def _updater(endpoint: tuple[str, int], rid: str, seconds: float, go: Any, out: 
         segs = [seg.name for seg, _, _ in st.acquire(rid)] or sorted(st.segments_of(rid))
         sync = st.synchronizer
         before = sync.stats.conflicts
-        pos = {name: st.model.entries[name].position for name in segs}  # fake, ever higher offsets
+        step = len(_frame())
+        end = step * EVENTS_PER_SEGMENT
+        pos = {name: st.model.entries[name].position for name in segs}  # one event further each report
         n = 0
         t_end = monotonic_s() + seconds
         while monotonic_s() < t_end and segs:
             name = segs[n % len(segs)]
-            pos[name] += 1
+            if pos[name] + step > end:  # read to its end: no further position to report
+                segs.remove(name)
+                continue
+            pos[name] += step
             st.report(rid, [(name, pos[name], pos[name])])
             n += 1
         st.remove_reader(rid)
@@ -116,6 +130,9 @@ def run(size: Size = "full") -> list[Row]:
     try:
         with RemoteClient(endpoint, timeout_s=60) as client:
             client.create_stream(STREAM, segments)
+            data = _frame() * EVENTS_PER_SEGMENT
+            for seg in client.get_stream(STREAM).active_segments:
+                client.append(seg.name, data)
             cfg = ReaderGroupConfig((STREAM,), time_domain=TimeDomain.INGESTION_TIME)
             ReaderGroup(GROUP, cfg, client, WallClock())
             one, _, _ = _updates(endpoint, 1, seconds)
