@@ -1,4 +1,7 @@
-"""Every benchmark module imports and runs at the ``tiny`` size, both ways, so that none can rot.
+"""Every benchmark module imports and runs at the ``tiny`` size, so that none can rot: its ``run``
+called here (or by the test named in ``RUN_ELSEWHERE``), and its ``test_*`` functions through
+``pytest bench/perf``, which for a module without them runs ``run("tiny")`` itself (then that is
+its run here).
 
 Benchmarks are not tests (docs/design.md §5): nothing here is timed or compared. The modules
 are listed from the ``bench/perf`` folder, not imported to be found, so one that fails
@@ -39,11 +42,23 @@ RUN_ELSEWHERE = {  # the module's tiny run is another test's, which runs it as u
 }
 
 
+def _whole_run_benchmarked(name: str) -> bool:
+    """``pytest bench/perf`` runs the module's ``run("tiny")`` and checks its rows
+    (``bench/perf/test_whole_runs.py``: a module with no ``test_*`` functions, not ``SLOW``), so
+    ``test_pytest_benchmark_collects_and_runs_every_module`` runs it already."""
+    try:
+        mod = importlib.import_module(f"bench.perf.{name}")
+    except Exception:  # the test imports it again, and fails with the error
+        return False
+    own = any(n.startswith("test") and callable(getattr(mod, n)) for n in vars(mod))
+    return not own and not getattr(mod, "SLOW", False)
+
+
 def _params() -> list[Any]:
     return [
         pytest.param(n, id=n, marks=[pytest.mark.slow] if _slow(n) else [])
         for n in MODULES
-        if n not in RUN_ELSEWHERE
+        if n not in RUN_ELSEWHERE and not _whole_run_benchmarked(n)
     ]
 
 
@@ -90,6 +105,8 @@ def test_pytest_benchmark_collects_and_runs_every_module(tmp_path: Path) -> None
             ran[module] = ran.get(module, 0) + 1
     fast = [n for n in MODULES if not _slow(n)]
     assert all(ran.get(n, 0) >= 1 for n in fast), f"benchmark tests run per module: {ran}"
+    whole = {n for n in MODULES if _whole_run_benchmarked(n)}  # their only tiny run in the suite
+    assert whole and all(ran.get(n, 0) == 1 for n in whole), f"whole runs: {ran}"
 
 
 def test_spark_bench_round_check_counts_each_timed_batch_and_refuses_wrong_or_repeated_rows(
