@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from readergroup import FrameFormatError, InvalidEventError
+from readergroup.format import producer_watermarks
 from readergroup.format.events import (
     HEADER_SIZE,
     KIND_EVENT,
@@ -30,7 +31,7 @@ from readergroup.format.frame_batch import (
     encode_events,
     walk_frames,
 )
-from readergroup.format.producer_watermarks import encode_idle_marker, encode_watermark_marker
+from readergroup.format.producer_watermarks import encode_idle_marker, encode_watermark_marker, scan_markers
 from readergroup.format.routing import key_hash
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -135,6 +136,29 @@ def test_malformed_bytes_give_the_same_error(
     assert _walk(bytes(buf), True) == _walk(bytes(buf), False)
     if want[0] == "ok":
         assert (whole, bad) == (want[2], False)
+
+
+@given(
+    frames=st.lists(st.one_of(event_st, event_st, marker_st), max_size=12),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    cut=st.integers(0, 20),
+    base=st.integers(0, 2**40),
+)
+def test_scanning_for_markers_with_the_kernels_finds_what_decoding_finds(
+    frames: list[bytes], flips: list[tuple[int, int]], cut: int, base: int
+) -> None:
+    """``scan_markers``' one kernel call (frames of events only) gives the markers, bytes consumed
+    and errors that decoding every frame gives: whole, cut short, or with bytes overwritten."""
+    import readergroup.format._frame_kernels  # noqa: F401  (loaded: the kernel path is taken)
+
+    buf = bytearray(b"".join(frames))
+    for at, value in flips if buf else []:
+        buf[at % len(buf)] = value
+    data = bytes(buf[: max(0, len(buf) - cut)])
+    fast = outcome(scan_markers, data, base)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(producer_watermarks, "_FRAME_KERNELS", "(not loaded)")
+        assert outcome(scan_markers, data, base) == fast
 
 
 @settings(max_examples=300)  # above the profile's 100: pure decoders, fast examples

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import struct
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -47,7 +48,15 @@ from segmentstore.limits import INT64_MAX, INT64_MIN
 from segmentstore.results import SegmentInfo
 
 from ..errors import FrameFormatError, InvalidEventError
-from .events import KIND_EVENT, KIND_IDLE, KIND_WATERMARK, decode_columns, encode_event, frame_length
+from .events import (
+    HEADER_SIZE,
+    KIND_EVENT,
+    KIND_IDLE,
+    KIND_WATERMARK,
+    decode_columns,
+    encode_event,
+    frame_length,
+)
 
 __all__ = [
     "NO_TIME",
@@ -77,6 +86,8 @@ NO_TIME = INT64_MIN
 _LEN = struct.Struct("<I")
 _DEFAULT_SNAPSHOT_BYTES = 1 << 16
 _DEFAULT_READ_BYTES = 1 << 20
+_FRAME_KERNELS = "readergroup.format._frame_kernels"
+"""The frame kernels' module: ``scan_markers`` uses it once something else loaded it (numba's start costs)."""
 
 
 def check_asserted_time(t: object, writer_id: int) -> int:
@@ -217,7 +228,18 @@ class ProducerWatermarkTracker:
 
 
 def scan_markers(buf: bytes | bytearray | memoryview, base_offset: int) -> tuple[list[Marker], int]:
-    """The marker frames among the complete frames of ``buf``, and the bytes consumed. O(len(buf))."""
+    """The marker frames among the complete frames of ``buf``, and the bytes consumed. O(len(buf)).
+
+    Once the frame kernels are loaded, one kernel call checks the frames as ``decode_columns``
+    does (headers, then every key's UTF-8) and sizes them: if all are events, that is the
+    answer (no columns made); else, or on an error, ``decode_columns`` decides as before.
+    """
+    kmod = sys.modules.get(_FRAME_KERNELS)
+    if kmod is not None:
+        arr = np.frombuffer(buf, np.uint8)
+        n, key_bytes, payload_bytes, whole, status, _ = kmod.measure_events(arr, True)
+        if status == kmod.OK and whole == n * HEADER_SIZE + key_bytes + payload_bytes:
+            return [], whole  # (the frames' bytes are the events' alone: no marker among them)
     cols, consumed = decode_columns(buf, base_offset)
     kinds = cols["kind"]
     idx = np.flatnonzero(kinds != KIND_EVENT)
