@@ -147,8 +147,9 @@ def test_malformed_bytes_give_the_same_error(
 def test_scanning_for_markers_with_the_kernels_finds_what_decoding_finds(
     frames: list[bytes], flips: list[tuple[int, int]], cut: int, base: int
 ) -> None:
-    """``scan_markers``' one kernel call (frames of events only) gives the markers, bytes consumed
-    and errors that decoding every frame gives: whole, cut short, or with bytes overwritten."""
+    """``scan_markers``' kernel paths (a buffer of events alone; markers found by their headers)
+    give the markers, bytes consumed and errors that decoding every frame gives: whole, cut
+    short, or with bytes overwritten."""
     import readergroup.format._frame_kernels  # noqa: F401  (loaded: the kernel path is taken)
 
     buf = bytearray(b"".join(frames))

@@ -38,6 +38,7 @@ import struct
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -232,32 +233,53 @@ def scan_markers(buf: bytes | bytearray | memoryview, base_offset: int) -> tuple
 
     Once the frame kernels are loaded, one kernel call checks the frames as ``decode_columns``
     does (headers, then every key's UTF-8) and sizes them: if all are events, that is the
-    answer (no columns made); else, or on an error, ``decode_columns`` decides as before.
+    answer; else a second walks their headers and only the markers' payloads are read. Without
+    the kernels, or on an error, ``decode_columns`` decides as before.
     """
     kmod = sys.modules.get(_FRAME_KERNELS)
     if kmod is not None:
         arr = np.frombuffer(buf, np.uint8)
         n, key_bytes, payload_bytes, whole, status, _ = kmod.measure_events(arr, True)
-        if status == kmod.OK and whole == n * HEADER_SIZE + key_bytes + payload_bytes:
-            return [], whole  # (the frames' bytes are the events' alone: no marker among them)
+        if status == kmod.OK:
+            if whole == n * HEADER_SIZE + key_bytes + payload_bytes:
+                return [], whole  # (the frames' bytes are the events' alone: no marker among them)
+            return _scanned_markers(kmod, arr, base_offset)
     cols, consumed = decode_columns(buf, base_offset)
     kinds = cols["kind"]
     idx = np.flatnonzero(kinds != KIND_EVENT)
     if not len(idx):
         return [], consumed
     pays = cols["payload"].take(idx).to_pylist()
+    offsets, lengths, times = cols["offset"], cols["length"], cols["event_time"]
+    return [
+        _marker(int(offsets[i]), int(lengths[i]), int(kinds[i]), pays[j], int(times[i]))
+        for j, i in enumerate(idx.tolist())
+    ], consumed
+
+
+def _scanned_markers(kmod: Any, arr: np.ndarray, base_offset: int) -> tuple[list[Marker], int]:
+    """``scan_markers`` of frames ``measure_events`` found whole and valid: their headers walked in
+    one kernel call, the markers' payloads sliced from ``arr``. O(frames)."""
+    cap = arr.size // HEADER_SIZE + 1
+    ints = np.empty((4, cap), np.int64)  # starts, lengths, event times, key lengths
+    kinds = np.empty(cap, np.uint8)
+    count, consumed, _ = kmod.scan(arr, ints[0], ints[1], kinds, ints[2], ints[3])
     out: list[Marker] = []
-    for j, i in enumerate(idx.tolist()):
-        p = pays[j]
-        off = int(cols["offset"][i])
-        if len(p) != 8:
-            raise FrameFormatError(
-                f"marker frame at offset {off}: payload of {len(p)} bytes is not a writer id"
-            )
-        kind = int(kinds[i])
-        t = int(cols["event_time"][i]) if kind == KIND_WATERMARK else None
-        out.append(Marker(off, off + int(cols["length"][i]), kind, int.from_bytes(p, "little"), t))
-    return out, consumed
+    for i in np.flatnonzero(kinds[:count] != KIND_EVENT).tolist():
+        start, length, t, klen = ints[:, i].tolist()
+        pay = arr[start + HEADER_SIZE + klen : start + length].tobytes()
+        out.append(_marker(base_offset + start, length, int(kinds[i]), pay, t))
+    return out, int(consumed)
+
+
+def _marker(offset: int, length: int, kind: int, payload: bytes, time: int) -> Marker:
+    """The marker frame at ``offset`` (``length`` bytes) whose payload is ``payload``: a writer id."""
+    if len(payload) != 8:
+        raise FrameFormatError(
+            f"marker frame at offset {offset}: payload of {len(payload)} bytes is not a writer id"
+        )
+    t = time if kind == KIND_WATERMARK else None
+    return Marker(offset, offset + length, kind, int.from_bytes(payload, "little"), t)
 
 
 def snapshot_segment(segment: str) -> str:
