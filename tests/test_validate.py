@@ -776,3 +776,37 @@ def test_a_driven_job_whose_turns_cannot_go_on_fails_naming_the_turn(monkeypatch
     stuck = r"waited 2000 ms: the late filter took turns 1..4, and turn 5 \(no step of the spec has it\)"
     with pytest.raises(ValidateError, match=stuck):
         replay_flink_java([run_compare(lab_scenario_from_dict(SPARSE))], python, turn_timeout_ms=2000)
+
+
+def test_flink_jobs_keep_their_jvm_temporary_files_in_their_work_directory(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Flink unpacks a 24 MB jar into the JVM's temporary directory at each start and removes it
+    only when the JVM exits normally; a job's JVM ends with its process, so each paced or driven
+    replay left one in ``/tmp``. Both jobs' JVMs now take their work directory (removed after the
+    job) as ``java.io.tmpdir``: the paced job's through ``JAVA_TOOL_OPTIONS`` (PyFlink starts its
+    JVM), the driven one's on its command line."""
+    import bench.validate.flink_engine as engine
+    import bench.validate.flink_java as driven
+
+    seen: list[tuple[list[str], str, dict[str, str] | None]] = []
+
+    def fake_run_job(
+        what: str, cmd: list[str], work: str, out: str, budget: float, names: Any, env: Any = None
+    ) -> NoReturn:
+        seen.append((cmd, work, env))
+        raise RuntimeError("stop")  # (nothing runs)
+
+    monkeypatch.setattr(engine, "run_job", fake_run_job)
+    monkeypatch.setattr(driven, "run_job", fake_run_job)
+    monkeypatch.setattr(engine, "flink_available", lambda python=None: None)
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss4m")
+    result = run_compare(lab_scenario_from_dict(SPARSE))
+    with pytest.raises(RuntimeError, match="stop"):
+        replay_flink_many([result], FlinkTiming(pace_ms=400), "python")
+    with pytest.raises(RuntimeError, match="stop"):
+        driven._run_driven("java", Path("lib"), Path("classes"), [], 1000)
+    (_, paced_work, env), (java_cmd, java_work, _) = seen
+    assert env is not None and env["JAVA_TOOL_OPTIONS"] == f"-Xss4m -Djava.io.tmpdir={paced_work}"
+    assert f"-Djava.io.tmpdir={java_work}" in java_cmd[: java_cmd.index("-cp")]
+    assert not Path(paced_work).exists() and not Path(java_work).exists()  # removed with what they held

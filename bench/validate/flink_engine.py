@@ -295,6 +295,7 @@ def replay_flink_many(
         # neither share one interpreter lock nor wait for each other's sleeps
         workers = os.environ.get("INGESTWM_FLINK_WORKERS", "process")
         env = dict(os.environ, _python_worker_execution_mode=workers)
+        env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {jvm_temp_option(work)}".strip()
         # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
         job = os.path.join(os.path.dirname(__file__), "flink_job.py")
         cmd = [python or sys.executable, job, spec_path, out_path]
@@ -303,6 +304,15 @@ def replay_flink_many(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
+
+
+def jvm_temp_option(work: str) -> str:
+    """The JVM flag that puts a job's temporary files in its ``work`` directory (removed after it).
+
+    Flink unpacks its RPC system into a 24 MB jar in the JVM's temporary directory at each start
+    and deletes it only when the JVM exits normally; a job's JVM is ended with its process, so
+    in ``/tmp`` one was left behind per job."""
+    return f"-Djava.io.tmpdir={work}"
 
 
 def job_error(proc: subprocess.CompletedProcess[str]) -> str:
