@@ -158,7 +158,7 @@ def test_scanning_for_markers_with_the_kernels_finds_what_decoding_finds(
     data = bytes(buf[: max(0, len(buf) - cut)])
     fast = outcome(scan_markers, data, base)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(producer_watermarks, "_FRAME_KERNELS", "(not loaded)")
+        m.setattr(producer_watermarks, "_loaded_kernels", lambda: None)
         assert outcome(scan_markers, data, base) == fast
 
 

@@ -35,10 +35,8 @@ from __future__ import annotations
 import contextlib
 import json
 import struct
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -54,6 +52,8 @@ from .events import (
     KIND_EVENT,
     KIND_IDLE,
     KIND_WATERMARK,
+    _loaded_kernels,
+    _scan,
     decode_columns,
     encode_event,
     frame_length,
@@ -87,8 +87,6 @@ NO_TIME = INT64_MIN
 _LEN = struct.Struct("<I")
 _DEFAULT_SNAPSHOT_BYTES = 1 << 16
 _DEFAULT_READ_BYTES = 1 << 20
-_FRAME_KERNELS = "readergroup.format._frame_kernels"
-"""The frame kernels' module: ``scan_markers`` uses it once something else loaded it (numba's start costs)."""
 
 
 def check_asserted_time(t: object, writer_id: int) -> int:
@@ -236,14 +234,14 @@ def scan_markers(buf: bytes | bytearray | memoryview, base_offset: int) -> tuple
     answer; else a second walks their headers and only the markers' payloads are read. Without
     the kernels, or on an error, ``decode_columns`` decides as before.
     """
-    kmod = sys.modules.get(_FRAME_KERNELS)
+    kmod = _loaded_kernels()
     if kmod is not None:
         arr = np.frombuffer(buf, np.uint8)
         n, key_bytes, payload_bytes, whole, status, _ = kmod.measure_events(arr, True)
         if status == kmod.OK:
             if whole == n * HEADER_SIZE + key_bytes + payload_bytes:
                 return [], whole  # (the frames' bytes are the events' alone: no marker among them)
-            return _scanned_markers(kmod, arr, base_offset)
+            return _scanned_markers(arr, base_offset)
     cols, consumed = decode_columns(buf, base_offset)
     kinds = cols["kind"]
     idx = np.flatnonzero(kinds != KIND_EVENT)
@@ -257,19 +255,16 @@ def scan_markers(buf: bytes | bytearray | memoryview, base_offset: int) -> tuple
     ], consumed
 
 
-def _scanned_markers(kmod: Any, arr: np.ndarray, base_offset: int) -> tuple[list[Marker], int]:
-    """``scan_markers`` of frames ``measure_events`` found whole and valid: their headers walked in
-    one kernel call, the markers' payloads sliced from ``arr``. O(frames)."""
-    cap = arr.size // HEADER_SIZE + 1
-    ints = np.empty((4, cap), np.int64)  # starts, lengths, event times, key lengths
-    kinds = np.empty(cap, np.uint8)
-    count, consumed, _ = kmod.scan(arr, ints[0], ints[1], kinds, ints[2], ints[3])
+def _scanned_markers(arr: np.ndarray, base_offset: int) -> tuple[list[Marker], int]:
+    """``scan_markers`` of frames ``measure_events`` found whole and valid: their headers walked
+    (``_scan``), the markers' payloads sliced from ``arr``. O(frames)."""
+    starts, lengths, kinds, times, klens, consumed = _scan(arr, base_offset)
     out: list[Marker] = []
-    for i in np.flatnonzero(kinds[:count] != KIND_EVENT).tolist():
-        start, length, t, klen = ints[:, i].tolist()
+    for i in np.flatnonzero(kinds != KIND_EVENT).tolist():
+        start, length, klen = int(starts[i]), int(lengths[i]), int(klens[i])
         pay = arr[start + HEADER_SIZE + klen : start + length].tobytes()
-        out.append(_marker(base_offset + start, length, int(kinds[i]), pay, t))
-    return out, int(consumed)
+        out.append(_marker(base_offset + start, length, int(kinds[i]), pay, int(times[i])))
+    return out, consumed
 
 
 def _marker(offset: int, length: int, kind: int, payload: bytes, time: int) -> Marker:
