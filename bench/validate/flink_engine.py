@@ -295,7 +295,6 @@ def replay_flink_many(
         # neither share one interpreter lock nor wait for each other's sleeps
         workers = os.environ.get("INGESTWM_FLINK_WORKERS", "process")
         env = dict(os.environ, _python_worker_execution_mode=workers)
-        env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} {jvm_temp_option(work)}".strip()
         # by path: the job's Python may have PyFlink and nothing of ingestwm's dependencies
         job = os.path.join(os.path.dirname(__file__), "flink_job.py")
         cmd = [python or sys.executable, job, spec_path, out_path]
@@ -304,15 +303,6 @@ def replay_flink_many(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
-
-
-def jvm_temp_option(work: str) -> str:
-    """The JVM flag that puts a job's temporary files in its ``work`` directory (removed after it).
-
-    Flink unpacks its RPC system into a 24 MB jar in the JVM's temporary directory at each start
-    and deletes it only when the JVM exits normally; a job's JVM is ended with its process, so
-    in ``/tmp`` one was left behind per job."""
-    return f"-Djava.io.tmpdir={work}"
 
 
 def job_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -338,7 +328,12 @@ def run_job(
 
     ``EngineRunError`` naming ``what`` if it takes longer than ``budget`` seconds, fails, or
     writes nothing. With ``INGESTWM_FLINK_DEBUG=DIR`` the work directory (spec, output) is kept
-    in ``DIR/<names joined by +>``."""
+    in ``DIR/<names joined by +>``. The job's JVM takes ``work`` as its temporary directory
+    (``JAVA_TOOL_OPTIONS``, added to any set): Flink unpacks its RPC system into a 24 MB jar
+    there at each start and deletes it only when the JVM exits normally, which a job's JVM,
+    ended with its process, does not; in ``/tmp`` one was left behind per job."""
+    env = dict(os.environ if env is None else env)
+    env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} -Djava.io.tmpdir={work}".strip()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=budget, env=env, cwd=work)
     except subprocess.TimeoutExpired:

@@ -36,7 +36,7 @@ from ..lab.compare import LabResult
 from ..lab.lab_scenario import lab_strategies
 from . import user_cache
 from .errors import EngineRunError, EngineUnavailableError, ValidateError
-from .flink_engine import FlinkReplay, FlinkTiming, flink_spec, jvm_temp_option, parse_replay, run_job
+from .flink_engine import FlinkReplay, FlinkTiming, flink_spec, parse_replay, run_job
 from .flink_job import WAIT
 
 __all__ = [
@@ -246,7 +246,6 @@ def _run_driven(
             "-Xss2m",
             "-Dlog4j2.level=ERROR",
             "-Dlog4j2.statusLoggerLevel=OFF",
-            jvm_temp_option(work),
             "-cp",
             f"{classes}{os.pathsep}{lib}/*",
             MAIN_CLASS,
