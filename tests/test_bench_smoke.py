@@ -23,6 +23,7 @@ import pytest
 from spark_fixtures import spark_fixture  # noqa: F401 (fixture)
 
 from bench.perf.suite import check_rows, discover
+from bench.perf.test_whole_runs import runs_whole
 
 ROOT = Path(__file__).resolve().parents[1]
 PERF = ROOT / "bench" / "perf"
@@ -50,8 +51,7 @@ def _whole_run_benchmarked(name: str) -> bool:
         mod = importlib.import_module(f"bench.perf.{name}")
     except Exception:  # the test imports it again, and fails with the error
         return False
-    own = any(n.startswith("test") and callable(getattr(mod, n)) for n in vars(mod))
-    return not own and not getattr(mod, "SLOW", False)
+    return runs_whole(mod) and not getattr(mod, "SLOW", False)
 
 
 def _params() -> list[Any]:

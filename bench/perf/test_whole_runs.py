@@ -8,20 +8,26 @@ the side-by-side figures — go into the saved JSON as ``extra_info["rows"]``.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from .suite import Size, check_rows, discover, load
 
-__all__ = ["test_run"]
+__all__ = ["test_run", "runs_whole"]
+
+
+def runs_whole(mod: ModuleType) -> bool:
+    """Whether ``test_run`` runs the module's ``run``: it has no ``test_*`` functions of its own."""
+    return not any(n.startswith("test") and callable(getattr(mod, n)) for n in vars(mod))
 
 
 def _without_own_tests() -> list[Any]:
     out = []
     for name in discover():
         mod = load(name)  # an import error fails the collection: the benchmark run fails, as it should
-        if any(n.startswith("test") and callable(getattr(mod, n)) for n in vars(mod)):
+        if not runs_whole(mod):
             continue
         marks = [pytest.mark.slow] if getattr(mod, "SLOW", False) else []
         out.append(pytest.param(name, marks=marks, id=name))
