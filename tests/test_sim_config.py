@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -221,3 +224,34 @@ def _outputs_with_and_without_kernels(
         monkeypatch.undo()
     assert outs[0] == outs[1]
     return outs[0]
+
+
+def test_a_run_whose_readers_poll_often_loads_their_kernels_first_and_a_short_one_does_not() -> None:
+    """A world whose readers poll ``READER_KERNEL_MIN_POLLS`` times or more in all imports the readers'
+    frame and merge kernels before it runs (else small writes never would, and every block is decoded
+    and merged in Python); a shorter run, or one whose readers are processes of their own, does not
+    pay the import. In a fresh interpreter: this one has them loaded already."""
+    code = """
+import json, sys
+from bench.sim.actors import World
+from bench.sim.workloads import READER_KERNEL_MIN_POLLS
+from bench.spec import scenario_from_dict
+base = json.loads(sys.argv[1])
+polls = READER_KERNEL_MIN_POLLS
+out = []
+for spec in (
+    {**base, "duration_ms": 100 * polls // 2 - 100},  # 2 readers every 100 ms: one poll short
+    {**base, "duration_ms": 100 * polls // 2, "group": {"processes": True}},
+    {**base, "duration_ms": 100 * polls // 2},
+):
+    World(scenario_from_dict(spec)).close()
+    out.append([m in sys.modules for m in
+                ("readergroup.format._frame_kernels", "readergroup.reading._batch_kernels")])
+print(json.dumps(out))
+"""
+    base = {**BASE, "readers": [{"name": "r", "count": 2, "poll_ms": 100}]}
+    done = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(base)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [[False, False], [False, False], [True, True]]

@@ -3,7 +3,8 @@
 ``EventReader.read_batch`` takes the next batch from the blocks of the segments with
 events left; once the frame kernels are loaded (numba imported), ``merge_kernel`` gives
 ``_batch_kernels`` and ``merge_blocks`` runs it (the same slices in the same order as the
-reader's Python path). O(events) per batch.
+reader's Python path). O(events) per batch. A reader never imports the kernels itself (a short
+use would pay the import); a long run calls ``load_kernels`` first.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pyarrow as pa
 
 from .segment_input import SegmentInput
 
-__all__ = ["Merged", "merge_kernel", "merge_blocks"]
+__all__ = ["Merged", "load_kernels", "merge_kernel", "merge_blocks"]
 
 _STRING, _BINARY = pa.string(), pa.binary()
 _U8, _I32, _I64 = np.dtype(np.uint8), np.dtype(np.int32), np.dtype(np.int64)  # (np.empty converts none)
@@ -53,6 +54,16 @@ def merge_kernel() -> ModuleType | None:
 
     _merge_loaded.append(_batch_kernels)
     return _batch_kernels
+
+
+def load_kernels() -> None:
+    """Import the readers' numba kernels now: the frame codec's and the merge's (~0.5 s, from numba's
+    cache). From then on every reader of the process decodes the blocks of a pass side by side and
+    merges them in kernel calls (the same events, batches and errors as the Python path's)."""
+    from ..format.events import _kernels
+
+    _kernels()
+    merge_kernel()
 
 
 def merge_blocks(
