@@ -510,8 +510,11 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     200 ms run left it even on a quiet machine (emits and arrivals 80-150 ms late), so each
     suite paid for a run that could not count (docs/engines.md). A run a loaded machine pushed
     out of the regime is repeated at twice the pace, up to 1,600 ms (in CI at 400 ms a 440 ms
-    stall once left it); out of it three times, the test fails in CI and is skipped with the
-    reasons elsewhere.
+    stall once left it); out of it at every pace, the test fails in CI and is skipped with the
+    reasons elsewhere. On a loaded machine (a load average of a process per core or more, as
+    two busy test workers make) it starts at 800 ms: with two busy processes beside it on two
+    cores the 400 ms run left the regime (arrivals ~330 ms late, 75 s) and the 800 ms run held
+    it (99 s), so the suite paid for a first run that could not count.
     (The shipped scenarios, hundreds of ticks each: ``ingestwm validate --engine flink``.)
     """
     python, why = flink_venv.wait()
@@ -520,14 +523,15 @@ def test_flink_agrees_with_the_model_in_the_paced_regime() -> None:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         _unavailable("no Java runtime (java on PATH or JAVA_HOME) for Flink")
     results = [run_compare(lab_scenario_from_dict(d)) for d in (SPARSE, _scaling(), READER_SPLIT)]
-    for pace in (400, 800, 1600):
+    loaded = os.getloadavg()[0] >= (os.cpu_count() or 1)
+    for pace in (800, 1600) if loaded else (400, 800, 1600):
         replays = replay_flink_many(results, FlinkTiming(pace_ms=pace), python)
         # the regime is the verdict's: the replay's slips and every move's margin to the next release
         verdicts = [flink_verdict(r, p) for r, p in zip(results, replays, strict=True)]
         if all(v.verdict != "out of regime" for v in verdicts):
             break
     else:  # a machine too loaded to keep the regime: nothing exact can be asserted (CI must)
-        _unavailable(f"out of the regime three times: {[(v.scenario, v.note) for v in verdicts]}")
+        _unavailable(f"out of the regime at every pace: {[(v.scenario, v.note) for v in verdicts]}")
     for v, r in zip(verdicts, results, strict=True):
         assert v.verdict == "exact", f"{v.scenario}: {v.note}"
         assert v.wm_equal == v.wm_checked == len(r.strategies["flink"].arrivals)  # type: ignore[attr-defined]
