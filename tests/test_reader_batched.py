@@ -113,6 +113,27 @@ def test_batched_reads_deliver_what_a_read_per_segment_does() -> None:
     assert runs[0] == runs[1]
 
 
+def test_a_reader_holding_more_segments_than_a_read_takes_reads_them_in_parts_in_columns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """More segments than one ``read_packed`` takes (``MAX_READ_MANY`` requests; 4,096 in the store, 4
+    here, so 8 segments make three parts): each part is a packed read (no ``read_many`` of answer
+    objects), and the reader delivers what a read per segment delivers."""
+    from readergroup.reading import reader_blocks
+
+    runs = []
+    for batched in (True, False):
+        clock = ManualClock(START_MS)
+        with SegmentStore(clock=clock) as store, monkeypatch.context() as mp:
+            mp.setattr(reader_blocks, "MAX_READ_MANY", 4)
+            seen, calls, _ = _run(clock, EmbeddedClient(store), batched)
+        runs.append(seen)
+        if batched:
+            assert all(n["read_many"] == 0 and n["read_packed"] >= 3 for n in calls), calls
+    assert any(len(offsets) for *_, offsets, _ in runs[0])
+    assert runs[0] == runs[1]
+
+
 def test_an_idle_poll_is_one_look_at_the_tails(manual: tuple[ManualClock, SegmentStoreClient]) -> None:
     """Nothing new and nothing to report: a poll is one ``read_many`` (the tails and the state log),
     no append to the group's state, and an empty batch; embedded, where the store's change count

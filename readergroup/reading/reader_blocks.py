@@ -113,6 +113,13 @@ class ReaderBlocks:
             for s in todo:
                 self._fetch(s, 0)
             return False
+        if self._packed and self.packed_reads and len(todo) >= MAX_READ_MANY:
+            # more than one packed read holds (a reader holding thousands of segments): one per part,
+            # each with the state log's probe if a look (the same blocks as ``read_many``'s calls)
+            moved = False
+            for i in range(0, len(todo), MAX_READ_MANY - 1):
+                moved = self._fetch_all(todo[i : i + MAX_READ_MANY - 1], look) or moved
+            return moved
         buf = self._buf
         reqs: list[tuple[Any, ...]]
         if look:
