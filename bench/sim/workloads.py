@@ -53,8 +53,9 @@ _loaded: list[ModuleType] = []
 READER_KERNEL_MIN_POLLS = 1_000
 """A run whose readers poll this many times in all (each spec's count x duration / poll period) loads
 the readers' kernels first (``block_merge.load_kernels``, ~0.5 s): else a run whose writers' batches
-stay small never does, and its readers decode and merge in Python. Every shipped lab scenario
-(2,400-7,200 polls) then ran 5-37 % faster end to end, with the same outputs."""
+stay small never does, and its readers decode and merge in Python. No shipped lab scenario
+(2,400-7,200 polls) ran slower for it end to end, idle-producers and slow-readers about a quarter
+faster, with the same outputs."""
 
 
 def load_kernels_for(sc: Scenario) -> None:
