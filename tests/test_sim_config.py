@@ -226,25 +226,26 @@ def _outputs_with_and_without_kernels(
     return outs[0]
 
 
-def test_a_run_whose_readers_poll_often_loads_their_kernels_first_and_a_short_one_does_not() -> None:
-    """A world whose readers poll ``READER_KERNEL_MIN_POLLS`` times or more in all imports the readers'
-    frame and merge kernels before it runs (else small writes never would, and every block is decoded
-    and merged in Python); a shorter run, or one whose readers are processes of their own, does not
-    pay the import. In a fresh interpreter: this one has them loaded already."""
+def test_a_lab_run_whose_readers_poll_often_loads_their_kernels_first_and_simulate_does_not() -> None:
+    """A lab world whose readers poll ``READER_KERNEL_MIN_POLLS`` times or more in all imports the
+    readers' frame and merge kernels before it runs (else small writes never would, and every block
+    is decoded and merged in Python); a shorter one does not pay the import, nor does the simulator's
+    world (its readers gained nothing from them). In a fresh interpreter: this one has them loaded."""
     code = """
 import json, sys
+from bench.lab.compare import _LabWorld
 from bench.sim.actors import World
 from bench.sim.workloads import READER_KERNEL_MIN_POLLS
 from bench.spec import scenario_from_dict
 base = json.loads(sys.argv[1])
 polls = READER_KERNEL_MIN_POLLS
 out = []
-for spec in (
-    {**base, "duration_ms": 100 * polls // 2 - 100},  # 2 readers every 100 ms: one poll short
-    {**base, "duration_ms": 100 * polls // 2, "group": {"processes": True}},
-    {**base, "duration_ms": 100 * polls // 2},
+for world, spec in (
+    (_LabWorld, {**base, "duration_ms": 100 * polls // 2 - 100}),  # 2 readers every 100 ms: one poll short
+    (World, {**base, "duration_ms": 100 * polls // 2}),
+    (_LabWorld, {**base, "duration_ms": 100 * polls // 2}),
 ):
-    World(scenario_from_dict(spec)).close()
+    world(scenario_from_dict(spec)).close()
     out.append([m in sys.modules for m in
                 ("readergroup.format._frame_kernels", "readergroup.reading._batch_kernels")])
 print(json.dumps(out))

@@ -47,6 +47,7 @@ from segmentstore import Clock, SegmentStore
 
 from ..sim.actors import World, WriterActor, advancer, instance_names, scaler
 from ..sim.sentinels import END_OF_TIME, real_time
+from ..sim.workloads import load_kernels_for
 from ..spec.errors import SimulationError
 from ..spec.scenario import Scenario, StageSpec, StrategiesSpec
 from .asserting_writer import AssertingWriter
@@ -170,6 +171,7 @@ class _LabWorld(World):
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario)
         self.truth: list[tuple[int, int, int]] = []
+        load_kernels_for(scenario)
 
     def written(self, writer: int, seqs: np.ndarray, event_times: np.ndarray) -> None:
         super().written(writer, seqs, event_times)

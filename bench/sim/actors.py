@@ -43,7 +43,7 @@ from .arrivals import Batch, EventSource
 from .pipeline import EventTimePipeline
 from .recorder import Recorder
 from .sim_clock import SimClock
-from .workloads import ID_BYTES, FrameBuilder, load_kernels_for, sim_kernels
+from .workloads import ID_BYTES, FrameBuilder, sim_kernels
 
 __all__ = [
     "World",
@@ -77,8 +77,11 @@ class World:
     def __init__(self, scenario: Scenario) -> None:
         sc = scenario
         self.scenario = sc
-        real = sc.group.processes
-        self.env = simpy.rt.RealtimeEnvironment(factor=0.001, strict=False) if real else simpy.Environment()
+        self.env = (
+            simpy.rt.RealtimeEnvironment(factor=0.001, strict=False)
+            if sc.group.processes
+            else (simpy.Environment())
+        )
         self.clock = SimClock(self.env, sc.start_time_ms)
         self.store = SegmentStore(
             clock=self.clock,
@@ -89,7 +92,6 @@ class World:
             ),
         )
         self.client = EmbeddedClient(self.store)
-        load_kernels_for(sc)
         self.stream = sc.stream.name
         self.client.create_stream(self.stream, sc.stream.segments)
         self.writer_specs: list[tuple[WriterSpec, str]] = [

@@ -51,18 +51,17 @@ recorder's, whatever the batch)."""
 _loaded: list[ModuleType] = []
 
 READER_KERNEL_MIN_POLLS = 1_000
-"""A run whose readers poll this many times in all (each spec's count x duration / poll period) loads
-the readers' kernels first (``block_merge.load_kernels``, ~0.5 s): else a run whose writers' batches
-stay small never does, and its readers decode and merge in Python. No shipped lab scenario
-(2,400-7,200 polls) ran slower for it end to end, idle-producers and slow-readers about a quarter
-faster, with the same outputs."""
+"""A lab run whose readers poll this many times in all (each spec's count x duration / poll period)
+loads the readers' kernels first (``block_merge.load_kernels``, ~0.5 s; the first run after an
+install compiles them, ~3 s): else a run whose writers' batches stay small never does, and its
+readers decode and merge in Python. No shipped lab scenario (2,400-7,200 polls) ran slower for it end
+to end, idle-producers and slow-readers about a quarter faster, with the same outputs. ``simulate``
+does not: its readers alone gained nothing measurable (``iot-sensors``: ~1 s either way)."""
 
 
 def load_kernels_for(sc: Scenario) -> None:
-    """Load the readers' kernels before ``sc`` runs if its readers poll often enough to pay for them
-    (and read in this process: not with ``group.processes``)."""
-    polls = sum(r.count * (sc.duration_ms // r.poll_ms) for r in sc.readers)
-    if polls >= READER_KERNEL_MIN_POLLS and not sc.group.processes:
+    """Load the readers' kernels before ``sc`` runs in the lab if its readers poll often enough to pay."""
+    if sum(r.count * (sc.duration_ms // r.poll_ms) for r in sc.readers) >= READER_KERNEL_MIN_POLLS:
         load_reader_kernels()
 
 
