@@ -233,9 +233,8 @@ def test_a_lab_run_whose_readers_poll_often_loads_their_kernels_first_and_simula
     world (its readers gained nothing from them). In a fresh interpreter: this one has them loaded."""
     code = """
 import json, sys
-from bench.lab.compare import _LabWorld
+from bench.lab.compare import READER_KERNEL_MIN_POLLS, _LabWorld
 from bench.sim.actors import World
-from bench.sim.workloads import READER_KERNEL_MIN_POLLS
 from bench.spec import scenario_from_dict
 base = json.loads(sys.argv[1])
 polls = READER_KERNEL_MIN_POLLS

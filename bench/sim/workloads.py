@@ -22,9 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from readergroup.format.events import HEADER_SIZE, KIND_EVENT, encode_event
-from readergroup.reading.block_merge import load_kernels as load_reader_kernels
 
-from ..spec.scenario import Scenario, WorkloadSpec
+from ..spec.scenario import WorkloadSpec
 
 __all__ = [
     "expected_events",
@@ -33,8 +32,6 @@ __all__ = [
     "payload_ids",
     "ID_BYTES",
     "sim_kernels",
-    "load_kernels_for",
-    "READER_KERNEL_MIN_POLLS",
     "readonly",
 ]
 
@@ -49,20 +46,6 @@ _KERNEL_LOADED_MIN_EVENTS = 1
 batch, as a kernel call costs less than numpy's path at any size (inside a run ~20 us for the
 recorder's, whatever the batch)."""
 _loaded: list[ModuleType] = []
-
-READER_KERNEL_MIN_POLLS = 1_000
-"""A lab run whose readers poll this many times in all (each spec's count x duration / poll period)
-loads the readers' kernels first (``block_merge.load_kernels``, ~0.5 s; the first run after an
-install compiles them, ~3 s): else a run whose writers' batches stay small never does, and its
-readers decode and merge in Python. No shipped lab scenario (2,400-7,200 polls) ran slower for it end
-to end, idle-producers and slow-readers about a quarter faster, with the same outputs. ``simulate``
-does not: its readers alone gained nothing measurable (``iot-sensors``: ~1 s either way)."""
-
-
-def load_kernels_for(sc: Scenario) -> None:
-    """Load the readers' kernels before ``sc`` runs in the lab if its readers poll often enough to pay."""
-    if sum(r.count * (sc.duration_ms // r.poll_ms) for r in sc.readers) >= READER_KERNEL_MIN_POLLS:
-        load_reader_kernels()
 
 
 def sim_kernels(n: int) -> ModuleType | None:
