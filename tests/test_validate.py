@@ -788,7 +788,8 @@ def test_flink_jobs_keep_their_jvm_temporary_files_in_their_work_directory(
     """Flink unpacks a 24 MB jar into the JVM's temporary directory at each start and removes it
     only when the JVM exits normally; a job's JVM ends with its process, so each paced or driven
     replay left one in ``/tmp``. Both jobs' JVMs now take their work directory (removed after the
-    job) as ``java.io.tmpdir``, through ``JAVA_TOOL_OPTIONS`` (added to any set)."""
+    job) as ``java.io.tmpdir``, through ``JAVA_TOOL_OPTIONS`` (added to any set), and compile with
+    C1 only, an option set before them (``-XX:TieredStopAtLevel``) overriding it (the last wins)."""
     import bench.validate.flink_engine as engine
     import bench.validate.flink_java as driven
 
@@ -808,5 +809,5 @@ def test_flink_jobs_keep_their_jvm_temporary_files_in_their_work_directory(
         driven._run_driven("java", Path("lib"), Path("classes"), [], 1000)
     assert len(seen) == 2  # the paced job's process, then the driven one's
     for work, env in seen:
-        assert env["JAVA_TOOL_OPTIONS"] == f"-Xss4m -Djava.io.tmpdir={work}"
+        assert env["JAVA_TOOL_OPTIONS"] == f"-XX:TieredStopAtLevel=1 -Xss4m -Djava.io.tmpdir={work}"
         assert not Path(work).exists()  # removed with what it held

@@ -305,6 +305,15 @@ def replay_flink_many(
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
 
 
+JOB_JIT = "-XX:TieredStopAtLevel=1"
+"""The Flink jobs' JVMs compile with C1 only, as ``local_session(fast_start=True)`` runs Spark's: a job
+replays a few records a tick, which C1's code runs as well as C2's, and C2's compiler thread was a
+third of the paced job's JVM CPU (13.5 of ~45 s at 800 ms per emit), taken from the cores the
+paced regime needs. The paced test's job (three scenarios, 400 ms per emit, load 1.5-3): its JVM
+38-41 CPU s against 65, 48-50 s of wall against 52-55; a driven job's test 14-15 machine CPU s
+against 18. Every verdict the same."""
+
+
 def job_error(proc: subprocess.CompletedProcess[str]) -> str:
     """A failed job's error: the deepest ``Caused by`` of its Java trace (a driven turn that waited
     too long names itself there), or the last lines of its output."""
@@ -331,9 +340,11 @@ def run_job(
     in ``DIR/<names joined by +>``. The job's JVM takes ``work`` as its temporary directory
     (``JAVA_TOOL_OPTIONS``, added to any set): Flink unpacks its RPC system into a 24 MB jar
     there at each start and deletes it only when the JVM exits normally, which a job's JVM,
-    ended with its process, does not; in ``/tmp`` one was left behind per job."""
+    ended with its process, does not; in ``/tmp`` one was left behind per job. It compiles with C1
+    only (``JOB_JIT``, before any options set, which can override it)."""
     env = dict(os.environ if env is None else env)
-    env["JAVA_TOOL_OPTIONS"] = f"{env.get('JAVA_TOOL_OPTIONS', '')} -Djava.io.tmpdir={work}".strip()
+    options = f"{JOB_JIT} {env.get('JAVA_TOOL_OPTIONS', '')}".strip()
+    env["JAVA_TOOL_OPTIONS"] = f"{options} -Djava.io.tmpdir={work}"
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=budget, env=env, cwd=work)
     except subprocess.TimeoutExpired:
