@@ -310,8 +310,8 @@ JOB_JIT = "-XX:TieredStopAtLevel=1"
 replays a few records a tick, which C1's code runs as well as C2's, and C2's compiler thread was a
 third of the paced job's JVM CPU (13.5 of ~45 s at 800 ms per emit), taken from the cores the
 paced regime needs. The paced test's job (three scenarios, 400 ms per emit, load 1.5-3): its JVM
-38-41 CPU s against 65, 48-50 s of wall against 52-55; a driven job's test 14-15 machine CPU s
-against 18. Every verdict the same."""
+38-41 CPU s against 65, 48-50 s of wall against 52-55; a driven job's test 13.5-14.5 machine CPU s
+against 17-19 (its options overridden to C2). Every verdict the same."""
 
 
 def job_error(proc: subprocess.CompletedProcess[str]) -> str:
