@@ -285,8 +285,13 @@ def main(spec_path: str, out_path: str) -> None:
             yield json.dumps(["win", self.j, w.start, n, context.current_watermark(), at])
 
     conf = Configuration()
+    # a bundle of one record: each Python operator finishes its bundle after every record (and
+    # before every watermark) at once, so the bundle timer has nothing to flush; Flink's default
+    # (1 s) instead of 1 ms, at which each operator's timer thread woke 1,000 times a second: the
+    # test's paced job at 400 ms per emit took the machine 36 CPU s instead of 64-73 (its JVM 19
+    # instead of 38-41), its largest slips 35-48 ms instead of 35-64; the same verdicts
     conf.set_string("python.fn-execution.bundle.size", "1")
-    conf.set_string("python.fn-execution.bundle.time", "1")
+    conf.set_string("python.fn-execution.bundle.time", "1000")
     conf.set_string("pipeline.auto-watermark-interval", f"{spec['interval_ms']} ms")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_python_executable(sys.executable)
