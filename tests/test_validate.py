@@ -789,7 +789,7 @@ def test_flink_jobs_keep_their_jvm_temporary_files_in_their_work_directory(
     only when the JVM exits normally; a job's JVM ends with its process, so each paced or driven
     replay left one in ``/tmp``. Both jobs' JVMs now take their work directory (removed after the
     job) as ``java.io.tmpdir``, through ``JAVA_TOOL_OPTIONS`` (added to any set), and compile with
-    C1 only, an option set before them (``-XX:TieredStopAtLevel``) overriding it (the last wins)."""
+    C1 only: ``-XX:TieredStopAtLevel=1`` first, so an option already set there overrides it."""
     import bench.validate.flink_engine as engine
     import bench.validate.flink_java as driven
 

@@ -67,6 +67,14 @@ from .flink_job import BUNDLE, END, IDLE_WAIT, MARK, PRIME, SEND, TIMER, WAIT
 
 __all__ = ["FlinkReplay", "FlinkTiming", "flink_available", "replay_flink", "replay_flink_many", "flink_spec"]
 
+JOB_JIT = "-XX:TieredStopAtLevel=1"
+"""The Flink jobs' JVMs compile with C1 only, as ``local_session(fast_start=True)`` runs Spark's: a job
+replays a few records a tick, which C1's code runs as well as C2's, and C2's compiler thread was a
+third of the paced job's JVM CPU (13.5 of ~45 s at 800 ms per emit), taken from the cores the
+paced regime needs. The paced test's job (three scenarios, 400 ms per emit, load 1.5-3): its JVM
+38-41 CPU s against 65, 48-50 s of wall against 52-55; a driven job's test 13.5-14.5 machine CPU s
+against 17-19 (its options overridden to C2). Every verdict the same."""
+
 
 @dataclass(frozen=True, slots=True)
 class FlinkTiming:
@@ -303,15 +311,6 @@ def replay_flink_many(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return [parse_replay(doc, j, s, timing) for j, s in enumerate(specs)]
-
-
-JOB_JIT = "-XX:TieredStopAtLevel=1"
-"""The Flink jobs' JVMs compile with C1 only, as ``local_session(fast_start=True)`` runs Spark's: a job
-replays a few records a tick, which C1's code runs as well as C2's, and C2's compiler thread was a
-third of the paced job's JVM CPU (13.5 of ~45 s at 800 ms per emit), taken from the cores the
-paced regime needs. The paced test's job (three scenarios, 400 ms per emit, load 1.5-3): its JVM
-38-41 CPU s against 65, 48-50 s of wall against 52-55; a driven job's test 13.5-14.5 machine CPU s
-against 17-19 (its options overridden to C2). Every verdict the same."""
 
 
 def job_error(proc: subprocess.CompletedProcess[str]) -> str:
