@@ -77,11 +77,8 @@ class World:
     def __init__(self, scenario: Scenario) -> None:
         sc = scenario
         self.scenario = sc
-        self.env = (
-            simpy.rt.RealtimeEnvironment(factor=0.001, strict=False)
-            if sc.group.processes
-            else (simpy.Environment())
-        )
+        real = sc.group.processes
+        self.env = simpy.rt.RealtimeEnvironment(factor=0.001, strict=False) if real else simpy.Environment()
         self.clock = SimClock(self.env, sc.start_time_ms)
         self.store = SegmentStore(
             clock=self.clock,
